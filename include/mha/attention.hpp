@@ -1,0 +1,58 @@
+// MultiheadAttention: the layer. Built once from weights, run many times.
+#pragma once
+
+#include <memory>
+
+#include "mha/config.hpp"
+#include "mha/error.hpp"
+#include "mha/masks.hpp"
+#include "mha/tensor.hpp"
+#include "mha/weights.hpp"
+
+namespace mha {
+
+// fp32, batch-first: query [B, Sq, query_dim], key [B, Sk, key_dim],
+// value [B, Sk, value_dim], or all unbatched [S, dim]. Absent key/value mean "same
+// as query" (self-attention).
+struct AttentionInputs {
+  TensorView query;
+  TensorView key;
+  TensorView value;
+};
+
+// Caller-owned outputs. output: [B, Sq, output_dim] (unbatched: [Sq, output_dim]).
+// attn_weights is optional: [B, num_heads, Sq, Sk] per head, or [B, Sq, Sk] when
+// ForwardOptions::average_attn_weights (unbatched: drop B).
+struct AttentionOutputs {
+  MutableTensorView output;
+  MutableTensorView attn_weights;
+};
+
+struct ForwardOptions {
+  bool average_attn_weights = true;  // PyTorch's default
+  int num_threads = 0;               // 0: OpenMP's current default
+};
+
+class MultiheadAttention {
+ public:
+  // Validates and packs the weights (copied: the caller may free them afterwards)
+  // and creates the oneDNN primitives. Throws mha::Error for invalid input.
+  MultiheadAttention(const AttentionConfig& config, const AttentionWeights& weights);
+  ~MultiheadAttention();
+  MultiheadAttention(MultiheadAttention&&) noexcept;
+  MultiheadAttention& operator=(MultiheadAttention&&) noexcept;
+
+  // Throws mha::Error for invalid input, before writing anything. Safe to call from
+  // several threads at once on one object.
+  void Forward(const AttentionInputs& inputs, const AttentionMasks& masks,
+               const AttentionOutputs& outputs, const ForwardOptions& options = {}) const;
+
+  const AttentionConfig& config() const;
+  int64_t output_dim() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mha

@@ -1,0 +1,27 @@
+// AttentionConfig: the sizes that fix a multi-head attention layer.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+namespace mha {
+
+// Widths follow PyTorch's nn.MultiheadAttention: query_dim is embed_dim, key_dim and
+// value_dim are kdim and vdim. Unlike PyTorch, the model width num_heads * head_dim
+// may differ from query_dim (seed 002 projects d_in=3 to d_out=2). Biases and the
+// output projection are switched on and off by the weights given (see weights.hpp).
+// Dropout is not modelled: mha is inference-only, where dropout is the identity.
+struct AttentionConfig {
+  int64_t num_heads = 0;
+  int64_t head_dim = 0;
+  int64_t query_dim = 0;
+  int64_t key_dim = 0;    // 0 means query_dim
+  int64_t value_dim = 0;  // 0 means query_dim
+  std::optional<float> scale;  // empty means 1 / sqrt(head_dim)
+
+  int64_t model_dim() const { return num_heads * head_dim; }
+  int64_t resolved_key_dim() const { return key_dim ? key_dim : query_dim; }
+  int64_t resolved_value_dim() const { return value_dim ? value_dim : query_dim; }
+};
+
+}  // namespace mha

@@ -1,0 +1,34 @@
+// AttentionMasks: which keys each query may attend to.
+#pragma once
+
+#include "mha/tensor.hpp"
+
+namespace mha {
+
+// How boolean and float mask tensors are read.
+enum class MaskConvention {
+  // PyTorch nn.MultiheadAttention: bool true = not allowed to attend;
+  // float = added to the scores (-inf masks).
+  kTorch,
+  // masked_fill(mask == 0, ...) as in seed 004: zero (or false) = masked,
+  // anything else = attend. Applies to bool and float masks alike.
+  kZeroMeansMasked,
+};
+
+// Any combination may be given; a key is attended only if every mask allows it.
+// A query whose keys are all masked gets attention weights 0 and context 0, never
+// NaN (PyTorch returns NaN there).
+struct AttentionMasks {
+  // Query i attends to keys 0..i (top-left aligned, like PyTorch's is_causal).
+  bool is_causal = false;
+  // [B, Sk] (unbatched: [Sk]), bool or float32.
+  TensorView key_padding_mask;
+  // [B] (unbatched: [1]), int32 or int64: batch b attends to keys 0..len-1 only.
+  TensorView key_lengths;
+  // bool or float32, one of [Sq, Sk]; [B * num_heads, Sq, Sk] (PyTorch 3-D);
+  // [B or 1, num_heads or 1, Sq or 1, Sk or 1] (broadcast over size-1 axes).
+  TensorView attn_mask;
+  MaskConvention convention = MaskConvention::kTorch;
+};
+
+}  // namespace mha

@@ -1,0 +1,10 @@
+// Umbrella header for the mha C++ API.
+#pragma once
+
+#include "mha/attention.hpp"
+#include "mha/config.hpp"
+#include "mha/error.hpp"
+#include "mha/masks.hpp"
+#include "mha/reference.hpp"
+#include "mha/tensor.hpp"
+#include "mha/weights.hpp"

@@ -1,0 +1,61 @@
+// Non-owning tensor views: how callers hand data to mha without copies.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+
+namespace mha {
+
+enum class DType { kFloat32, kBool, kInt32, kInt64 };
+
+const char* DTypeName(DType dtype);
+size_t DTypeSize(DType dtype);
+
+// Dimensions of a dense row-major tensor, rank 0 to 4.
+class Shape {
+ public:
+  static constexpr int kMaxRank = 4;
+
+  Shape() = default;
+  Shape(std::initializer_list<int64_t> dims);
+
+  int rank() const { return rank_; }
+  int64_t operator[](int axis) const { return dims_[axis]; }
+  bool operator==(const Shape& other) const;
+  bool operator!=(const Shape& other) const { return !(*this == other); }
+  std::string ToString() const;  // "[2, 5, 8]"
+  Shape Prepended(int64_t dim) const;  // [dim, ...this]; fails past kMaxRank
+
+ private:
+  int rank_ = 0;
+  int64_t dims_[kMaxRank] = {};
+};
+
+// Read-only view of caller memory. A view whose data is null is "absent".
+struct TensorView {
+  const void* data = nullptr;
+  DType dtype = DType::kFloat32;
+  Shape shape;
+
+  TensorView() = default;
+  TensorView(const float* values, Shape dims) : data(values), shape(dims) {}
+  TensorView(const void* values, DType type, Shape dims)
+      : data(values), dtype(type), shape(dims) {}
+
+  bool present() const { return data != nullptr; }
+  const float* floats() const { return static_cast<const float*>(data); }
+};
+
+// Writable fp32 view for outputs.
+struct MutableTensorView {
+  float* data = nullptr;
+  Shape shape;
+
+  MutableTensorView() = default;
+  MutableTensorView(float* values, Shape dims) : data(values), shape(dims) {}
+
+  bool present() const { return data != nullptr; }
+};
+
+}  // namespace mha

@@ -1,0 +1,42 @@
+// AttentionWeights: the projection weights in the layouts users already have.
+#pragma once
+
+#include "mha/tensor.hpp"
+
+namespace mha {
+
+// How a projection weight is laid out; in = input width, out = num_heads * head_dim.
+enum class WeightLayout {
+  kOutIn,          // [out, in]: PyTorch nn.Linear, y = x W^T + b
+  kInOut,          // [in, out]: y = x @ W (seed 000)
+  kHeadsInHeadDim  // [num_heads, in, head_dim]: per-head x @ W[h] (seed 001)
+};
+
+// One projection. An absent bias means no bias.
+struct Projection {
+  TensorView weight;
+  WeightLayout layout = WeightLayout::kOutIn;
+  TensorView bias;  // [out]
+
+  bool present() const { return weight.present(); }
+};
+
+// query/key/value are required. An absent output projection means the layer returns
+// the concatenated heads [..., num_heads * head_dim] (seed 000). The output
+// projection maps num_heads * head_dim to any width: kOutIn [out, model] or
+// kInOut [model, out].
+struct AttentionWeights {
+  Projection query;
+  Projection key;
+  Projection value;
+  Projection output;
+};
+
+// PyTorch nn.MultiheadAttention's packed in_proj_weight [3E, E] and in_proj_bias [3E]
+// (absent for bias=False), with out_proj.weight [E, E] and out_proj.bias [E].
+AttentionWeights FromPackedInProjection(TensorView in_proj_weight,
+                                        TensorView in_proj_bias,
+                                        TensorView out_proj_weight,
+                                        TensorView out_proj_bias);
+
+}  // namespace mha

@@ -1,0 +1,43 @@
+// Argument checks shared by the layer, the reference and the weight packer.
+#include "src/api/check.h"
+
+namespace mha::internal {
+
+int64_t CheckedNumElements(const char* name, const Shape& shape, size_t element_size) {
+  int64_t count = 1;
+  for (int axis = 0; axis < shape.rank(); ++axis) {
+    if (shape[axis] < 0) Fail(name, ": negative dimension in shape ", shape.ToString());
+    if (__builtin_mul_overflow(count, shape[axis], &count)) {
+      Fail(name, ": element count of shape ", shape.ToString(), " overflows int64");
+    }
+  }
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(count, static_cast<int64_t>(element_size), &bytes)) {
+    Fail(name, ": byte size of shape ", shape.ToString(), " overflows int64");
+  }
+  return count;
+}
+
+void CheckTensor(const char* name, const TensorView& tensor, DType dtype,
+                 const Shape& expected) {
+  if (!tensor.present()) Fail(name, ": data is null");
+  if (tensor.dtype != dtype) {
+    Fail(name, ": expected dtype ", DTypeName(dtype), ", got ", DTypeName(tensor.dtype));
+  }
+  if (tensor.shape != expected) {
+    Fail(name, ": expected shape ", expected.ToString(), ", got ",
+         tensor.shape.ToString());
+  }
+  CheckedNumElements(name, tensor.shape, DTypeSize(dtype));
+}
+
+void CheckOutput(const char* name, const MutableTensorView& tensor, const Shape& expected) {
+  if (!tensor.present()) Fail(name, ": data is null");
+  if (tensor.shape != expected) {
+    Fail(name, ": expected shape ", expected.ToString(), ", got ",
+         tensor.shape.ToString());
+  }
+  CheckedNumElements(name, tensor.shape, sizeof(float));
+}
+
+}  // namespace mha::internal

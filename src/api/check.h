@@ -1,0 +1,31 @@
+// Helpers that build mha::Error messages naming the argument and the values seen.
+#pragma once
+
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <utility>
+
+#include "mha/error.hpp"
+#include "mha/tensor.hpp"
+
+namespace mha::internal {
+
+template <class... Parts>
+[[noreturn]] void Fail(Parts&&... parts) {
+  std::ostringstream message;
+  message << "mha: ";
+  (message << ... << std::forward<Parts>(parts));
+  throw Error(message.str());
+}
+
+// Product of a shape's dimensions; fails when a dimension is negative or when the
+// element count or its byte size overflows int64.
+int64_t CheckedNumElements(const char* name, const Shape& shape, size_t element_size);
+
+// A present tensor of the given dtype and shape, or fails naming `name`.
+void CheckTensor(const char* name, const TensorView& tensor, DType dtype,
+                 const Shape& expected);
+void CheckOutput(const char* name, const MutableTensorView& tensor, const Shape& expected);
+
+}  // namespace mha::internal

@@ -1,0 +1,27 @@
+// Problem: the sizes of one forward call, derived from and checked against its
+// arguments before anything is computed.
+#pragma once
+
+#include <cstdint>
+
+#include "mha/attention.hpp"
+
+namespace mha::internal {
+
+struct Problem {
+  int64_t batch_size = 0;
+  int64_t query_len = 0;  // Sq
+  int64_t key_len = 0;    // Sk
+  bool batched = true;    // false: [S, dim] inputs, outputs without the batch axis
+  bool self_attention = false;  // key and value are the query tensor itself
+  TensorView query, key, value;  // key/value resolved to query when absent
+};
+
+void ValidateConfig(const AttentionConfig& config);
+
+// Checks inputs, outputs and options; fails naming the argument and values seen.
+Problem ValidateForward(const AttentionConfig& config, int64_t output_dim,
+                        const AttentionInputs& inputs, const AttentionOutputs& outputs,
+                        const ForwardOptions& options);
+
+}  // namespace mha::internal

@@ -1,0 +1,68 @@
+// Shape and DType helpers behind include/mha/tensor.hpp.
+#include "mha/tensor.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "mha/error.hpp"
+
+namespace mha {
+
+const char* DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return "float32";
+    case DType::kBool:
+      return "bool";
+    case DType::kInt32:
+      return "int32";
+    case DType::kInt64:
+      return "int64";
+  }
+  return "unknown";
+}
+
+size_t DTypeSize(DType dtype) {
+  switch (dtype) {
+    case DType::kBool:
+      return 1;
+    case DType::kFloat32:
+    case DType::kInt32:
+      return 4;
+    case DType::kInt64:
+      return 8;
+  }
+  return 0;
+}
+
+Shape::Shape(std::initializer_list<int64_t> dims) {
+  if (dims.size() > kMaxRank) {
+    throw Error("mha: Shape: rank " + std::to_string(dims.size()) + " exceeds the maximum " +
+                std::to_string(kMaxRank));
+  }
+  rank_ = static_cast<int>(dims.size());
+  std::copy_n(dims.begin(), rank_, dims_);
+}
+
+bool Shape::operator==(const Shape& other) const {
+  return rank_ == other.rank_ && std::equal(dims_, dims_ + rank_, other.dims_);
+}
+
+Shape Shape::Prepended(int64_t dim) const {
+  if (rank_ == kMaxRank) throw Error("mha: Shape: cannot prepend to " + ToString());
+  Shape result;
+  result.rank_ = rank_ + 1;
+  result.dims_[0] = dim;
+  std::copy_n(dims_, rank_, result.dims_ + 1);
+  return result;
+}
+
+std::string Shape::ToString() const {
+  std::ostringstream out;
+  out << '[';
+  for (int axis = 0; axis < rank_; ++axis) out << (axis ? ", " : "") << dims_[axis];
+  out << ']';
+  return out.str();
+}
+
+}  // namespace mha

@@ -1,0 +1,138 @@
+// MaskPlan: mask validation, conventions and addressing.
+#include "src/masks/mask_plan.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "src/api/check.h"
+
+namespace mha::internal {
+namespace {
+
+constexpr float kMasked = -std::numeric_limits<float>::infinity();
+
+void CheckMaskDType(const char* name, const TensorView& mask) {
+  if (mask.dtype != DType::kBool && mask.dtype != DType::kFloat32) {
+    Fail(name, ": expected dtype bool or float32, got ", DTypeName(mask.dtype));
+  }
+}
+
+}  // namespace
+
+float MaskPlan::StridedMask::At(int64_t offset, MaskConvention convention) const {
+  if (dtype == DType::kBool) {
+    // Read as a byte: any non-zero byte is true, without relying on bool's values.
+    const bool value = static_cast<const uint8_t*>(data)[offset] != 0;
+    const bool masked = convention == MaskConvention::kTorch ? value : !value;
+    return masked ? kMasked : 0.0f;
+  }
+  const float value = static_cast<const float*>(data)[offset];
+  if (convention == MaskConvention::kTorch) return value;
+  return value == 0.0f ? kMasked : 0.0f;
+}
+
+MaskPlan::MaskPlan(const AttentionMasks& masks, const Problem& problem, int64_t num_heads)
+    : is_causal_(masks.is_causal), key_len_(problem.key_len), convention_(masks.convention) {
+  if (convention_ != MaskConvention::kTorch &&
+      convention_ != MaskConvention::kZeroMeansMasked) {
+    Fail("masks.convention: unknown value ", static_cast<int>(convention_));
+  }
+  if (masks.attn_mask.present()) attn_ = PlanAttnMask(masks.attn_mask, problem, num_heads);
+  if (masks.key_padding_mask.present()) {
+    padding_ = PlanKeyPaddingMask(masks.key_padding_mask, problem);
+  }
+  if (masks.key_lengths.present()) PlanKeyLengths(masks.key_lengths, problem);
+}
+
+MaskPlan::StridedMask MaskPlan::PlanAttnMask(const TensorView& mask, const Problem& problem,
+                                             int64_t num_heads) {
+  CheckMaskDType("masks.attn_mask", mask);
+  const int64_t b = problem.batch_size, h = num_heads, sq = problem.query_len,
+                sk = problem.key_len;
+  const Shape& shape = mask.shape;
+  StridedMask plan{mask.data, mask.dtype, {0, 0, sk, 1}};
+  if (shape.rank() == 2 && shape == Shape{sq, sk}) {
+    // [Sq, Sk]: shared by every batch and head.
+  } else if (shape.rank() == 3 && shape == Shape{b * h, sq, sk}) {
+    plan.stride[0] = h * sq * sk;
+    plan.stride[1] = sq * sk;
+  } else if (shape.rank() == 4) {
+    const int64_t target[4] = {b, h, sq, sk};
+    int64_t stride = 1;
+    for (int axis = 3; axis >= 0; --axis) {
+      if (shape[axis] != target[axis] && shape[axis] != 1) {
+        Fail("masks.attn_mask: shape ", shape.ToString(), " does not broadcast to [", b,
+             ", ", h, ", ", sq, ", ", sk, "] (axis ", axis, ")");
+      }
+      plan.stride[axis] = shape[axis] == 1 ? 0 : stride;
+      stride *= shape[axis];
+    }
+  } else {
+    Fail("masks.attn_mask: expected shape [", sq, ", ", sk, "], [", b * h, ", ", sq, ", ",
+         sk, "] or [", b, " or 1, ", h, " or 1, ", sq, " or 1, ", sk, " or 1], got ",
+         shape.ToString());
+  }
+  CheckTensor("masks.attn_mask", mask, mask.dtype, shape);
+  return plan;
+}
+
+MaskPlan::StridedMask MaskPlan::PlanKeyPaddingMask(const TensorView& mask,
+                                                   const Problem& problem) {
+  CheckMaskDType("masks.key_padding_mask", mask);
+  const Shape expected = problem.batched ? Shape{problem.batch_size, problem.key_len}
+                                         : Shape{problem.key_len};
+  CheckTensor("masks.key_padding_mask", mask, mask.dtype, expected);
+  return StridedMask{mask.data, mask.dtype, {problem.key_len, 0, 0, 1}};
+}
+
+void MaskPlan::PlanKeyLengths(const TensorView& lengths, const Problem& problem) {
+  if (lengths.dtype != DType::kInt32 && lengths.dtype != DType::kInt64) {
+    Fail("masks.key_lengths: expected dtype int32 or int64, got ",
+         DTypeName(lengths.dtype));
+  }
+  CheckTensor("masks.key_lengths", lengths, lengths.dtype, Shape{problem.batch_size});
+  key_lengths_ = lengths.data;
+  key_lengths_dtype_ = lengths.dtype;
+  for (int64_t b = 0; b < problem.batch_size; ++b) {
+    const int64_t length = KeyLength(b);
+    if (length < 0 || length > problem.key_len) {
+      Fail("masks.key_lengths[", b, "]: must be in [0, ", problem.key_len, "], got ",
+           length);
+    }
+  }
+}
+
+int64_t MaskPlan::KeyLength(int64_t batch) const {
+  if (!key_lengths_) return key_len_;
+  return key_lengths_dtype_ == DType::kInt32
+             ? static_cast<const int32_t*>(key_lengths_)[batch]
+             : static_cast<const int64_t*>(key_lengths_)[batch];
+}
+
+int64_t MaskPlan::KeyEnd(int64_t batch, int64_t query) const {
+  const int64_t end = std::min(KeyLength(batch), key_len_);
+  return is_causal_ ? std::min(end, query + 1) : end;
+}
+
+float MaskPlan::TensorMaskAt(int64_t batch, int64_t head, int64_t query,
+                             int64_t key) const {
+  float sum = 0.0f;
+  if (attn_.data) {
+    sum += attn_.At(batch * attn_.stride[0] + head * attn_.stride[1] +
+                        query * attn_.stride[2] + key * attn_.stride[3],
+                    convention_);
+  }
+  if (padding_.data) {
+    sum += padding_.At(batch * padding_.stride[0] + key * padding_.stride[3], convention_);
+  }
+  return sum;
+}
+
+void MaskPlan::AddTensorMasks(int64_t batch, int64_t head, int64_t query, int64_t count,
+                                 float* row) const {
+  for (int64_t key = 0; key < count; ++key) {
+    row[key] += TensorMaskAt(batch, head, query, key);
+  }
+}
+
+}  // namespace mha::internal

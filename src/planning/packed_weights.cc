@@ -1,0 +1,92 @@
+// Weight packing: any WeightLayout in, [in, out] row-major out.
+#include "src/planning/packed_weights.h"
+
+#include <cmath>
+
+#include "src/planning/weight_layout.h"
+
+namespace mha::internal {
+
+PackedWeights::PackedWeights(const AttentionConfig& config,
+                             const AttentionWeights& weights, int64_t output_dim)
+    : in_dims_{config.query_dim, config.resolved_key_dim(), config.resolved_value_dim()},
+      model_dim_(config.model_dim()),
+      output_dim_(output_dim) {
+  qkv_fused_ = in_dims_[kQuery] == in_dims_[kKey] && in_dims_[kKey] == in_dims_[kValue];
+  PackInputs(config, weights);
+  PackOutput(weights, model_dim_);
+}
+
+void PackedWeights::PackInputs(const AttentionConfig& config,
+                               const AttentionWeights& weights) {
+  const Projection* sources[3] = {&weights.query, &weights.key, &weights.value};
+  const float scale =
+      config.scale ? *config.scale : 1.0f / std::sqrt(static_cast<float>(config.head_dim));
+  const bool has_bias = sources[0]->bias.present() || sources[1]->bias.present() ||
+                        sources[2]->bias.present();
+  input_weights_.assign((in_dims_[0] + in_dims_[1] + in_dims_[2]) * model_dim_, 0.0f);
+  if (has_bias) input_bias_.assign(3 * model_dim_, 0.0f);
+  for (int input = kQuery; input <= kValue; ++input) {
+    const WeightReader reader(*sources[input], in_dims_[input], model_dim_, config.head_dim);
+    const float factor = input == kQuery ? scale : 1.0f;
+    float* out = input_weights_.data() + InputOffset(static_cast<Input>(input));
+    for (int64_t in = 0; in < in_dims_[input]; ++in) {
+      for (int64_t col = 0; col < model_dim_; ++col) {
+        out[in * InputStride() + col] = reader.At(col, in) * factor;
+      }
+    }
+    if (has_bias) {
+      for (int64_t col = 0; col < model_dim_; ++col) {
+        input_bias_[input * model_dim_ + col] = reader.BiasAt(col) * factor;
+      }
+    }
+  }
+}
+
+void PackedWeights::PackOutput(const AttentionWeights& weights, int64_t model_dim) {
+  if (!weights.output.present()) return;
+  const WeightReader reader(weights.output, model_dim, output_dim_, model_dim);
+  output_weights_.resize(model_dim * output_dim_);
+  for (int64_t in = 0; in < model_dim; ++in) {
+    for (int64_t col = 0; col < output_dim_; ++col) {
+      output_weights_[in * output_dim_ + col] = reader.At(col, in);
+    }
+  }
+  if (weights.output.bias.present()) {
+    output_bias_.resize(output_dim_);
+    for (int64_t col = 0; col < output_dim_; ++col) output_bias_[col] = reader.BiasAt(col);
+  }
+}
+
+PackedProjection PackedWeights::FusedQkv() const {
+  return {input_weights_.data(), input_bias_.empty() ? nullptr : input_bias_.data(),
+          in_dims_[kQuery], 3 * model_dim_, 3 * model_dim_};
+}
+
+int64_t PackedWeights::InputOffset(Input input) const {
+  // Fused: column block `input` of the shared [in, 3 * model_dim] matrix.
+  if (qkv_fused_) return input * model_dim_;
+  int64_t offset = 0;
+  for (int previous = kQuery; previous < input; ++previous) {
+    offset += in_dims_[previous] * model_dim_;
+  }
+  return offset;
+}
+
+int64_t PackedWeights::InputStride() const {
+  return qkv_fused_ ? 3 * model_dim_ : model_dim_;
+}
+
+PackedProjection PackedWeights::InputProjection(Input input) const {
+  return {input_weights_.data() + InputOffset(input),
+          input_bias_.empty() ? nullptr : input_bias_.data() + input * model_dim_,
+          in_dims_[input], model_dim_, InputStride()};
+}
+
+PackedProjection PackedWeights::OutputProjection() const {
+  if (output_weights_.empty()) return {};
+  return {output_weights_.data(), output_bias_.empty() ? nullptr : output_bias_.data(),
+          model_dim_, output_dim_, output_dim_};
+}
+
+}  // namespace mha::internal

@@ -1,0 +1,49 @@
+// PackedWeights: the layer's own copy of its weights, packed at construction into
+// the layout the oneDNN projections read: W as [in, out] row-major, the softmax
+// scale folded into the query weights and bias (so the kernels never multiply by
+// it), and Q/K/V side by side as [in, 3 * model_dim] when they share an input
+// width, so that self-attention projects all three with one GEMM.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "mha/config.hpp"
+#include "mha/weights.hpp"
+
+namespace mha::internal {
+
+// A view of one packed weight matrix W[in_dim, out_dim] with row stride `stride`.
+struct PackedProjection {
+  const float* weights = nullptr;  // null: no such projection
+  const float* bias = nullptr;     // null: no bias
+  int64_t in_dim = 0, out_dim = 0, stride = 0;
+};
+
+class PackedWeights {
+ public:
+  enum Input { kQuery = 0, kKey = 1, kValue = 2 };
+
+  // `weights` must have passed validation.
+  PackedWeights(const AttentionConfig& config, const AttentionWeights& weights,
+                int64_t output_dim);
+
+  // Q, K and V share one [in, 3 * model_dim] matrix.
+  bool qkv_fused() const { return qkv_fused_; }
+  PackedProjection FusedQkv() const;  // only when qkv_fused()
+  PackedProjection InputProjection(Input input) const;
+  PackedProjection OutputProjection() const;
+
+ private:
+  void PackInputs(const AttentionConfig& config, const AttentionWeights& weights);
+  void PackOutput(const AttentionWeights& weights, int64_t model_dim);
+  int64_t InputOffset(Input input) const;  // first element of W_input
+  int64_t InputStride() const;             // row stride of every W_input
+
+  bool qkv_fused_ = false;
+  int64_t in_dims_[3] = {};
+  int64_t model_dim_ = 0, output_dim_ = 0;
+  std::vector<float> input_weights_, input_bias_, output_weights_, output_bias_;
+};
+
+}  // namespace mha::internal

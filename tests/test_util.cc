@@ -1,0 +1,84 @@
+// Test helpers shared by every test binary.
+#include "tests/test_util.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace mha::testing {
+
+std::vector<float> RandomFloats(size_t count, uint32_t seed, float scale) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  std::vector<float> values(count);
+  for (float& v : values) v = dist(rng);
+  return values;
+}
+
+namespace {
+
+Shape InputWeightShape(WeightLayout layout, int64_t in, const LayerSpec& spec) {
+  const int64_t model = spec.num_heads * spec.head_dim;
+  switch (layout) {
+    case WeightLayout::kOutIn:
+      return Shape{model, in};
+    case WeightLayout::kInOut:
+      return Shape{in, model};
+    default:
+      return Shape{spec.num_heads, in, spec.head_dim};
+  }
+}
+
+}  // namespace
+
+OwnedLayer MakeLayer(const LayerSpec& spec, uint32_t seed) {
+  OwnedLayer layer;
+  layer.config = {spec.num_heads, spec.head_dim, spec.query_dim, spec.key_dim,
+                  spec.value_dim, {}};
+  const int64_t model = spec.num_heads * spec.head_dim;
+  const int64_t ins[3] = {spec.query_dim, layer.config.resolved_key_dim(),
+                          layer.config.resolved_value_dim()};
+  Projection* projections[3] = {&layer.weights.query, &layer.weights.key,
+                                &layer.weights.value};
+  const float init = 1.0f / std::sqrt(static_cast<float>(spec.query_dim));
+  for (int i = 0; i < 3; ++i) {
+    layer.storage[i] = RandomFloats(ins[i] * model, seed + i, init);
+    projections[i]->weight = TensorView(layer.storage[i].data(),
+                                        InputWeightShape(spec.layout, ins[i], spec));
+    projections[i]->layout = spec.layout;
+    if (spec.qkv_bias) {
+      layer.storage[4 + i] = RandomFloats(model, seed + 10 + i, 0.5f);
+      projections[i]->bias = TensorView(layer.storage[4 + i].data(), Shape{model});
+    }
+  }
+  if (spec.output_projection) {
+    const int64_t out = spec.output_dim ? spec.output_dim : spec.query_dim;
+    layer.storage[3] = RandomFloats(model * out, seed + 3, init);
+    layer.weights.output.layout = spec.output_layout;
+    layer.weights.output.weight = TensorView(
+        layer.storage[3].data(),
+        spec.output_layout == WeightLayout::kOutIn ? Shape{out, model} : Shape{model, out});
+    if (spec.output_bias) {
+      layer.storage[7] = RandomFloats(out, seed + 13, 0.5f);
+      layer.weights.output.bias = TensorView(layer.storage[7].data(), Shape{out});
+    }
+  }
+  return layer;
+}
+
+void ExpectClose(const std::vector<float>& actual, const std::vector<float>& expected,
+                 const char* what, double relative) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  double max_ref = 0.0, max_err = 0.0;
+  size_t worst = 0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    ASSERT_FALSE(std::isnan(actual[i])) << what << ": NaN at " << i;
+    max_ref = std::max(max_ref, std::fabs(double{expected[i]}));
+    const double err = std::fabs(double{actual[i]} - double{expected[i]});
+    if (err > max_err) max_err = err, worst = i;
+  }
+  const double tolerance = relative * std::max(1.0, max_ref);
+  EXPECT_LE(max_err, tolerance) << what << ": worst index " << worst << " got "
+                                << actual[worst] << " want " << expected[worst];
+}
+
+}  // namespace mha::testing

@@ -1,0 +1,41 @@
+// Test helpers: random data, owned layers in any weight layout, and the fp32
+// tolerance every comparison uses.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "mha/mha.hpp"
+
+namespace mha::testing {
+
+std::vector<float> RandomFloats(size_t count, uint32_t seed, float scale = 1.0f);
+
+// A layer whose weights are owned here and viewed by `weights`.
+struct OwnedLayer {
+  AttentionConfig config;
+  AttentionWeights weights;
+  std::vector<float> storage[8];  // q, k, v, out weights; q, k, v, out biases
+};
+
+struct LayerSpec {
+  int64_t num_heads = 2, head_dim = 4;
+  int64_t query_dim = 8, key_dim = 0, value_dim = 0;
+  WeightLayout layout = WeightLayout::kOutIn;
+  bool qkv_bias = true;
+  bool output_projection = true;
+  WeightLayout output_layout = WeightLayout::kOutIn;
+  int64_t output_dim = 0;  // 0: query_dim
+  bool output_bias = true;
+};
+
+OwnedLayer MakeLayer(const LayerSpec& spec, uint32_t seed);
+
+// max |actual - expected| <= 1e-4 * max(1, max |expected|), reported with the index.
+void ExpectClose(const std::vector<float>& actual, const std::vector<float>& expected,
+                 const char* what, double relative = 1e-4);
+
+}  // namespace mha::testing
