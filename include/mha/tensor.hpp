@@ -19,6 +19,7 @@ class Shape {
 
   Shape() = default;
   Shape(std::initializer_list<int64_t> dims);
+  Shape(const int64_t* dims, size_t rank);  // fails (mha::Error) past kMaxRank
 
   int rank() const { return rank_; }
   int64_t operator[](int axis) const { return dims_[axis]; }

@@ -35,13 +35,15 @@ size_t DTypeSize(DType dtype) {
   return 0;
 }
 
-Shape::Shape(std::initializer_list<int64_t> dims) {
-  if (dims.size() > kMaxRank) {
-    throw Error("mha: Shape: rank " + std::to_string(dims.size()) + " exceeds the maximum " +
+Shape::Shape(std::initializer_list<int64_t> dims) : Shape(dims.begin(), dims.size()) {}
+
+Shape::Shape(const int64_t* dims, size_t rank) {
+  if (rank > kMaxRank) {
+    throw Error("mha: Shape: rank " + std::to_string(rank) + " exceeds the maximum " +
                 std::to_string(kMaxRank));
   }
-  rank_ = static_cast<int>(dims.size());
-  std::copy_n(dims.begin(), rank_, dims_);
+  rank_ = static_cast<int>(rank);
+  std::copy_n(dims, rank_, dims_);
 }
 
 bool Shape::operator==(const Shape& other) const {

@@ -1,0 +1,129 @@
+// .npy reading and writing, checking every header field and the data length.
+#include "tools/io/npy.h"
+
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+namespace mha::io {
+namespace {
+
+constexpr char kMagic[] = "\x93NUMPY";
+constexpr size_t kMagicSize = 6;
+
+[[noreturn]] void Fail(const std::string& path, const std::string& message) {
+  throw FileError(path + ": " + message);
+}
+
+// The text after `'key':` in the header dict, or fails.
+std::string::size_type FindValue(const std::string& path, const std::string& header,
+                                 const std::string& key) {
+  const auto at = header.find("'" + key + "'");
+  if (at == std::string::npos) Fail(path, "npy header has no '" + key + "'");
+  const auto colon = header.find(':', at);
+  if (colon == std::string::npos) Fail(path, "npy header: no value for '" + key + "'");
+  return header.find_first_not_of(' ', colon + 1);
+}
+
+DType ParseDescr(const std::string& path, const std::string& header) {
+  const auto at = FindValue(path, header, "descr");
+  const auto end = header.find('\'', at + 1);
+  if (at == std::string::npos || header[at] != '\'' || end == std::string::npos) {
+    Fail(path, "npy header: malformed 'descr'");
+  }
+  const std::string descr = header.substr(at + 1, end - at - 1);
+  if (descr == "<f4") return DType::kFloat32;
+  if (descr == "|b1") return DType::kBool;
+  if (descr == "<i4") return DType::kInt32;
+  if (descr == "<i8") return DType::kInt64;
+  Fail(path, "unsupported dtype '" + descr + "' (want <f4, |b1, <i4 or <i8)");
+}
+
+Shape ParseShape(const std::string& path, const std::string& header) {
+  const auto at = FindValue(path, header, "shape");
+  const auto end = header.find(')', at);
+  if (at == std::string::npos || header[at] != '(' || end == std::string::npos) {
+    Fail(path, "npy header: malformed 'shape'");
+  }
+  std::vector<int64_t> dims;
+  std::istringstream in(header.substr(at + 1, end - at - 1));
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (item.find_first_not_of(' ') == std::string::npos) continue;
+    size_t used = 0;
+    long long dim = -1;
+    try {
+      dim = std::stoll(item, &used);
+    } catch (const std::exception&) {
+    }
+    if (dim < 0) Fail(path, "npy header: bad dimension '" + item + "'");
+    dims.push_back(dim);
+  }
+  if (dims.size() > Shape::kMaxRank) {
+    Fail(path, "rank " + std::to_string(dims.size()) + " exceeds 4");
+  }
+  return Shape(dims.data(), dims.size());
+}
+
+}  // namespace
+
+Array ReadNpy(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) Fail(path, "cannot open");
+  const std::string content((std::istreambuf_iterator<char>(file)),
+                            std::istreambuf_iterator<char>());
+  if (content.size() < kMagicSize + 4 || content.compare(0, kMagicSize, kMagic) != 0) {
+    Fail(path, "not a .npy file (bad magic)");
+  }
+  const int major = static_cast<uint8_t>(content[6]);
+  if (major < 1 || major > 3) Fail(path, "unsupported npy version " + std::to_string(major));
+  const size_t length_bytes = major == 1 ? 2 : 4;
+  if (content.size() < 8 + length_bytes) Fail(path, "truncated npy header");
+  size_t header_len = 0;
+  for (size_t i = 0; i < length_bytes; ++i) {
+    header_len |= size_t{static_cast<uint8_t>(content[8 + i])} << (8 * i);
+  }
+  const size_t data_start = 8 + length_bytes + header_len;
+  if (data_start > content.size()) Fail(path, "truncated npy header");
+  const std::string header = content.substr(8 + length_bytes, header_len);
+  if (header.find("'fortran_order': True") != std::string::npos) {
+    Fail(path, "fortran_order arrays are not supported");
+  }
+  Array array;
+  array.dtype = ParseDescr(path, header);
+  array.shape = ParseShape(path, header);
+  const size_t bytes = CheckedByteSize(path, array.shape, array.dtype);
+  if (content.size() - data_start != bytes) {
+    Fail(path, "data is " + std::to_string(content.size() - data_start) +
+                   " bytes, shape " + array.shape.ToString() + " needs " +
+                   std::to_string(bytes));
+  }
+  array.bytes.assign(content.begin() + data_start, content.end());
+  return array;
+}
+
+void WriteNpy(const std::string& path, const float* data, const Shape& shape) {
+  std::string dims;
+  for (int axis = 0; axis < shape.rank(); ++axis) dims += std::to_string(shape[axis]) + ", ";
+  // Python tuples: "(5,)" and "(2, 3)".
+  if (shape.rank() == 1) dims.pop_back();
+  if (shape.rank() > 1) dims.resize(dims.size() - 2);
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + dims + "), }";
+  // Pad with spaces so the data starts on a 64-byte boundary, ending in '\n'.
+  const size_t unpadded = kMagicSize + 4 + header.size() + 1;
+  header.append((64 - unpadded % 64) % 64, ' ');
+  header.push_back('\n');
+  std::ofstream file(path, std::ios::binary);
+  if (!file) Fail(path, "cannot create");
+  const uint16_t header_len = static_cast<uint16_t>(header.size());
+  file.write(kMagic, kMagicSize);
+  file.put(1).put(0);
+  file.put(static_cast<char>(header_len & 0xff)).put(static_cast<char>(header_len >> 8));
+  file << header;
+  file.write(reinterpret_cast<const char*>(data),
+             static_cast<std::streamsize>(CheckedByteSize(path, shape, DType::kFloat32)));
+  if (!file) Fail(path, "write failed");
+}
+
+}  // namespace mha::io

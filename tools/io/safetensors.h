@@ -1,0 +1,27 @@
+// safetensors files: an 8-byte little-endian header length, a JSON header naming
+// each tensor's dtype, shape and byte range, then the raw data.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "tools/io/array.h"
+
+namespace mha::io {
+
+class Safetensors {
+ public:
+  // Reads and checks the whole file: header bounds, dtypes, shapes, byte ranges.
+  static Safetensors Read(const std::string& path);
+
+  bool Has(const std::string& name) const { return tensors_.count(name) != 0; }
+  // The tensor, or an absent view when it is not in the file.
+  TensorView Find(const std::string& name) const;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::map<std::string, Array> tensors_;
+};
+
+}  // namespace mha::io
