@@ -1,0 +1,100 @@
+// mha against PyTorch: outputs saved by tools/make_fixtures.py (nn.MultiheadAttention
+// variants and each seed notebook). Cases with an `args` file run through mha-run;
+// seed000/seed001 build the layer directly from the seeds' own weight layouts.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "tests/test_util.h"
+#include "tools/io/npy.h"
+#include "tools/mha_run/cli.h"
+
+namespace mha::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kDataDir = MHA_TEST_DATA_DIR;
+
+std::vector<float> Floats(const io::Array& array) {
+  const float* data = reinterpret_cast<const float*>(array.bytes.data());
+  return std::vector<float>(data, data + array.bytes.size() / sizeof(float));
+}
+
+std::vector<float> LoadFloats(const fs::path& path) { return Floats(io::ReadNpy(path)); }
+
+std::vector<std::string> CliCases() {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(kDataDir)) {
+    if (fs::exists(entry.path() / "args")) names.push_back(entry.path().filename());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+class PyTorchFixture : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PyTorchFixture, MhaRunMatchesPyTorch) {
+  const fs::path dir = kDataDir / GetParam();
+  std::ifstream args_file(dir / "args");
+  std::vector<std::string> args;
+  for (std::string line; std::getline(args_file, line);) {
+    args.push_back(fs::exists(dir / line) ? (dir / line).string() : line);
+  }
+  const fs::path out = fs::path(::testing::TempDir()) / (GetParam() + "_output.npy");
+  const fs::path weights = fs::path(::testing::TempDir()) / (GetParam() + "_weights.npy");
+  args.insert(args.end(), {"--output", out.string()});
+  const bool has_weights = fs::exists(dir / "expected_attn_weights.npy");
+  if (has_weights) args.insert(args.end(), {"--attn-weights", weights.string()});
+
+  std::ostringstream err;
+  ASSERT_EQ(cli::RunMhaCli(args, err), 0) << err.str();
+  ExpectClose(LoadFloats(out), LoadFloats(dir / "expected_output.npy"), "output");
+  if (has_weights) {
+    ExpectClose(LoadFloats(weights), LoadFloats(dir / "expected_attn_weights.npy"),
+                "attn_weights");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, PyTorchFixture, ::testing::ValuesIn(CliCases()),
+                         [](const auto& info) { return info.param; });
+
+// Runs a self-attention layer with no biases and no output projection whose Q/K/V
+// weights are seed_dir/w_{q,k,v}.npy in `layout`, and compares with PyTorch.
+void ExpectSeedMatches(const char* seed, WeightLayout layout, int64_t num_heads,
+                       bool is_causal) {
+  const fs::path dir = kDataDir / seed;
+  const io::Array x = io::ReadNpy(dir / "x.npy");
+  const io::Array w[3] = {io::ReadNpy(dir / "w_q.npy"), io::ReadNpy(dir / "w_k.npy"),
+                          io::ReadNpy(dir / "w_v.npy")};
+  const std::vector<float> expected = LoadFloats(dir / "expected_output.npy");
+  const int64_t in_dim = x.shape[2];
+  const int64_t model_dim = static_cast<int64_t>(expected.size()) / (x.shape[0] * x.shape[1]);
+  AttentionConfig config{num_heads, model_dim / num_heads, in_dim, 0, 0, {}};
+  AttentionWeights weights;
+  Projection* parts[3] = {&weights.query, &weights.key, &weights.value};
+  for (int i = 0; i < 3; ++i) {
+    parts[i]->weight = w[i].view();
+    parts[i]->layout = layout;
+  }
+  AttentionMasks masks;
+  masks.is_causal = is_causal;
+  std::vector<float> out(expected.size());
+  MultiheadAttention(config, weights)
+      .Forward({x.view(), {}, {}}, masks,
+               {MutableTensorView(out.data(), Shape{x.shape[0], x.shape[1], model_dim}), {}});
+  ExpectClose(out, expected, seed);
+}
+
+TEST(SeedNotebooks, Seed000InOutLayoutWithoutOutputProjection) {
+  ExpectSeedMatches("seed000", WeightLayout::kInOut, 2, false);
+}
+
+TEST(SeedNotebooks, Seed001PerHeadWeightsCausal) {
+  ExpectSeedMatches("seed001", WeightLayout::kHeadsInHeadDim, 2, true);
+}
+
+}  // namespace
+}  // namespace mha::testing
