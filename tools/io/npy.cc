@@ -73,9 +73,8 @@ Array ReadNpy(const std::string& path) {
   if (!file) Fail(path, "cannot open");
   const std::string content((std::istreambuf_iterator<char>(file)),
                             std::istreambuf_iterator<char>());
-  if (content.size() < kMagicSize + 4 || content.compare(0, kMagicSize, kMagic) != 0) {
-    Fail(path, "not a .npy file (bad magic)");
-  }
+  if (content.compare(0, kMagicSize, kMagic) != 0) Fail(path, "not a .npy file (bad magic)");
+  if (content.size() < kMagicSize + 4) Fail(path, "truncated npy header");
   const int major = static_cast<uint8_t>(content[6]);
   if (major < 1 || major > 3) Fail(path, "unsupported npy version " + std::to_string(major));
   const size_t length_bytes = major == 1 ? 2 : 4;

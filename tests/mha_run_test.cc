@@ -1,0 +1,191 @@
+// mha-run on bad files and bad arguments: a clear error and a non-zero exit code,
+// never a crash. Good files are covered by pytorch_fixtures_test.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "tests/test_util.h"
+#include "tools/io/npy.h"
+#include "tools/mha_run/cli.h"
+
+namespace mha::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string TempPath(const std::string& name) {
+  return (fs::path(::testing::TempDir()) / ("mha_run_test_" + name)).string();
+}
+
+std::string WriteFile(const std::string& name, const std::string& bytes) {
+  const std::string path = TempPath(name);
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+std::string Bytes(const void* data, size_t size) {
+  return std::string(static_cast<const char*>(data), size);
+}
+
+// A safetensors file from a JSON header and raw data.
+std::string Safetensors(const std::string& name, const std::string& header,
+                        const std::string& data) {
+  const uint64_t length = header.size();
+  return WriteFile(name, Bytes(&length, 8) + header + data);
+}
+
+std::string NpyWithHeader(const std::string& name, const std::string& dict,
+                          const std::string& data) {
+  std::string header = dict;
+  header.append(63 - (10 + header.size()) % 64, ' ');
+  header.push_back('\n');
+  const uint16_t length = static_cast<uint16_t>(header.size());
+  return WriteFile(name, std::string("\x93NUMPY\x01\x00", 8) + Bytes(&length, 2) + header + data);
+}
+
+class MhaRun : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // A valid layer (E=4, 2 heads) and query [1, 3, 4].
+    const std::vector<float> w = RandomFloats(3 * 4 * 4, 1);
+    weights_ = Safetensors(
+        "weights.safetensors",
+        R"({"in_proj_weight":{"dtype":"F32","shape":[12,4],"data_offsets":[0,192]}})",
+        Bytes(w.data(), 192));
+    const std::vector<float> q = RandomFloats(12, 2);
+    query_ = TempPath("query.npy");
+    io::WriteNpy(query_, q.data(), Shape{1, 3, 4});
+    output_ = TempPath("output.npy");
+  }
+
+  // Runs mha-run and returns (exit code, stderr).
+  std::pair<int, std::string> Run(std::vector<std::string> args) {
+    std::ostringstream err;
+    const int code = cli::RunMhaCli(args, err);
+    return {code, err.str()};
+  }
+
+  std::vector<std::string> Args(const std::string& weights, const std::string& query) {
+    return {"--weights", weights, "--num-heads", "2", "--query", query, "--output", output_};
+  }
+
+  void ExpectFailure(const std::vector<std::string>& args, int code,
+                     const std::vector<std::string>& message_parts) {
+    const auto [actual, err] = Run(args);
+    EXPECT_EQ(actual, code) << err;
+    for (const std::string& part : message_parts) {
+      EXPECT_NE(err.find(part), std::string::npos) << "\"" << err << "\" lacks " << part;
+    }
+  }
+
+  std::string weights_, query_, output_;
+};
+
+TEST_F(MhaRun, ValidRunWritesOutput) {
+  const auto [code, err] = Run(Args(weights_, query_));
+  ASSERT_EQ(code, 0) << err;
+  EXPECT_EQ(io::ReadNpy(output_).shape, (Shape{1, 3, 4}));
+}
+
+TEST_F(MhaRun, UsageErrors) {
+  ExpectFailure({}, 2, {"usage"});
+  ExpectFailure({"--weights", weights_, "--query", query_}, 2, {"missing --output"});
+  ExpectFailure({"--bogus", "1"}, 2, {"unknown argument '--bogus 1'"});
+  ExpectFailure({"--weights", weights_, "--num-heads", "x", "--query", query_, "--output",
+                 output_},
+                2, {"--num-heads", "'x'"});
+  ExpectFailure({"--weights"}, 2, {"missing value after --weights"});
+}
+
+TEST_F(MhaRun, MissingFile) {
+  ExpectFailure(Args(TempPath("nope.safetensors"), query_), 1, {"nope.safetensors", "cannot open"});
+}
+
+TEST_F(MhaRun, TruncatedNpy) {
+  const std::string bytes = [&] {
+    std::ifstream in(query_, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }();
+  ExpectFailure(Args(weights_, WriteFile("trunc.npy", bytes.substr(0, bytes.size() - 5))), 1,
+                {"trunc.npy", "43 bytes", "needs 48"});
+  ExpectFailure(Args(weights_, WriteFile("short.npy", bytes.substr(0, 9))), 1,
+                {"short.npy", "truncated"});
+  ExpectFailure(Args(weights_, WriteFile("magic.npy", "PK\x03\x04 not numpy")), 1,
+                {"magic.npy", "bad magic"});
+}
+
+TEST_F(MhaRun, NpyWrongDtypeAndLayout) {
+  const std::string data(96, '\0');
+  ExpectFailure(Args(weights_, NpyWithHeader("f8.npy",
+                                             "{'descr': '<f8', 'fortran_order': False, "
+                                             "'shape': (1, 3, 4), }",
+                                             data)),
+                1, {"f8.npy", "'<f8'"});
+  ExpectFailure(Args(weights_, NpyWithHeader("fortran.npy",
+                                             "{'descr': '<f4', 'fortran_order': True, "
+                                             "'shape': (1, 3, 4), }",
+                                             data.substr(0, 48))),
+                1, {"fortran_order"});
+  ExpectFailure(Args(weights_, NpyWithHeader("neg.npy",
+                                             "{'descr': '<f4', 'fortran_order': False, "
+                                             "'shape': (1, -3, 4), }",
+                                             data)),
+                1, {"neg.npy", "bad dimension"});
+}
+
+TEST_F(MhaRun, QueryShapeDoesNotFitWeights) {
+  const std::vector<float> q(15);
+  const std::string path = TempPath("q5.npy");
+  io::WriteNpy(path, q.data(), Shape{1, 3, 5});
+  ExpectFailure(Args(weights_, path), 1, {"query", "last dimension must be 4", "[1, 3, 5]"});
+}
+
+TEST_F(MhaRun, SafetensorsHeaderOutOfRange) {
+  const uint64_t huge = uint64_t{1} << 40;
+  ExpectFailure(Args(WriteFile("huge.safetensors", Bytes(&huge, 8) + "{}"), query_), 1,
+                {"huge.safetensors", "header length 1099511627776 exceeds the file"});
+  ExpectFailure(Args(WriteFile("tiny.safetensors", "abc"), query_), 1, {"truncated"});
+  ExpectFailure(Args(Safetensors("json.safetensors", "{not json", ""), query_), 1,
+                {"not a JSON object"});
+}
+
+TEST_F(MhaRun, SafetensorsTensorOffsets) {
+  const std::string data(192, '\0');
+  ExpectFailure(
+      Args(Safetensors("range.safetensors",
+                       R"({"in_proj_weight":{"dtype":"F32","shape":[12,4],"data_offsets":[0,400]}})",
+                       data),
+           query_),
+      1, {"in_proj_weight", "[0, 400] out of range", "192 bytes"});
+  ExpectFailure(
+      Args(Safetensors("count.safetensors",
+                       R"({"in_proj_weight":{"dtype":"F32","shape":[12,4],"data_offsets":[0,100]}})",
+                       data),
+           query_),
+      1, {"in_proj_weight", "100 bytes", "needs 192"});
+  ExpectFailure(
+      Args(Safetensors("f64.safetensors",
+                       R"({"in_proj_weight":{"dtype":"F64","shape":[12,2],"data_offsets":[0,192]}})",
+                       data),
+           query_),
+      1, {"unsupported dtype F64"});
+  ExpectFailure(
+      Args(Safetensors("names.safetensors",
+                       R"({"other":{"dtype":"F32","shape":[48],"data_offsets":[0,192]}})", data),
+           query_),
+      1, {"no in_proj_weight, q_proj_weight or q_proj.weight"});
+}
+
+TEST_F(MhaRun, HeadsMustDivideModelWidth) {
+  ExpectFailure({"--weights", weights_, "--num-heads", "3", "--query", query_, "--output",
+                 output_},
+                1, {"4 rows", "num_heads 3"});
+}
+
+}  // namespace
+}  // namespace mha::testing
