@@ -80,7 +80,8 @@ std::vector<Case> AllCases() {
       c.batched = i % 7 != 3;
       if (!c.batched) c.batch = 1;
       c.masks = masks;
-      c.convention = i % 5 == 2 ? MaskConvention::kZeroMeansMasked : MaskConvention::kTorch;
+      c.convention =
+          i % 5 == 2 ? MaskConvention::kZeroMeansMasked : MaskConvention::kTorch;
       c.layout = layouts[i % 3];
       c.output_projection = i % 6 != 5;
       c.weights_out = static_cast<WeightsOut>(i % 3);
@@ -108,7 +109,8 @@ std::vector<uint8_t> RandomBools(size_t count, uint32_t seed, bool masked_value)
   return values;
 }
 
-std::vector<float> RandomFloatMask(size_t count, uint32_t seed, MaskConvention convention) {
+std::vector<float> RandomFloatMask(size_t count, uint32_t seed,
+                                   MaskConvention convention) {
   std::mt19937 rng(seed);
   std::vector<float> values = RandomFloats(count, seed, 2.0f);
   for (float& v : values) {
@@ -141,8 +143,8 @@ MaskData MakeMasks(const Case& c, uint32_t seed) {
   }
   if (c.masks & kPaddingFloat) {
     data.padding_float = RandomFloatMask(b * sk, seed + 1, c.convention);
-    m.key_padding_mask = TensorView(data.padding_float.data(),
-                                    MaybeBatched(c.batched, b, Shape{sk}));
+    m.key_padding_mask =
+        TensorView(data.padding_float.data(), MaybeBatched(c.batched, b, Shape{sk}));
   }
   if (c.masks & kLengths) {
     for (int64_t i = 0; i < b; ++i) data.lengths.push_back(i == 0 ? 0 : (sk * i) / b + 1);
@@ -188,10 +190,12 @@ TEST_P(AttentionVsReference, MatchesNaiveBaseline) {
   const std::vector<float> value =
       RandomFloats(b * sk * layer.config.resolved_value_dim(), 3);
   AttentionInputs inputs;
-  inputs.query = TensorView(query.data(), MaybeBatched(c.batched, b, Shape{sq, c.query_dim}));
+  inputs.query =
+      TensorView(query.data(), MaybeBatched(c.batched, b, Shape{sq, c.query_dim}));
   if (!c.self_attention) {
     inputs.key = TensorView(
-        key.data(), MaybeBatched(c.batched, b, Shape{sk, layer.config.resolved_key_dim()}));
+        key.data(),
+        MaybeBatched(c.batched, b, Shape{sk, layer.config.resolved_key_dim()}));
     inputs.value = TensorView(
         value.data(),
         MaybeBatched(c.batched, b, Shape{sk, layer.config.resolved_value_dim()}));
@@ -202,10 +206,12 @@ TEST_P(AttentionVsReference, MatchesNaiveBaseline) {
   ForwardOptions options;
   options.num_threads = c.threads;
   options.average_attn_weights = c.weights_out == WeightsOut::kAveraged;
-  const Shape weights_shape = options.average_attn_weights
-                                  ? MaybeBatched(c.batched, b, Shape{sq, sk})
-                                  : MaybeBatched(c.batched, b, Shape{c.num_heads, sq, sk});
-  const size_t weights_count = (options.average_attn_weights ? 1 : c.num_heads) * b * sq * sk;
+  const Shape weights_shape =
+      options.average_attn_weights
+          ? MaybeBatched(c.batched, b, Shape{sq, sk})
+          : MaybeBatched(c.batched, b, Shape{c.num_heads, sq, sk});
+  const size_t weights_count =
+      (options.average_attn_weights ? 1 : c.num_heads) * b * sq * sk;
   std::vector<float> out(b * sq * out_dim, -7.0f), ref_out(out.size());
   std::vector<float> probs(weights_count, -7.0f), ref_probs(weights_count);
   const bool with_weights = c.weights_out != WeightsOut::kNone;
@@ -216,11 +222,12 @@ TEST_P(AttentionVsReference, MatchesNaiveBaseline) {
                      with_weights ? MutableTensorView(probs.data(), weights_shape)
                                   : MutableTensorView()},
                     options);
-  NaiveMultiheadAttention(layer.config, layer.weights, inputs, masks.masks,
-                          {MutableTensorView(ref_out.data(), out_shape),
-                           with_weights ? MutableTensorView(ref_probs.data(), weights_shape)
-                                        : MutableTensorView()},
-                          options);
+  NaiveMultiheadAttention(
+      layer.config, layer.weights, inputs, masks.masks,
+      {MutableTensorView(ref_out.data(), out_shape),
+       with_weights ? MutableTensorView(ref_probs.data(), weights_shape)
+                    : MutableTensorView()},
+      options);
   ExpectClose(out, ref_out, "output");
   if (with_weights) ExpectClose(probs, ref_probs, "attn_weights");
 }

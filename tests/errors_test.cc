@@ -18,7 +18,8 @@ struct Call {
     query = RandomFloats(2 * 3 * 8, 1);
     key = RandomFloats(2 * 4 * 6, 2);
     value = RandomFloats(2 * 4 * 5, 3);
-    inputs = {TensorView(query.data(), Shape{2, 3, 8}), TensorView(key.data(), Shape{2, 4, 6}),
+    inputs = {TensorView(query.data(), Shape{2, 3, 8}),
+              TensorView(key.data(), Shape{2, 4, 6}),
               TensorView(value.data(), Shape{2, 4, 5})};
     output.assign(2 * 3 * 8, kSentinel);
     weights_out.assign(2 * 2 * 3 * 4, kSentinel);
@@ -64,7 +65,8 @@ void ExpectError(const std::function<void()>& run, const ErrorCase& c) {
 
 void ExpectUntouched(const Call& call, const char* name) {
   for (float v : call.output) ASSERT_EQ(v, Call::kSentinel) << name << ": output written";
-  for (float v : call.weights_out) ASSERT_EQ(v, Call::kSentinel) << name << ": weights written";
+  for (float v : call.weights_out)
+    ASSERT_EQ(v, Call::kSentinel) << name << ": weights written";
 }
 
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
@@ -72,75 +74,124 @@ const int64_t kHuge = int64_t{1} << 40;
 
 std::vector<ErrorCase> Cases() {
   return {
-      {"zero heads", [](Call& c) { c.layer.config.num_heads = 0; }, {"num_heads", "got 0"}},
-      {"negative head_dim", [](Call& c) { c.layer.config.head_dim = -1; }, {"head_dim", "-1"}},
+      {"zero heads",
+       [](Call& c) { c.layer.config.num_heads = 0; },
+       {"num_heads", "got 0"}},
+      {"negative head_dim",
+       [](Call& c) { c.layer.config.head_dim = -1; },
+       {"head_dim", "-1"}},
       {"zero query_dim", [](Call& c) { c.layer.config.query_dim = 0; }, {"query_dim"}},
-      {"negative key_dim", [](Call& c) { c.layer.config.key_dim = -2; }, {"key_dim", "-2"}},
+      {"negative key_dim",
+       [](Call& c) { c.layer.config.key_dim = -2; },
+       {"key_dim", "-2"}},
       {"NaN scale", [](Call& c) { c.layer.config.scale = kNaN; }, {"scale", "nan"}},
       {"model width overflow",
        [](Call& c) { c.layer.config.num_heads = c.layer.config.head_dim = kHuge; },
        {"num_heads * head_dim", "1099511627776"}},
-      {"null query weight", [](Call& c) { c.layer.weights.query.weight.data = nullptr; },
+      {"null query weight",
+       [](Call& c) { c.layer.weights.query.weight.data = nullptr; },
        {"weights.query.weight", "null"}},
       {"int32 key weight",
        [](Call& c) { c.layer.weights.key.weight.dtype = DType::kInt32; },
        {"weights.key.weight", "float32", "int32"}},
       {"value weight shape",
-       [](Call& c) { c.layer.weights.value.weight.shape = Shape{8, 4}; },
+       [](Call& c) {
+         c.layer.weights.value.weight.shape = Shape{8, 4};
+       },
        {"weights.value.weight", "[8, 5]", "[8, 4]"}},
       {"layout mismatch",
        [](Call& c) { c.layer.weights.query.layout = WeightLayout::kHeadsInHeadDim; },
        {"weights.query.weight", "[2, 8, 4]", "[8, 8]"}},
-      {"query bias shape", [](Call& c) { c.layer.weights.query.bias.shape = Shape{7}; },
+      {"query bias shape",
+       [](Call& c) { c.layer.weights.query.bias.shape = Shape{7}; },
        {"weights.query.bias", "[8]", "[7]"}},
-      {"output weight rank", [](Call& c) { c.layer.weights.output.weight.shape = Shape{8, 8, 1}; },
+      {"output weight rank",
+       [](Call& c) {
+         c.layer.weights.output.weight.shape = Shape{8, 8, 1};
+       },
        {"weights.output.weight", "rank 2", "[8, 8, 1]"}},
       {"output per-head layout",
        [](Call& c) { c.layer.weights.output.layout = WeightLayout::kHeadsInHeadDim; },
        {"weights.output.weight", "kHeadsInHeadDim"}},
-      {"output bias alone", [](Call& c) { c.layer.weights.output.weight = TensorView(); },
+      {"output bias alone",
+       [](Call& c) { c.layer.weights.output.weight = TensorView(); },
        {"weights.output.bias", "without a weight"}},
-      {"output bias shape", [](Call& c) { c.layer.weights.output.bias.shape = Shape{9}; },
+      {"output bias shape",
+       [](Call& c) { c.layer.weights.output.bias.shape = Shape{9}; },
        {"weights.output.bias", "[8]", "[9]"}},
       {"null query", [](Call& c) { c.inputs.query.data = nullptr; }, {"query", "null"}},
-      {"query rank", [](Call& c) { c.inputs.query.shape = Shape{1, 2, 3, 8}; },
+      {"query rank",
+       [](Call& c) {
+         c.inputs.query.shape = Shape{1, 2, 3, 8};
+       },
        {"query", "rank 3", "[1, 2, 3, 8]"}},
-      {"query width", [](Call& c) { c.inputs.query.shape = Shape{2, 4, 6}; },
+      {"query width",
+       [](Call& c) {
+         c.inputs.query.shape = Shape{2, 4, 6};
+       },
        {"query", "last dimension must be 8", "[2, 4, 6]"}},
-      {"empty sequence", [](Call& c) { c.inputs.query.shape = Shape{2, 0, 8}; },
+      {"empty sequence",
+       [](Call& c) {
+         c.inputs.query.shape = Shape{2, 0, 8};
+       },
        {"query", ">= 1", "[2, 0, 8]"}},
       {"query float64",
-       [](Call& c) { c.inputs.query.dtype = DType::kInt64; }, {"query", "float32", "int64"}},
-      {"element count overflow", [](Call& c) { c.inputs.query.shape = Shape{kHuge, kHuge, 8}; },
+       [](Call& c) { c.inputs.query.dtype = DType::kInt64; },
+       {"query", "float32", "int64"}},
+      {"element count overflow",
+       [](Call& c) {
+         c.inputs.query.shape = Shape{kHuge, kHuge, 8};
+       },
        {"query", "overflows"}},
-      {"key batch", [](Call& c) { c.inputs.key.shape = Shape{1, 4, 6}; },
+      {"key batch",
+       [](Call& c) {
+         c.inputs.key.shape = Shape{1, 4, 6};
+       },
        {"key/value", "batch size", "[1, 4, 6]"}},
-      {"value length", [](Call& c) { c.inputs.value.shape = Shape{2, 3, 5}; },
+      {"value length",
+       [](Call& c) {
+         c.inputs.value.shape = Shape{2, 3, 5};
+       },
        {"value", "key's 4", "[2, 3, 5]"}},
-      {"unbatched key with batched query", [](Call& c) { c.inputs.key.shape = Shape{4, 6}; },
+      {"unbatched key with batched query",
+       [](Call& c) {
+         c.inputs.key.shape = Shape{4, 6};
+       },
        {"key", "rank 3", "[4, 6]"}},
-      {"null output", [](Call& c) { c.outputs.output.data = nullptr; },
+      {"null output",
+       [](Call& c) { c.outputs.output.data = nullptr; },
        {"outputs.output", "null"}},
-      {"output shape", [](Call& c) { c.outputs.output.shape = Shape{2, 3, 7}; },
+      {"output shape",
+       [](Call& c) {
+         c.outputs.output.shape = Shape{2, 3, 7};
+       },
        {"outputs.output", "[2, 3, 8]", "[2, 3, 7]"}},
-      {"averaged weights shape", [](Call& c) { c.options.average_attn_weights = true; },
+      {"averaged weights shape",
+       [](Call& c) { c.options.average_attn_weights = true; },
        {"outputs.attn_weights", "[2, 3, 4]", "[2, 2, 3, 4]"}},
-      {"negative threads", [](Call& c) { c.options.num_threads = -1; },
+      {"negative threads",
+       [](Call& c) { c.options.num_threads = -1; },
        {"num_threads", "-1"}},
       {"attn_mask shape",
-       [](Call& c) { c.masks.attn_mask = TensorView(c.bool_mask.data(), DType::kBool, Shape{3, 5}); },
+       [](Call& c) {
+         c.masks.attn_mask = TensorView(c.bool_mask.data(), DType::kBool, Shape{3, 5});
+       },
        {"masks.attn_mask", "[3, 4]", "[3, 5]"}},
       {"attn_mask 4-D broadcast",
        [](Call& c) {
-         c.masks.attn_mask = TensorView(c.bool_mask.data(), DType::kBool, Shape{2, 3, 3, 4});
+         c.masks.attn_mask =
+             TensorView(c.bool_mask.data(), DType::kBool, Shape{2, 3, 3, 4});
        },
        {"masks.attn_mask", "does not broadcast", "[2, 3, 3, 4]", "axis 1"}},
       {"attn_mask dtype",
-       [](Call& c) { c.masks.attn_mask = TensorView(c.int_mask.data(), DType::kInt32, Shape{3, 4}); },
+       [](Call& c) {
+         c.masks.attn_mask = TensorView(c.int_mask.data(), DType::kInt32, Shape{3, 4});
+       },
        {"masks.attn_mask", "bool or float32", "int32"}},
       {"key_padding_mask shape",
        [](Call& c) {
-         c.masks.key_padding_mask = TensorView(c.bool_mask.data(), DType::kBool, Shape{2, 3});
+         c.masks.key_padding_mask =
+             TensorView(c.bool_mask.data(), DType::kBool, Shape{2, 3});
        },
        {"masks.key_padding_mask", "[2, 4]", "[2, 3]"}},
       {"key_lengths dtype",
@@ -158,7 +209,8 @@ std::vector<ErrorCase> Cases() {
          c.masks.key_lengths = TensorView(c.int_mask.data(), DType::kInt32, Shape{2});
        },
        {"masks.key_lengths[0]", "got -1"}},
-      {"convention", [](Call& c) { c.masks.convention = static_cast<MaskConvention>(7); },
+      {"convention",
+       [](Call& c) { c.masks.convention = static_cast<MaskConvention>(7); },
        {"masks.convention", "7"}},
   };
 }
@@ -200,7 +252,8 @@ TEST(InvalidArgument, ValidCallSucceeds) {
 
 TEST(InvalidArgument, PackedInProjectionShape) {
   std::vector<float> w(3 * 8 * 8);
-  EXPECT_THROW(FromPackedInProjection(TensorView(w.data(), Shape{8, 8}), {}, {}, {}), Error);
+  EXPECT_THROW(FromPackedInProjection(TensorView(w.data(), Shape{8, 8}), {}, {}, {}),
+               Error);
   try {
     FromPackedInProjection(TensorView(w.data(), Shape{24, 8}),
                            TensorView(w.data(), Shape{8}), {}, {});

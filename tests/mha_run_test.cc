@@ -43,7 +43,8 @@ std::string NpyWithHeader(const std::string& name, const std::string& dict,
   header.append(63 - (10 + header.size()) % 64, ' ');
   header.push_back('\n');
   const uint16_t length = static_cast<uint16_t>(header.size());
-  return WriteFile(name, std::string("\x93NUMPY\x01\x00", 8) + Bytes(&length, 2) + header + data);
+  return WriteFile(
+      name, std::string("\x93NUMPY\x01\x00", 8) + Bytes(&length, 2) + header + data);
 }
 
 class MhaRun : public ::testing::Test {
@@ -69,7 +70,8 @@ class MhaRun : public ::testing::Test {
   }
 
   std::vector<std::string> Args(const std::string& weights, const std::string& query) {
-    return {"--weights", weights, "--num-heads", "2", "--query", query, "--output", output_};
+    return {"--weights", weights, "--num-heads", "2",
+            "--query",   query,   "--output",    output_};
   }
 
   void ExpectFailure(const std::vector<std::string>& args, int code,
@@ -94,14 +96,15 @@ TEST_F(MhaRun, UsageErrors) {
   ExpectFailure({}, 2, {"usage"});
   ExpectFailure({"--weights", weights_, "--query", query_}, 2, {"missing --output"});
   ExpectFailure({"--bogus", "1"}, 2, {"unknown argument '--bogus 1'"});
-  ExpectFailure({"--weights", weights_, "--num-heads", "x", "--query", query_, "--output",
-                 output_},
-                2, {"--num-heads", "'x'"});
+  ExpectFailure(
+      {"--weights", weights_, "--num-heads", "x", "--query", query_, "--output", output_},
+      2, {"--num-heads", "'x'"});
   ExpectFailure({"--weights"}, 2, {"missing value after --weights"});
 }
 
 TEST_F(MhaRun, MissingFile) {
-  ExpectFailure(Args(TempPath("nope.safetensors"), query_), 1, {"nope.safetensors", "cannot open"});
+  ExpectFailure(Args(TempPath("nope.safetensors"), query_), 1,
+                {"nope.safetensors", "cannot open"});
 }
 
 TEST_F(MhaRun, TruncatedNpy) {
@@ -111,8 +114,8 @@ TEST_F(MhaRun, TruncatedNpy) {
     ss << in.rdbuf();
     return ss.str();
   }();
-  ExpectFailure(Args(weights_, WriteFile("trunc.npy", bytes.substr(0, bytes.size() - 5))), 1,
-                {"trunc.npy", "43 bytes", "needs 48"});
+  ExpectFailure(Args(weights_, WriteFile("trunc.npy", bytes.substr(0, bytes.size() - 5))),
+                1, {"trunc.npy", "43 bytes", "needs 48"});
   ExpectFailure(Args(weights_, WriteFile("short.npy", bytes.substr(0, 9))), 1,
                 {"short.npy", "truncated"});
   ExpectFailure(Args(weights_, WriteFile("magic.npy", "PK\x03\x04 not numpy")), 1,
@@ -142,7 +145,8 @@ TEST_F(MhaRun, QueryShapeDoesNotFitWeights) {
   const std::vector<float> q(15);
   const std::string path = TempPath("q5.npy");
   io::WriteNpy(path, q.data(), Shape{1, 3, 5});
-  ExpectFailure(Args(weights_, path), 1, {"query", "last dimension must be 4", "[1, 3, 5]"});
+  ExpectFailure(Args(weights_, path), 1,
+                {"query", "last dimension must be 4", "[1, 3, 5]"});
 }
 
 TEST_F(MhaRun, SafetensorsHeaderOutOfRange) {
@@ -157,34 +161,41 @@ TEST_F(MhaRun, SafetensorsHeaderOutOfRange) {
 TEST_F(MhaRun, SafetensorsTensorOffsets) {
   const std::string data(192, '\0');
   ExpectFailure(
-      Args(Safetensors("range.safetensors",
-                       R"({"in_proj_weight":{"dtype":"F32","shape":[12,4],"data_offsets":[0,400]}})",
-                       data),
-           query_),
+      Args(
+          Safetensors(
+              "range.safetensors",
+              R"({"in_proj_weight":{"dtype":"F32","shape":[12,4],"data_offsets":[0,400]}})",
+              data),
+          query_),
       1, {"in_proj_weight", "[0, 400] out of range", "192 bytes"});
   ExpectFailure(
-      Args(Safetensors("count.safetensors",
-                       R"({"in_proj_weight":{"dtype":"F32","shape":[12,4],"data_offsets":[0,100]}})",
-                       data),
-           query_),
+      Args(
+          Safetensors(
+              "count.safetensors",
+              R"({"in_proj_weight":{"dtype":"F32","shape":[12,4],"data_offsets":[0,100]}})",
+              data),
+          query_),
       1, {"in_proj_weight", "100 bytes", "needs 192"});
   ExpectFailure(
-      Args(Safetensors("f64.safetensors",
-                       R"({"in_proj_weight":{"dtype":"F64","shape":[12,2],"data_offsets":[0,192]}})",
-                       data),
-           query_),
+      Args(
+          Safetensors(
+              "f64.safetensors",
+              R"({"in_proj_weight":{"dtype":"F64","shape":[12,2],"data_offsets":[0,192]}})",
+              data),
+          query_),
       1, {"unsupported dtype F64"});
   ExpectFailure(
       Args(Safetensors("names.safetensors",
-                       R"({"other":{"dtype":"F32","shape":[48],"data_offsets":[0,192]}})", data),
+                       R"({"other":{"dtype":"F32","shape":[48],"data_offsets":[0,192]}})",
+                       data),
            query_),
       1, {"no in_proj_weight, q_proj_weight or q_proj.weight"});
 }
 
 TEST_F(MhaRun, HeadsMustDivideModelWidth) {
-  ExpectFailure({"--weights", weights_, "--num-heads", "3", "--query", query_, "--output",
-                 output_},
-                1, {"4 rows", "num_heads 3"});
+  ExpectFailure(
+      {"--weights", weights_, "--num-heads", "3", "--query", query_, "--output", output_},
+      1, {"4 rows", "num_heads 3"});
 }
 
 }  // namespace

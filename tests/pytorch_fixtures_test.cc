@@ -71,7 +71,8 @@ void ExpectSeedMatches(const char* seed, WeightLayout layout, int64_t num_heads,
                           io::ReadNpy(dir / "w_v.npy")};
   const std::vector<float> expected = LoadFloats(dir / "expected_output.npy");
   const int64_t in_dim = x.shape[2];
-  const int64_t model_dim = static_cast<int64_t>(expected.size()) / (x.shape[0] * x.shape[1]);
+  const int64_t model_dim =
+      static_cast<int64_t>(expected.size()) / (x.shape[0] * x.shape[1]);
   AttentionConfig config{num_heads, model_dim / num_heads, in_dim, 0, 0, {}};
   AttentionWeights weights;
   Projection* parts[3] = {&weights.query, &weights.key, &weights.value};
@@ -83,8 +84,9 @@ void ExpectSeedMatches(const char* seed, WeightLayout layout, int64_t num_heads,
   masks.is_causal = is_causal;
   std::vector<float> out(expected.size());
   MultiheadAttention(config, weights)
-      .Forward({x.view(), {}, {}}, masks,
-               {MutableTensorView(out.data(), Shape{x.shape[0], x.shape[1], model_dim}), {}});
+      .Forward(
+          {x.view(), {}, {}}, masks,
+          {MutableTensorView(out.data(), Shape{x.shape[0], x.shape[1], model_dim}), {}});
   ExpectClose(out, expected, seed);
 }
 

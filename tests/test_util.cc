@@ -32,8 +32,8 @@ Shape InputWeightShape(WeightLayout layout, int64_t in, const LayerSpec& spec) {
 
 OwnedLayer MakeLayer(const LayerSpec& spec, uint32_t seed) {
   OwnedLayer layer;
-  layer.config = {spec.num_heads, spec.head_dim, spec.query_dim, spec.key_dim,
-                  spec.value_dim, {}};
+  layer.config = {spec.num_heads, spec.head_dim,  spec.query_dim,
+                  spec.key_dim,   spec.value_dim, {}};
   const int64_t model = spec.num_heads * spec.head_dim;
   const int64_t ins[3] = {spec.query_dim, layer.config.resolved_key_dim(),
                           layer.config.resolved_value_dim()};
@@ -42,8 +42,8 @@ OwnedLayer MakeLayer(const LayerSpec& spec, uint32_t seed) {
   const float init = 1.0f / std::sqrt(static_cast<float>(spec.query_dim));
   for (int i = 0; i < 3; ++i) {
     layer.storage[i] = RandomFloats(ins[i] * model, seed + i, init);
-    projections[i]->weight = TensorView(layer.storage[i].data(),
-                                        InputWeightShape(spec.layout, ins[i], spec));
+    projections[i]->weight =
+        TensorView(layer.storage[i].data(), InputWeightShape(spec.layout, ins[i], spec));
     projections[i]->layout = spec.layout;
     if (spec.qkv_bias) {
       layer.storage[4 + i] = RandomFloats(model, seed + 10 + i, 0.5f);
@@ -54,9 +54,10 @@ OwnedLayer MakeLayer(const LayerSpec& spec, uint32_t seed) {
     const int64_t out = spec.output_dim ? spec.output_dim : spec.query_dim;
     layer.storage[3] = RandomFloats(model * out, seed + 3, init);
     layer.weights.output.layout = spec.output_layout;
-    layer.weights.output.weight = TensorView(
-        layer.storage[3].data(),
-        spec.output_layout == WeightLayout::kOutIn ? Shape{out, model} : Shape{model, out});
+    layer.weights.output.weight =
+        TensorView(layer.storage[3].data(), spec.output_layout == WeightLayout::kOutIn
+                                                ? Shape{out, model}
+                                                : Shape{model, out});
     if (spec.output_bias) {
       layer.storage[7] = RandomFloats(out, seed + 13, 0.5f);
       layer.weights.output.bias = TensorView(layer.storage[7].data(), Shape{out});

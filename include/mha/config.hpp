@@ -15,8 +15,8 @@ struct AttentionConfig {
   int64_t num_heads = 0;
   int64_t head_dim = 0;
   int64_t query_dim = 0;
-  int64_t key_dim = 0;    // 0 means query_dim
-  int64_t value_dim = 0;  // 0 means query_dim
+  int64_t key_dim = 0;         // 0 means query_dim
+  int64_t value_dim = 0;       // 0 means query_dim
   std::optional<float> scale;  // empty means 1 / sqrt(head_dim)
 
   int64_t model_dim() const { return num_heads * head_dim; }

@@ -6,7 +6,8 @@
 
 namespace mha {
 
-void NaiveMultiheadAttention(const AttentionConfig& config, const AttentionWeights& weights,
+void NaiveMultiheadAttention(const AttentionConfig& config,
+                             const AttentionWeights& weights,
                              const AttentionInputs& inputs, const AttentionMasks& masks,
                              const AttentionOutputs& outputs,
                              const ForwardOptions& options = {});

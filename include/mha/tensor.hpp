@@ -25,7 +25,7 @@ class Shape {
   int64_t operator[](int axis) const { return dims_[axis]; }
   bool operator==(const Shape& other) const;
   bool operator!=(const Shape& other) const { return !(*this == other); }
-  std::string ToString() const;  // "[2, 5, 8]"
+  std::string ToString() const;        // "[2, 5, 8]"
   Shape Prepended(int64_t dim) const;  // [dim, ...this]; fails past kMaxRank
 
  private:

@@ -31,7 +31,8 @@ void CheckTensor(const char* name, const TensorView& tensor, DType dtype,
   CheckedNumElements(name, tensor.shape, DTypeSize(dtype));
 }
 
-void CheckOutput(const char* name, const MutableTensorView& tensor, const Shape& expected) {
+void CheckOutput(const char* name, const MutableTensorView& tensor,
+                 const Shape& expected) {
   if (!tensor.present()) Fail(name, ": data is null");
   if (tensor.shape != expected) {
     Fail(name, ": expected shape ", expected.ToString(), ", got ",

@@ -26,6 +26,7 @@ int64_t CheckedNumElements(const char* name, const Shape& shape, size_t element_
 // A present tensor of the given dtype and shape, or fails naming `name`.
 void CheckTensor(const char* name, const TensorView& tensor, DType dtype,
                  const Shape& expected);
-void CheckOutput(const char* name, const MutableTensorView& tensor, const Shape& expected);
+void CheckOutput(const char* name, const MutableTensorView& tensor,
+                 const Shape& expected);
 
 }  // namespace mha::internal

@@ -1,13 +1,14 @@
 // FromPackedInProjection: views into nn.MultiheadAttention's packed in_proj tensors.
-#include "src/api/check.h"
 #include "mha/weights.hpp"
+#include "src/api/check.h"
 
 namespace mha {
 
 using internal::CheckTensor;
 using internal::Fail;
 
-AttentionWeights FromPackedInProjection(TensorView in_proj_weight, TensorView in_proj_bias,
+AttentionWeights FromPackedInProjection(TensorView in_proj_weight,
+                                        TensorView in_proj_bias,
                                         TensorView out_proj_weight,
                                         TensorView out_proj_bias) {
   const Shape& shape = in_proj_weight.shape;
@@ -25,7 +26,8 @@ AttentionWeights FromPackedInProjection(TensorView in_proj_weight, TensorView in
     parts[i]->weight = TensorView(in_proj_weight.floats() + i * embed_dim * embed_dim,
                                   Shape{embed_dim, embed_dim});
     if (in_proj_bias.present()) {
-      parts[i]->bias = TensorView(in_proj_bias.floats() + i * embed_dim, Shape{embed_dim});
+      parts[i]->bias =
+          TensorView(in_proj_bias.floats() + i * embed_dim, Shape{embed_dim});
     }
   }
   weights.output.weight = out_proj_weight;

@@ -44,7 +44,8 @@ void ValidateConfig(const AttentionConfig& config) {
   CheckPositive("head_dim", config.head_dim);
   CheckPositive("query_dim", config.query_dim);
   if (config.key_dim < 0) Fail("config.key_dim: must be >= 0, got ", config.key_dim);
-  if (config.value_dim < 0) Fail("config.value_dim: must be >= 0, got ", config.value_dim);
+  if (config.value_dim < 0)
+    Fail("config.value_dim: must be >= 0, got ", config.value_dim);
   int64_t model_dim = 0;
   if (__builtin_mul_overflow(config.num_heads, config.head_dim, &model_dim) ||
       model_dim > (int64_t{1} << 31)) {
@@ -67,9 +68,10 @@ Problem ValidateForward(const AttentionConfig& config, int64_t output_dim,
   problem.key = inputs.key.present() ? inputs.key : inputs.query;
   problem.value = inputs.value.present() ? inputs.value : inputs.query;
   problem.batched = inputs.query.shape.rank() != 2;
-  problem.self_attention =
-      problem.key.data == problem.query.data && problem.value.data == problem.query.data &&
-      problem.key.shape == problem.query.shape && problem.value.shape == problem.query.shape;
+  problem.self_attention = problem.key.data == problem.query.data &&
+                           problem.value.data == problem.query.data &&
+                           problem.key.shape == problem.query.shape &&
+                           problem.value.shape == problem.query.shape;
 
   int64_t key_batch = 0, value_batch = 0, value_len = 0;
   CheckInput("query", problem.query, config.query_dim, problem.batched,
@@ -88,11 +90,13 @@ Problem ValidateForward(const AttentionConfig& config, int64_t output_dim,
   }
 
   const int64_t b = problem.batch_size, sq = problem.query_len, sk = problem.key_len;
-  CheckOutput("outputs.output", outputs.output, Batched(problem.batched, b, Shape{sq, output_dim}));
+  CheckOutput("outputs.output", outputs.output,
+              Batched(problem.batched, b, Shape{sq, output_dim}));
   if (outputs.attn_weights.present()) {
-    const Shape expected = options.average_attn_weights
-                               ? Batched(problem.batched, b, Shape{sq, sk})
-                               : Batched(problem.batched, b, Shape{config.num_heads, sq, sk});
+    const Shape expected =
+        options.average_attn_weights
+            ? Batched(problem.batched, b, Shape{sq, sk})
+            : Batched(problem.batched, b, Shape{config.num_heads, sq, sk});
     CheckOutput("outputs.attn_weights", outputs.attn_weights, expected);
   }
   return problem;

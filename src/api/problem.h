@@ -10,10 +10,10 @@ namespace mha::internal {
 
 struct Problem {
   int64_t batch_size = 0;
-  int64_t query_len = 0;  // Sq
-  int64_t key_len = 0;    // Sk
-  bool batched = true;    // false: [S, dim] inputs, outputs without the batch axis
-  bool self_attention = false;  // key and value are the query tensor itself
+  int64_t query_len = 0;         // Sq
+  int64_t key_len = 0;           // Sk
+  bool batched = true;           // false: [S, dim] inputs, outputs without the batch axis
+  bool self_attention = false;   // key and value are the query tensor itself
   TensorView query, key, value;  // key/value resolved to query when absent
 };
 

@@ -24,7 +24,8 @@ namespace {
 
 LinearPrimitive MakeLinear(const dnnl::engine& engine, const PackedProjection& packed,
                            int64_t output_stride) {
-  return LinearPrimitive(engine, {packed.in_dim, packed.out_dim, packed.stride, output_stride},
+  return LinearPrimitive(engine,
+                         {packed.in_dim, packed.out_dim, packed.stride, output_stride},
                          packed.weights, packed.bias);
 }
 
@@ -62,7 +63,8 @@ struct MultiheadAttention::Impl {
     if (packed.qkv_fused()) qkv = MakeLinear(engine, packed.FusedQkv(), 3 * model_dim);
     for (int input = PackedWeights::kQuery; input <= PackedWeights::kValue; ++input) {
       inputs[input] = MakeLinear(
-          engine, packed.InputProjection(static_cast<PackedWeights::Input>(input)), model_dim);
+          engine, packed.InputProjection(static_cast<PackedWeights::Input>(input)),
+          model_dim);
     }
     has_output = packed.OutputProjection().weights != nullptr;
     if (has_output) output = MakeLinear(engine, packed.OutputProjection(), output_dim);
@@ -70,7 +72,8 @@ struct MultiheadAttention::Impl {
 
   size_t ScratchpadBytes() const {
     size_t bytes = std::max(qkv.scratchpad_bytes(), output.scratchpad_bytes());
-    for (const LinearPrimitive& input : inputs) bytes = std::max(bytes, input.scratchpad_bytes());
+    for (const LinearPrimitive& input : inputs)
+      bytes = std::max(bytes, input.scratchpad_bytes());
     return bytes;
   }
 
@@ -79,7 +82,8 @@ struct MultiheadAttention::Impl {
   void Forward(const AttentionInputs& inputs, const AttentionMasks& masks,
                const AttentionOutputs& outputs, const ForwardOptions& options) const;
   void Attend(const internal::Problem& problem, const internal::MaskPlan& masks,
-              const ProjectedInputs& projected, float* context, float* probabilities) const;
+              const ProjectedInputs& projected, float* context,
+              float* probabilities) const;
 
   AttentionConfig config;
   int64_t output_dim;
@@ -111,7 +115,8 @@ ProjectedInputs MultiheadAttention::Impl::Project(const internal::Problem& probl
   workspace.resize((query_rows + 2 * key_rows) * model_dim);
   float* next = workspace.data();
   for (int input = 0; input < 3; ++input) {
-    inputs[input].Execute(stream, sources[input]->floats(), rows[input], next, scratchpad);
+    inputs[input].Execute(stream, sources[input]->floats(), rows[input], next,
+                          scratchpad);
     projected.rows[input] = next;
     projected.strides[input] = model_dim;
     next += rows[input] * model_dim;
@@ -137,7 +142,8 @@ void MultiheadAttention::Impl::Attend(const internal::Problem& problem,
         const int64_t first_row[3] = {task.batch * sq, task.batch * sk, task.batch * sk};
         const float* starts[3];
         for (int input = 0; input < 3; ++input) {
-          starts[input] = projected.rows[input] + first_row[input] * projected.strides[input] +
+          starts[input] = projected.rows[input] +
+                          first_row[input] * projected.strides[input] +
                           task.head * head_dim;
         }
         task.query = starts[0];
@@ -147,8 +153,10 @@ void MultiheadAttention::Impl::Attend(const internal::Problem& problem,
         task.key_stride = projected.strides[1];
         task.value_stride = projected.strides[2];
         task.context_stride = config.model_dim();
-        task.context = context + task.batch * sq * task.context_stride + task.head * head_dim;
-        task.probabilities = probabilities ? probabilities + task_index * sq * sk : nullptr;
+        task.context =
+            context + task.batch * sq * task.context_stride + task.head * head_dim;
+        task.probabilities =
+            probabilities ? probabilities + task_index * sq * sk : nullptr;
         internal::AttendHead(task, masks, scratch);
       });
 }
@@ -192,7 +200,8 @@ void MultiheadAttention::Impl::Forward(const AttentionInputs& inputs,
   }
 }
 
-void MultiheadAttention::Forward(const AttentionInputs& inputs, const AttentionMasks& masks,
+void MultiheadAttention::Forward(const AttentionInputs& inputs,
+                                 const AttentionMasks& masks,
                                  const AttentionOutputs& outputs,
                                  const ForwardOptions& options) const {
   impl_->Forward(inputs, masks, outputs, options);
@@ -203,7 +212,8 @@ MultiheadAttention::MultiheadAttention(const AttentionConfig& config,
     : impl_(std::make_unique<Impl>(config, weights)) {}
 MultiheadAttention::~MultiheadAttention() = default;
 MultiheadAttention::MultiheadAttention(MultiheadAttention&&) noexcept = default;
-MultiheadAttention& MultiheadAttention::operator=(MultiheadAttention&&) noexcept = default;
+MultiheadAttention& MultiheadAttention::operator=(MultiheadAttention&&) noexcept =
+    default;
 
 const AttentionConfig& MultiheadAttention::config() const { return impl_->config; }
 int64_t MultiheadAttention::output_dim() const { return impl_->output_dim; }

@@ -32,20 +32,23 @@ float MaskPlan::StridedMask::At(int64_t offset, MaskConvention convention) const
 }
 
 MaskPlan::MaskPlan(const AttentionMasks& masks, const Problem& problem, int64_t num_heads)
-    : is_causal_(masks.is_causal), key_len_(problem.key_len), convention_(masks.convention) {
+    : is_causal_(masks.is_causal),
+      key_len_(problem.key_len),
+      convention_(masks.convention) {
   if (convention_ != MaskConvention::kTorch &&
       convention_ != MaskConvention::kZeroMeansMasked) {
     Fail("masks.convention: unknown value ", static_cast<int>(convention_));
   }
-  if (masks.attn_mask.present()) attn_ = PlanAttnMask(masks.attn_mask, problem, num_heads);
+  if (masks.attn_mask.present())
+    attn_ = PlanAttnMask(masks.attn_mask, problem, num_heads);
   if (masks.key_padding_mask.present()) {
     padding_ = PlanKeyPaddingMask(masks.key_padding_mask, problem);
   }
   if (masks.key_lengths.present()) PlanKeyLengths(masks.key_lengths, problem);
 }
 
-MaskPlan::StridedMask MaskPlan::PlanAttnMask(const TensorView& mask, const Problem& problem,
-                                             int64_t num_heads) {
+MaskPlan::StridedMask MaskPlan::PlanAttnMask(const TensorView& mask,
+                                             const Problem& problem, int64_t num_heads) {
   CheckMaskDType("masks.attn_mask", mask);
   const int64_t b = problem.batch_size, h = num_heads, sq = problem.query_len,
                 sk = problem.key_len;
@@ -123,13 +126,14 @@ float MaskPlan::TensorMaskAt(int64_t batch, int64_t head, int64_t query,
                     convention_);
   }
   if (padding_.data) {
-    sum += padding_.At(batch * padding_.stride[0] + key * padding_.stride[3], convention_);
+    sum +=
+        padding_.At(batch * padding_.stride[0] + key * padding_.stride[3], convention_);
   }
   return sum;
 }
 
 void MaskPlan::AddTensorMasks(int64_t batch, int64_t head, int64_t query, int64_t count,
-                                 float* row) const {
+                              float* row) const {
   for (int64_t key = 0; key < count; ++key) {
     row[key] += TensorMaskAt(batch, head, query, key);
   }

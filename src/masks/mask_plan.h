@@ -27,7 +27,7 @@ class MaskPlan {
 
   // row[k] += TensorMaskAt(batch, head, query, k) for k in [0, count).
   void AddTensorMasks(int64_t batch, int64_t head, int64_t query, int64_t count,
-                         float* row) const;
+                      float* row) const;
 
  private:
   // A bool or float mask addressed by (batch, head, query, key) strides; a zero

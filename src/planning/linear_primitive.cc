@@ -24,8 +24,8 @@ LinearPrimitive::LinearPrimitive(const dnnl::engine& engine, const LinearShape& 
       bias ? Matrix(1, shape.out_dim, shape.out_dim) : memory::desc();
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, wei, bias_desc, dst), attr,
-                                        engine);
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, wei, bias_desc, dst),
+                                        attr, engine);
   primitive_ = dnnl::matmul(pd);
   scratchpad_desc_ = pd.scratchpad_desc();
   scratchpad_bytes_ = scratchpad_desc_.get_size();

@@ -9,10 +9,10 @@
 namespace mha::internal {
 
 struct LinearShape {
-  int64_t in_dim = 0;          // K
-  int64_t out_dim = 0;         // N
-  int64_t weight_stride = 0;   // row stride of W[K, N] (>= N: W may be a column slice)
-  int64_t output_stride = 0;   // row stride of y (>= N: y may be a column slice)
+  int64_t in_dim = 0;         // K
+  int64_t out_dim = 0;        // N
+  int64_t weight_stride = 0;  // row stride of W[K, N] (>= N: W may be a column slice)
+  int64_t output_stride = 0;  // row stride of y (>= N: y may be a column slice)
 };
 
 class LinearPrimitive {

@@ -20,14 +20,16 @@ PackedWeights::PackedWeights(const AttentionConfig& config,
 void PackedWeights::PackInputs(const AttentionConfig& config,
                                const AttentionWeights& weights) {
   const Projection* sources[3] = {&weights.query, &weights.key, &weights.value};
-  const float scale =
-      config.scale ? *config.scale : 1.0f / std::sqrt(static_cast<float>(config.head_dim));
+  const float scale = config.scale
+                          ? *config.scale
+                          : 1.0f / std::sqrt(static_cast<float>(config.head_dim));
   const bool has_bias = sources[0]->bias.present() || sources[1]->bias.present() ||
                         sources[2]->bias.present();
   input_weights_.assign((in_dims_[0] + in_dims_[1] + in_dims_[2]) * model_dim_, 0.0f);
   if (has_bias) input_bias_.assign(3 * model_dim_, 0.0f);
   for (int input = kQuery; input <= kValue; ++input) {
-    const WeightReader reader(*sources[input], in_dims_[input], model_dim_, config.head_dim);
+    const WeightReader reader(*sources[input], in_dims_[input], model_dim_,
+                              config.head_dim);
     const float factor = input == kQuery ? scale : 1.0f;
     float* out = input_weights_.data() + InputOffset(static_cast<Input>(input));
     for (int64_t in = 0; in < in_dims_[input]; ++in) {
@@ -54,7 +56,8 @@ void PackedWeights::PackOutput(const AttentionWeights& weights, int64_t model_di
   }
   if (weights.output.bias.present()) {
     output_bias_.resize(output_dim_);
-    for (int64_t col = 0; col < output_dim_; ++col) output_bias_[col] = reader.BiasAt(col);
+    for (int64_t col = 0; col < output_dim_; ++col)
+      output_bias_[col] = reader.BiasAt(col);
   }
 }
 

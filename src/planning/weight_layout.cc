@@ -77,7 +77,8 @@ int64_t ValidateOutputProjection(const Projection& projection, int64_t model_dim
   } else {
     Fail("weights.output.weight: expected rank 2, got shape ", shape.ToString());
   }
-  if (out_dim < 1) Fail("weights.output.weight: empty output width in ", shape.ToString());
+  if (out_dim < 1)
+    Fail("weights.output.weight: empty output width in ", shape.ToString());
   const Shape expected = projection.layout == WeightLayout::kOutIn
                              ? Shape{out_dim, model_dim}
                              : Shape{model_dim, out_dim};

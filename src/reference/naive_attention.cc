@@ -24,7 +24,8 @@ std::vector<double> Linear(const T* x, int64_t rows, int64_t in_dim,
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t o = 0; o < out_dim; ++o) {
       double sum = weight.BiasAt(o);
-      for (int64_t i = 0; i < in_dim; ++i) sum += double{x[r * in_dim + i]} * weight.At(o, i);
+      for (int64_t i = 0; i < in_dim; ++i)
+        sum += double{x[r * in_dim + i]} * weight.At(o, i);
       y[r * out_dim + o] = sum;
     }
   }
@@ -39,8 +40,9 @@ int64_t KeyLength(const TensorView& key_lengths, int64_t batch, int64_t key_len)
 }
 
 // attn_weights = per-head probabilities, or their mean over heads.
-void WriteAttnWeights(const std::vector<double>& per_head, const Problem& p, int64_t heads,
-                      bool average, const MutableTensorView& attn_weights) {
+void WriteAttnWeights(const std::vector<double>& per_head, const Problem& p,
+                      int64_t heads, bool average,
+                      const MutableTensorView& attn_weights) {
   if (!attn_weights.present()) return;
   const int64_t plane = p.query_len * p.key_len;
   for (int64_t b = 0; b < p.batch_size; ++b) {
@@ -60,13 +62,15 @@ void WriteAttnWeights(const std::vector<double>& per_head, const Problem& p, int
 void WriteOutput(const std::vector<double>& context, int64_t rows, int64_t model,
                  const Projection& projection, int64_t output_dim, float* output) {
   if (!projection.present()) {
-    for (size_t i = 0; i < context.size(); ++i) output[i] = static_cast<float>(context[i]);
+    for (size_t i = 0; i < context.size(); ++i)
+      output[i] = static_cast<float>(context[i]);
     return;
   }
-  const std::vector<double> projected = Linear(
-      context.data(), rows, model, WeightReader(projection, model, output_dim, model),
-      output_dim);
-  for (size_t i = 0; i < projected.size(); ++i) output[i] = static_cast<float>(projected[i]);
+  const std::vector<double> projected =
+      Linear(context.data(), rows, model,
+             WeightReader(projection, model, output_dim, model), output_dim);
+  for (size_t i = 0; i < projected.size(); ++i)
+    output[i] = static_cast<float>(projected[i]);
 }
 
 double Dot(const double* a, const double* b, int64_t n) {
@@ -116,25 +120,36 @@ void AttentionRow(const HeadRowInputs& in, int64_t b, int64_t h, int64_t i,
 
 }  // namespace
 
-void NaiveMultiheadAttention(const AttentionConfig& config, const AttentionWeights& weights,
+void NaiveMultiheadAttention(const AttentionConfig& config,
+                             const AttentionWeights& weights,
                              const AttentionInputs& inputs, const AttentionMasks& masks,
-                             const AttentionOutputs& outputs, const ForwardOptions& options) {
+                             const AttentionOutputs& outputs,
+                             const ForwardOptions& options) {
   const int64_t output_dim = internal::ValidateLayer(config, weights);
-  const Problem p = internal::ValidateForward(config, output_dim, inputs, outputs, options);
+  const Problem p =
+      internal::ValidateForward(config, output_dim, inputs, outputs, options);
   const internal::MaskPlan tensor_masks(masks, p, config.num_heads);
   const int64_t heads = config.num_heads, head_dim = config.head_dim;
   const int64_t model = config.model_dim();
   const auto project = [&](const TensorView& x, int64_t len, int64_t dim,
                            const Projection& w) {
-    return Linear(x.floats(), p.batch_size * len, dim, WeightReader(w, dim, model, head_dim),
-                  model);
+    return Linear(x.floats(), p.batch_size * len, dim,
+                  WeightReader(w, dim, model, head_dim), model);
   };
-  const std::vector<double> q = project(p.query, p.query_len, config.query_dim, weights.query);
-  const std::vector<double> k = project(p.key, p.key_len, config.resolved_key_dim(), weights.key);
+  const std::vector<double> q =
+      project(p.query, p.query_len, config.query_dim, weights.query);
+  const std::vector<double> k =
+      project(p.key, p.key_len, config.resolved_key_dim(), weights.key);
   const std::vector<double> v =
       project(p.value, p.key_len, config.resolved_value_dim(), weights.value);
   const HeadRowInputs row_inputs{
-      q, k, tensor_masks, masks, p, model, head_dim,
+      q,
+      k,
+      tensor_masks,
+      masks,
+      p,
+      model,
+      head_dim,
       config.scale ? *config.scale : 1.0 / std::sqrt(static_cast<double>(head_dim))};
 
   std::vector<double> context(p.batch_size * p.query_len * model);
@@ -156,7 +171,8 @@ void NaiveMultiheadAttention(const AttentionConfig& config, const AttentionWeigh
       }
     }
   }
-  WriteAttnWeights(weights_out, p, heads, options.average_attn_weights, outputs.attn_weights);
+  WriteAttnWeights(weights_out, p, heads, options.average_attn_weights,
+                   outputs.attn_weights);
   WriteOutput(context, p.batch_size * p.query_len, model, weights.output, output_dim,
               outputs.output.data);
 }

@@ -55,7 +55,8 @@ std::vector<float> PlainSoftmax(const std::vector<float>& row) {
   if (std::isinf(max)) return out;
   double sum = 0.0;
   for (float v : row) sum += std::exp(double{v} - max);
-  for (size_t i = 0; i < row.size(); ++i) out[i] = float(std::exp(double{row[i]} - max) / sum);
+  for (size_t i = 0; i < row.size(); ++i)
+    out[i] = float(std::exp(double{row[i]} - max) / sum);
   return out;
 }
 
@@ -107,7 +108,7 @@ TEST_P(SoftmaxKernel, LayerMatchesBaselineOnThisTarget) {
     mha::MultiheadAttention(layer.config, layer.weights)
         .Forward(inputs, masks, {MutableTensorView(out.data(), Shape{2, 19, 13}), {}});
     mha::NaiveMultiheadAttention(layer.config, layer.weights, inputs, masks,
-                            {MutableTensorView(ref.data(), Shape{2, 19, 13}), {}});
+                                 {MutableTensorView(ref.data(), Shape{2, 19, 13}), {}});
     ExpectClose(out, ref, "output");
   }
 }

@@ -54,9 +54,11 @@ int main(int argc, char** argv) {
                              out_proj = Random(embed * embed, 3, init),
                              out_bias = Random(embed, 4, 0.1f),
                              x = Random(batch * seq * embed, 5, 1.0f);
-    const mha::AttentionWeights weights = mha::FromPackedInProjection(
-        {in_proj.data(), mha::Shape{3 * embed, embed}}, {in_bias.data(), mha::Shape{3 * embed}},
-        {out_proj.data(), mha::Shape{embed, embed}}, {out_bias.data(), mha::Shape{embed}});
+    const mha::AttentionWeights weights =
+        mha::FromPackedInProjection({in_proj.data(), mha::Shape{3 * embed, embed}},
+                                    {in_bias.data(), mha::Shape{3 * embed}},
+                                    {out_proj.data(), mha::Shape{embed, embed}},
+                                    {out_bias.data(), mha::Shape{embed}});
     const mha::AttentionConfig config{heads, embed / heads, embed, 0, 0, {}};
     // The last 20% of every sequence is padding.
     std::vector<int64_t> lengths(batch, seq - seq / 5);
@@ -71,7 +73,8 @@ int main(int argc, char** argv) {
       attention.Forward(inputs, masks, {{fast.data(), shape}, {}});
     });
     const double naive_s = MedianSeconds(std::max(1, repeats / 10), [&] {
-      mha::NaiveMultiheadAttention(config, weights, inputs, masks, {{naive.data(), shape}, {}});
+      mha::NaiveMultiheadAttention(config, weights, inputs, masks,
+                                   {{naive.data(), shape}, {}});
     });
     double max_diff = 0.0, max_ref = 0.0;
     for (size_t i = 0; i < fast.size(); ++i) {

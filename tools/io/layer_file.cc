@@ -5,13 +5,14 @@ namespace mha::io {
 namespace {
 
 // Splits in_proj_bias [3 * model] into views for query, key and value.
-void AttachPackedBias(const Safetensors& file, int64_t model_dim, AttentionWeights& weights) {
+void AttachPackedBias(const Safetensors& file, int64_t model_dim,
+                      AttentionWeights& weights) {
   const TensorView bias = file.Find("in_proj_bias");
   if (!bias.present()) return;
   if (bias.dtype != DType::kFloat32 || bias.shape != Shape{3 * model_dim}) {
     throw FileError(file.path() + ": in_proj_bias must be float32 [" +
-                    std::to_string(3 * model_dim) + "], got " + DTypeName(bias.dtype) + " " +
-                    bias.shape.ToString());
+                    std::to_string(3 * model_dim) + "], got " + DTypeName(bias.dtype) +
+                    " " + bias.shape.ToString());
   }
   Projection* parts[3] = {&weights.query, &weights.key, &weights.value};
   for (int i = 0; i < 3; ++i) {
@@ -22,8 +23,8 @@ void AttachPackedBias(const Safetensors& file, int64_t model_dim, AttentionWeigh
 AttentionWeights FindInputWeights(const Safetensors& file) {
   AttentionWeights weights;
   if (file.Has("in_proj_weight")) {
-    return FromPackedInProjection(file.Find("in_proj_weight"), file.Find("in_proj_bias"), {},
-                                  {});
+    return FromPackedInProjection(file.Find("in_proj_weight"), file.Find("in_proj_bias"),
+                                  {}, {});
   }
   if (file.Has("q_proj_weight")) {
     weights.query.weight = file.Find("q_proj_weight");

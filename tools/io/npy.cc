@@ -73,10 +73,12 @@ Array ReadNpy(const std::string& path) {
   if (!file) Fail(path, "cannot open");
   const std::string content((std::istreambuf_iterator<char>(file)),
                             std::istreambuf_iterator<char>());
-  if (content.compare(0, kMagicSize, kMagic) != 0) Fail(path, "not a .npy file (bad magic)");
+  if (content.compare(0, kMagicSize, kMagic) != 0)
+    Fail(path, "not a .npy file (bad magic)");
   if (content.size() < kMagicSize + 4) Fail(path, "truncated npy header");
   const int major = static_cast<uint8_t>(content[6]);
-  if (major < 1 || major > 3) Fail(path, "unsupported npy version " + std::to_string(major));
+  if (major < 1 || major > 3)
+    Fail(path, "unsupported npy version " + std::to_string(major));
   const size_t length_bytes = major == 1 ? 2 : 4;
   if (content.size() < 8 + length_bytes) Fail(path, "truncated npy header");
   size_t header_len = 0;
@@ -104,11 +106,13 @@ Array ReadNpy(const std::string& path) {
 
 void WriteNpy(const std::string& path, const float* data, const Shape& shape) {
   std::string dims;
-  for (int axis = 0; axis < shape.rank(); ++axis) dims += std::to_string(shape[axis]) + ", ";
+  for (int axis = 0; axis < shape.rank(); ++axis)
+    dims += std::to_string(shape[axis]) + ", ";
   // Python tuples: "(5,)" and "(2, 3)".
   if (shape.rank() == 1) dims.pop_back();
   if (shape.rank() > 1) dims.resize(dims.size() - 2);
-  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + dims + "), }";
+  std::string header =
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (" + dims + "), }";
   // Pad with spaces so the data starts on a 64-byte boundary, ending in '\n'.
   const size_t unpadded = kMagicSize + 4 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');

@@ -12,7 +12,8 @@ namespace {
   throw FileError(path + ": " + message);
 }
 
-DType ParseDType(const std::string& path, const std::string& name, const std::string& dtype) {
+DType ParseDType(const std::string& path, const std::string& name,
+                 const std::string& dtype) {
   if (dtype == "F32") return DType::kFloat32;
   if (dtype == "BOOL") return DType::kBool;
   if (dtype == "I32") return DType::kInt32;
@@ -53,8 +54,8 @@ Array ParseTensor(const std::string& path, const std::string& name,
                    std::to_string(end) + "] out of range (data is " +
                    std::to_string(data.size()) + " bytes)");
   }
-  const size_t bytes = CheckedByteSize(path + " tensor '" + name + "'", array.shape,
-                                       array.dtype);
+  const size_t bytes =
+      CheckedByteSize(path + " tensor '" + name + "'", array.shape, array.dtype);
   if (end - begin != bytes) {
     Fail(path, "tensor '" + name + "': " + std::to_string(end - begin) +
                    " bytes, shape " + array.shape.ToString() + " needs " +
@@ -80,9 +81,9 @@ Safetensors Safetensors::Read(const std::string& path) {
     Fail(path, "header length " + std::to_string(header_len) + " exceeds the file (" +
                    std::to_string(content.size()) + " bytes)");
   }
-  const nlohmann::json header =
-      nlohmann::json::parse(content.begin() + 8, content.begin() + 8 + header_len, nullptr,
-                            /*allow_exceptions=*/false);
+  const nlohmann::json header = nlohmann::json::parse(
+      content.begin() + 8, content.begin() + 8 + header_len, nullptr,
+      /*allow_exceptions=*/false);
   if (!header.is_object()) Fail(path, "header is not a JSON object");
   const std::string data = content.substr(8 + header_len);
   Safetensors result;

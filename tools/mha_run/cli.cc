@@ -18,7 +18,8 @@ constexpr char kUsage[] =
     "               --query Q.npy [--key K.npy] [--value V.npy]\n"
     "               [--causal] [--attn-mask M.npy] [--key-padding-mask P.npy]\n"
     "               [--key-lengths L.npy] [--mask-convention torch|zero-means-masked]\n"
-    "               --output O.npy [--attn-weights A.npy] [--average-heads] [--threads N]\n";
+    "               --output O.npy [--attn-weights A.npy] [--average-heads] [--threads "
+    "N]\n";
 
 class UsageError : public std::runtime_error {
  public:
@@ -47,9 +48,9 @@ int64_t ParseCount(const std::string& flag, const std::string& text) {
 }
 
 Options Parse(const std::vector<std::string>& args) {
-  static const char* kFileFlags[] = {"--weights", "--query", "--key", "--value",
-                                     "--attn-mask", "--key-padding-mask", "--key-lengths",
-                                     "--output", "--attn-weights"};
+  static const char* kFileFlags[] = {"--weights",     "--query",     "--key",
+                                     "--value",       "--attn-mask", "--key-padding-mask",
+                                     "--key-lengths", "--output",    "--attn-weights"};
   Options options;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& flag = args[i];
@@ -63,12 +64,14 @@ Options Parse(const std::vector<std::string>& args) {
     }
     if (i + 1 >= args.size()) throw UsageError("missing value after " + flag);
     const std::string& value = args[++i];
-    if (std::find(std::begin(kFileFlags), std::end(kFileFlags), flag) != std::end(kFileFlags)) {
+    if (std::find(std::begin(kFileFlags), std::end(kFileFlags), flag) !=
+        std::end(kFileFlags)) {
       options.files[flag] = value;
     } else if (flag == "--num-heads") {
       options.num_heads = ParseCount(flag, value);
     } else if (flag == "--threads") {
-      options.threads = static_cast<int>(std::min<int64_t>(ParseCount(flag, value), 4096));
+      options.threads =
+          static_cast<int>(std::min<int64_t>(ParseCount(flag, value), 4096));
     } else if (flag == "--mask-convention" && value == "torch") {
       options.convention = MaskConvention::kTorch;
     } else if (flag == "--mask-convention" && value == "zero-means-masked") {
@@ -78,7 +81,8 @@ Options Parse(const std::vector<std::string>& args) {
     }
   }
   for (const char* required : {"--weights", "--query", "--output"}) {
-    if (!options.files.count(required)) throw UsageError(std::string("missing ") + required);
+    if (!options.files.count(required))
+      throw UsageError(std::string("missing ") + required);
   }
   if (options.num_heads < 1) throw UsageError("--num-heads must be given and >= 1");
   return options;
@@ -96,7 +100,8 @@ TensorView View(const std::optional<io::Array>& array) {
 }
 
 int Run(const Options& options) {
-  const io::LoadedLayer layer = io::LoadLayer(options.files.at("--weights"), options.num_heads);
+  const io::LoadedLayer layer =
+      io::LoadLayer(options.files.at("--weights"), options.num_heads);
   const MultiheadAttention attention(layer.config, layer.weights);
   const auto query = Load(options, "--query"), key = Load(options, "--key"),
              value = Load(options, "--value"), attn_mask = Load(options, "--attn-mask"),
@@ -125,10 +130,10 @@ int Run(const Options& options) {
   const bool want_weights = options.files.count("--attn-weights") != 0;
   std::vector<float> output(static_cast<size_t>(std::max<int64_t>(b * sq, 0)) *
                             attention.output_dim());
-  std::vector<float> weights(want_weights ? io::CheckedByteSize("attn weights",
-                                                                 weights_shape,
-                                                                 DType::kFloat32) / 4
-                                          : 0);
+  std::vector<float> weights(
+      want_weights
+          ? io::CheckedByteSize("attn weights", weights_shape, DType::kFloat32) / 4
+          : 0);
   ForwardOptions forward;
   forward.average_attn_weights = options.average_heads;
   forward.num_threads = options.threads;
