@@ -130,8 +130,9 @@ void MultiheadAttention::Impl::Attend(const internal::Problem& problem,
                                       float* probabilities) const {
   const int64_t num_heads = config.num_heads, head_dim = config.head_dim;
   const int64_t sq = problem.query_len, sk = problem.key_len;
+  const internal::HeadScratch layout(sk, head_dim, probabilities != nullptr);
   internal::ParallelFor(
-      problem.batch_size * num_heads, internal::AttendHeadScratchFloats(sk, head_dim),
+      problem.batch_size * num_heads, layout.total_floats,
       [&](int64_t task_index, float* scratch) {
         internal::HeadTask task;
         task.batch = task_index / num_heads;
@@ -157,7 +158,7 @@ void MultiheadAttention::Impl::Attend(const internal::Problem& problem,
             context + task.batch * sq * task.context_stride + task.head * head_dim;
         task.probabilities =
             probabilities ? probabilities + task_index * sq * sk : nullptr;
-        internal::AttendHead(task, masks, scratch);
+        internal::AttendHead(task, masks, layout, scratch);
       });
 }
 

@@ -1,79 +1,137 @@
-// AttendHead, compiled once per SIMD target. For each query row: scores against the
-// keys the masks leave open, tensor masks added, softmax, then the probability-
-// weighted sum of value rows.
+// AttendHead, compiled once per SIMD target: split the head's K and V into panels,
+// then for each block of queries walk the key blocks the masks leave open:
+// scores = Q K^T, masks, online softmax, context += P V.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/kernels/attention_head.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include <algorithm>
 
-#include "hwy/contrib/dot/dot-inl.h"
 #include "hwy/highway.h"
 #include "src/kernels/attention_head.h"
 #include "src/kernels/head_layout-inl.h"
 #include "src/kernels/softmax-inl.h"
+#include "src/kernels/tile_matmul-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mha {
 namespace internal {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-using mha::HWY_NAMESPACE::SoftmaxRow;
+using mha::HWY_NAMESPACE::kNegInf;
+using mha::HWY_NAMESPACE::OnlineSoftmaxBlock;
+using mha::HWY_NAMESPACE::ScaleRow;
 using mha::HWY_NAMESPACE::SplitHead;
+using mha::HWY_NAMESPACE::SplitHeadTransposed;
+using mha::HWY_NAMESPACE::TileMatMul;
 
-// accumulator[0, n) += weight * row[0, n)
-template <class D>
-HWY_INLINE void AddScaledRow(D d, float weight, const float* HWY_RESTRICT row,
-                             float* HWY_RESTRICT accumulator, size_t n) {
-  const size_t lanes = hn::Lanes(d);
-  const auto w = hn::Set(d, weight);
-  size_t i = 0;
-  for (; i + lanes <= n; i += lanes) {
-    hn::StoreU(hn::MulAdd(w, hn::LoadU(d, row + i), hn::LoadU(d, accumulator + i)), d,
-               accumulator + i);
-  }
-  for (; i < n; ++i) accumulator[i] += weight * row[i];
+size_t RoundUp(size_t n, size_t multiple) {
+  return (n + multiple - 1) / multiple * multiple;
 }
 
-// One query row: probabilities into `scores`, context into `context`.
-template <class D>
-HWY_INLINE void AttendRow(D d, const HeadTask& task, const MaskPlan& masks, int64_t query,
-                          const float* keys, const float* values, float* scores) {
-  const size_t head_dim = static_cast<size_t>(task.head_dim);
-  const float* q = task.query + query * task.query_stride;
-  float* context = task.context + query * task.context_stride;
-  const int64_t key_end = masks.KeyEnd(task.batch, query);
+// One block of queries [first_query, first_query + rows) against every open key.
+class QueryBlock {
+ public:
+  QueryBlock(const HeadTask& task, const MaskPlan& masks, const HeadScratch& layout,
+             float* scratch, int64_t first_query, size_t rows)
+      : task_(task),
+        masks_(masks),
+        layout_(layout),
+        first_query_(first_query),
+        rows_(rows),
+        keys_(scratch + layout.key_panel),
+        values_(scratch + layout.value_panel),
+        scores_(scratch + layout.scores),
+        context_(scratch + layout.context),
+        maxes_(scratch + layout.row_stats),
+        sums_(maxes_ + HeadScratch::kQueryBlock) {}
 
-  for (int64_t key = 0; key < key_end; ++key) {
-    scores[key] = hn::Dot::Compute<0>(d, q, keys + key * task.head_dim, head_dim);
+  template <class D>
+  void Run(D d) {
+    std::fill(context_, context_ + rows_ * layout_.padded_head_dim, 0.0f);
+    std::fill(maxes_, maxes_ + rows_, kNegInf);
+    std::fill(sums_, sums_ + rows_, 0.0f);
+    // Causal ends grow with the query, so the block's last row sees the most keys.
+    const int64_t key_limit = masks_.KeyEnd(task_.batch, first_query_ + rows_ - 1);
+    for (int64_t first_key = 0; first_key < key_limit;
+         first_key += static_cast<int64_t>(layout_.key_block)) {
+      KeyBlock(d, first_key, std::min<int64_t>(layout_.key_block, key_limit - first_key));
+    }
+    Finish(key_limit);
   }
-  if (masks.has_tensor_masks()) {
-    masks.AddTensorMasks(task.batch, task.head, query, key_end, scores);
-  }
-  const bool attends = key_end > 0 && SoftmaxRow(d, scores, static_cast<size_t>(key_end));
 
-  std::fill(context, context + head_dim, 0.0f);
-  if (attends) {
-    for (int64_t key = 0; key < key_end; ++key) {
-      AddScaledRow(d, scores[key], values + key * task.head_dim, context, head_dim);
+ private:
+  template <class D>
+  void KeyBlock(D d, int64_t first_key, int64_t count) {
+    const size_t padded = RoundUp(static_cast<size_t>(count), HeadScratch::kPanelAlign);
+    const size_t head_dim = static_cast<size_t>(task_.head_dim);
+    const size_t dim = layout_.padded_head_dim, stride = layout_.key_block;
+    TileMatMul(d, rows_, padded, head_dim,
+               task_.query + first_query_ * task_.query_stride, task_.query_stride,
+               keys_ + first_key, layout_.padded_keys, scores_, stride,
+               /*accumulate=*/false);
+    for (size_t i = 0; i < rows_; ++i) {
+      float* row = scores_ + i * stride;
+      const int64_t query = first_query_ + static_cast<int64_t>(i);
+      const int64_t open =
+          std::clamp<int64_t>(masks_.KeyEnd(task_.batch, query) - first_key, 0, count);
+      if (masks_.has_tensor_masks()) {
+        masks_.AddTensorMasks(task_.batch, task_.head, query, first_key, open, row);
+      }
+      std::fill(row + open, row + padded, kNegInf);
+      const float rescale = OnlineSoftmaxBlock(d, row, padded, maxes_[i], sums_[i]);
+      if (rescale != 1.0f) ScaleRow(d, context_ + i * dim, dim, rescale);
+    }
+    TileMatMul(d, rows_, dim, padded, scores_, stride, values_ + first_key * dim, dim,
+               context_, dim, /*accumulate=*/true);
+  }
+
+  // Normalises and writes the context rows (the head merge) and the probabilities.
+  void Finish(int64_t key_limit) {
+    for (size_t i = 0; i < rows_; ++i) {
+      const float sum = sums_[i];
+      const float inverse = sum > 0.0f ? 1.0f / sum : 0.0f;  // fully masked rows: zeros
+      const int64_t query = first_query_ + static_cast<int64_t>(i);
+      float* out = task_.context + query * task_.context_stride;
+      const float* acc = context_ + i * layout_.padded_head_dim;
+      for (int64_t k = 0; k < task_.head_dim; ++k) out[k] = acc[k] * inverse;
+      if (!task_.probabilities) continue;
+      // With probabilities the single key block holds the whole row.
+      float* probs = task_.probabilities + query * task_.key_len;
+      const float* row = scores_ + i * layout_.key_block;
+      for (int64_t k = 0; k < task_.key_len; ++k) {
+        probs[k] = k < key_limit ? row[k] * inverse : 0.0f;
+      }
     }
   }
-  if (task.probabilities) {
-    float* row = task.probabilities + query * task.key_len;
-    std::copy(scores, scores + key_end, row);
-    std::fill(row + key_end, row + task.key_len, 0.0f);
-  }
-}
 
-void AttendHead(const HeadTask& task, const MaskPlan& masks, float* scratch) {
+  const HeadTask& task_;
+  const MaskPlan& masks_;
+  const HeadScratch& layout_;
+  const int64_t first_query_;
+  const size_t rows_;
+  const float* keys_;
+  const float* values_;
+  float* scores_;
+  float* context_;
+  float* maxes_;  // running softmax max and sum per row
+  float* sums_;
+};
+
+void AttendHead(const HeadTask& task, const MaskPlan& masks, const HeadScratch& layout,
+                float* scratch) {
   const hn::ScalableTag<float> d;
-  float* keys = scratch;
-  float* values = keys + task.key_len * task.head_dim;
-  float* scores = values + task.key_len * task.head_dim;
-  SplitHead(d, task.key, task.key_stride, task.key_len, task.head_dim, keys);
-  SplitHead(d, task.value, task.value_stride, task.key_len, task.head_dim, values);
-  for (int64_t query = 0; query < task.query_len; ++query) {
-    AttendRow(d, task, masks, query, keys, values, scores);
+  const size_t key_len = static_cast<size_t>(task.key_len);
+  const size_t head_dim = static_cast<size_t>(task.head_dim);
+  SplitHeadTransposed(d, task.key, task.key_stride, key_len, head_dim,
+                      scratch + layout.key_panel, layout.padded_keys);
+  SplitHead(d, task.value, task.value_stride, key_len, layout.padded_keys, head_dim,
+            scratch + layout.value_panel, layout.padded_head_dim);
+  for (int64_t first = 0; first < task.query_len;
+       first += static_cast<int64_t>(HeadScratch::kQueryBlock)) {
+    const size_t rows =
+        std::min<size_t>(HeadScratch::kQueryBlock, task.query_len - first);
+    QueryBlock(task, masks, layout, scratch, first, rows).Run(d);
   }
 }
 
@@ -87,12 +145,28 @@ namespace mha::internal {
 
 HWY_EXPORT(AttendHead);
 
-size_t AttendHeadScratchFloats(int64_t key_len, int64_t head_dim) {
-  return static_cast<size_t>(key_len * (2 * head_dim + 1));
+namespace {
+size_t Padded(int64_t n) {
+  const size_t align = HeadScratch::kPanelAlign;
+  return (static_cast<size_t>(n) + align - 1) / align * align;
+}
+}  // namespace
+
+HeadScratch::HeadScratch(int64_t key_len, int64_t head_dim, bool with_probabilities)
+    : padded_keys(Padded(key_len)),
+      padded_head_dim(Padded(head_dim)),
+      key_block(with_probabilities ? padded_keys : std::min(kKeyBlock, padded_keys)) {
+  key_panel = 0;
+  value_panel = key_panel + static_cast<size_t>(head_dim) * padded_keys;
+  scores = value_panel + padded_keys * padded_head_dim;
+  context = scores + kQueryBlock * key_block;
+  row_stats = context + kQueryBlock * padded_head_dim;
+  total_floats = row_stats + 2 * kQueryBlock;
 }
 
-void AttendHead(const HeadTask& task, const MaskPlan& masks, float* scratch) {
-  HWY_DYNAMIC_DISPATCH(AttendHead)(task, masks, scratch);
+void AttendHead(const HeadTask& task, const MaskPlan& masks, const HeadScratch& layout,
+                float* scratch) {
+  HWY_DYNAMIC_DISPATCH(AttendHead)(task, masks, layout, scratch);
 }
 
 }  // namespace mha::internal

@@ -1,5 +1,7 @@
 // AttendHead: scaled dot-product attention for one (batch, head), dispatched at run
-// time to the best SIMD target (Highway). The caller has already folded the scale
+// time to the best SIMD target (Highway). Flash-style: query blocks meet key blocks
+// through tile products and an online softmax, so no score matrix is ever built
+// unless the caller asks for the attention weights. The caller has folded the scale
 // into the query projection.
 #pragma once
 
@@ -26,9 +28,21 @@ struct HeadTask {
   float* probabilities = nullptr;
 };
 
-// Floats of per-thread scratch AttendHead needs for a task of these sizes.
-size_t AttendHeadScratchFloats(int64_t key_len, int64_t head_dim);
+// Where AttendHead keeps its per-thread panels and tiles, in floats. Rows are padded
+// to kPanelAlign floats, a whole number of vectors on every target.
+struct HeadScratch {
+  static constexpr size_t kPanelAlign = 16;
+  static constexpr size_t kQueryBlock = 48;  // rows of Q per tile (a multiple of 6)
+  static constexpr size_t kKeyBlock = 128;   // keys per tile without attention weights
 
-void AttendHead(const HeadTask& task, const MaskPlan& masks, float* scratch);
+  HeadScratch(int64_t key_len, int64_t head_dim, bool with_probabilities);
+
+  size_t padded_keys, padded_head_dim;
+  size_t key_block;  // all keys at once when probabilities are written
+  size_t key_panel, value_panel, scores, context, row_stats, total_floats;  // offsets
+};
+
+void AttendHead(const HeadTask& task, const MaskPlan& masks, const HeadScratch& layout,
+                float* scratch);
 
 }  // namespace mha::internal

@@ -1,9 +1,10 @@
-// Per-target softmax of one row of attention scores, for kernels compiled with
-// Highway's foreach_target. Subtracts the row max before a vectorised exp; a row
-// whose scores are all -inf (every key masked) becomes zeros instead of NaN.
+// Per-target online softmax for attention rows processed one key block at a time
+// (flash-attention style): each block is exponentiated against the running row max
+// and the running sum rescaled, so a row's probabilities never need all keys at once.
+// A row whose keys are all masked (-inf) keeps sum 0 and ends as zeros, never NaN.
 //
-// Accuracy: Highway's Exp has a maximum error of 1 ULP on [-FLT_MAX, 104]; after
-// max-subtraction every argument is <= 0, and arguments below -104 give 0, as
+// Accuracy: Highway's Exp has a maximum error of 1 ULP on [-FLT_MAX, 104]; every
+// argument here is <= 0 after max-subtraction, and arguments below -104 give 0, as
 // float's exp does to within its smallest subnormal.
 
 // Include guard toggled per target, as Highway's own -inl.h headers do.
@@ -14,6 +15,8 @@
 #define MHA_KERNELS_SOFTMAX_INL_H_
 #endif
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <limits>
 
@@ -25,51 +28,56 @@ namespace mha {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Calls func(pointer) for each whole vector of row[0, n), then once for the tail
-// through a stack buffer padded with `pad`, copying the tail's results back. Lets
-// every pass use full vectors without reading or writing past the row.
-template <class D, class Func>
-HWY_INLINE void ForEachVector(D d, float* HWY_RESTRICT row, size_t n, float pad,
-                              const Func& func) {
-  const size_t lanes = hn::Lanes(d);
-  size_t i = 0;
-  for (; i + lanes <= n; i += lanes) func(row + i);
-  if (i == n) return;
-  HWY_ALIGN float tail[hn::MaxLanes(D())];
-  const size_t remaining = n - i;
-  for (size_t j = 0; j < lanes; ++j) tail[j] = j < remaining ? row[i + j] : pad;
-  func(tail);
-  for (size_t j = 0; j < remaining; ++j) row[i + j] = tail[j];
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Rows are padded to whole vectors by the caller: n % Lanes(d) == 0.
+template <class D>
+HWY_INLINE float RowMax(D d, const float* HWY_RESTRICT row, size_t n) {
+  auto max = hn::Set(d, kNegInf);
+  for (size_t i = 0; i < n; i += hn::Lanes(d)) max = hn::Max(max, hn::LoadU(d, row + i));
+  return hn::GetLane(hn::MaxOfLanes(d, max));
 }
 
-// Turns row[0, n) into softmax probabilities in place. Returns false, with the row
-// zeroed, when every score is -inf.
+// row = exp(row - max), returning the sum. Clamping keeps -inf out of Exp's integer
+// conversion; Exp(-200) is exactly 0.
 template <class D>
-HWY_INLINE bool SoftmaxRow(D d, float* HWY_RESTRICT row, size_t n) {
-  using V = hn::Vec<D>;
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  V max = hn::Set(d, kNegInf);
-  ForEachVector(d, row, n, kNegInf,
-                [&](float* p) { max = hn::Max(max, hn::LoadU(d, p)); });
-  const float row_max = hn::GetLane(hn::MaxOfLanes(d, max));
-  if (row_max == kNegInf) {
-    ForEachVector(d, row, n, 0.0f, [&](float* p) { hn::StoreU(hn::Zero(d), d, p); });
-    return false;
-  }
-  // Clamping keeps -inf out of Exp (its integer conversion); Exp(-200) is 0.
-  const V neg_max = hn::Set(d, -row_max);
-  const V lowest = hn::Set(d, -200.0f);
-  V sum = hn::Zero(d);
-  ForEachVector(d, row, n, kNegInf, [&](float* p) {
-    const V shifted = hn::Max(hn::Add(hn::LoadU(d, p), neg_max), lowest);
-    const V e = hn::Exp(d, shifted);
+HWY_INLINE float ExpAndSum(D d, float* HWY_RESTRICT row, size_t n, float max) {
+  const auto neg_max = hn::Set(d, -max);
+  const auto lowest = hn::Set(d, -200.0f);
+  auto sum = hn::Zero(d);
+  for (size_t i = 0; i < n; i += hn::Lanes(d)) {
+    const auto e = hn::Exp(d, hn::Max(hn::Add(hn::LoadU(d, row + i), neg_max), lowest));
     sum = hn::Add(sum, e);
-    hn::StoreU(e, d, p);
-  });
-  const V inverse = hn::Set(d, 1.0f / hn::GetLane(hn::SumOfLanes(d, sum)));
-  ForEachVector(d, row, n, 0.0f,
-                [&](float* p) { hn::StoreU(hn::Mul(hn::LoadU(d, p), inverse), d, p); });
-  return true;
+    hn::StoreU(e, d, row + i);
+  }
+  return hn::GetLane(hn::SumOfLanes(d, sum));
+}
+
+template <class D>
+HWY_INLINE void ScaleRow(D d, float* HWY_RESTRICT row, size_t n, float factor) {
+  const auto f = hn::Set(d, factor);
+  for (size_t i = 0; i < n; i += hn::Lanes(d)) {
+    hn::StoreU(hn::Mul(hn::LoadU(d, row + i), f), d, row + i);
+  }
+}
+
+// Turns one block of masked scores into unnormalised probabilities against the
+// updated running max. Returns the factor by which everything accumulated from
+// earlier blocks (the sum, already applied here, and the context row) must be
+// multiplied.
+// running_max starts at -inf and running_sum at 0 for each row.
+template <class D>
+HWY_INLINE float OnlineSoftmaxBlock(D d, float* HWY_RESTRICT row, size_t n,
+                                    float& running_max, float& running_sum) {
+  const float new_max = std::max(running_max, RowMax(d, row, n));
+  if (new_max == kNegInf) {  // every key so far is masked
+    for (size_t i = 0; i < n; i += hn::Lanes(d)) hn::StoreU(hn::Zero(d), d, row + i);
+    return 1.0f;
+  }
+  const float rescale = std::exp(running_max - new_max);  // exp(-inf) = 0 on first use
+  running_sum = running_sum * rescale + ExpAndSum(d, row, n, new_max);
+  running_max = new_max;
+  return rescale;
 }
 
 }  // namespace HWY_NAMESPACE

@@ -132,11 +132,10 @@ float MaskPlan::TensorMaskAt(int64_t batch, int64_t head, int64_t query,
   return sum;
 }
 
-void MaskPlan::AddTensorMasks(int64_t batch, int64_t head, int64_t query, int64_t count,
-                              float* row) const {
-  for (int64_t key = 0; key < count; ++key) {
-    row[key] += TensorMaskAt(batch, head, query, key);
-  }
+void MaskPlan::AddTensorMasks(int64_t batch, int64_t head, int64_t query,
+                              int64_t first_key, int64_t count, float* row) const {
+  for (int64_t k = 0; k < count; ++k)
+    row[k] += TensorMaskAt(batch, head, query, first_key + k);
 }
 
 }  // namespace mha::internal

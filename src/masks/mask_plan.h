@@ -25,9 +25,9 @@ class MaskPlan {
   // key_padding_mask's floats summed (kTorch convention).
   float TensorMaskAt(int64_t batch, int64_t head, int64_t query, int64_t key) const;
 
-  // row[k] += TensorMaskAt(batch, head, query, k) for k in [0, count).
-  void AddTensorMasks(int64_t batch, int64_t head, int64_t query, int64_t count,
-                      float* row) const;
+  // row[k] += TensorMaskAt(batch, head, query, first_key + k) for k in [0, count).
+  void AddTensorMasks(int64_t batch, int64_t head, int64_t query, int64_t first_key,
+                      int64_t count, float* row) const;
 
  private:
   // A bool or float mask addressed by (batch, head, query, key) strides; a zero

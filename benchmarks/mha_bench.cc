@@ -1,0 +1,203 @@
+// mha_bench: the library's forward against the naive baseline and against the
+// machine's reachable GEMM peak, on the shapes users run. GFLOPS counts useful
+// FLOPs: projections plus the attention scores and context the masks leave open.
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "mha/mha.hpp"
+#include "oneapi/dnnl/dnnl.hpp"
+
+namespace {
+
+enum class Mask { kNone, kCausal, kKeyPadding20 };
+
+struct BenchCase {
+  const char* name;
+  int64_t batch, query_len, key_len, embed, heads;
+  Mask mask;
+  bool run_naive;  // false where the naive loops would take over a minute
+};
+
+constexpr BenchCase kCases[] = {
+    {"seed_tiny", 3, 6, 6, 8, 4, Mask::kNone, true},
+    {"bert_base_s128", 1, 128, 128, 768, 12, Mask::kKeyPadding20, true},
+    {"bert_base_s512_b8", 8, 512, 512, 768, 12, Mask::kNone, true},
+    {"gpt2_causal_s1024", 1, 1024, 1024, 768, 12, Mask::kCausal, true},
+    {"long_causal_s8192", 1, 8192, 8192, 1024, 16, Mask::kCausal, false},
+    {"cross_q128_k1024", 4, 128, 1024, 512, 8, Mask::kNone, true},
+};
+
+std::vector<float> Random(size_t count, uint32_t seed, float scale) {
+  std::vector<float> values(count);
+  uint32_t state = seed * 2654435761u + 1;
+  for (float& v : values) {
+    state = state * 1664525u + 1013904223u;
+    v = scale * (static_cast<float>(state >> 8) / 8388608.0f - 1.0f);
+  }
+  return values;
+}
+
+// One case's layer, inputs, masks and outputs, built outside the timed loop.
+struct Problem {
+  explicit Problem(const BenchCase& c)
+      : config{c.heads, c.embed / c.heads, c.embed, 0, 0, {}},
+        in_proj(Random(3 * c.embed * c.embed, 1, 0.03f)),
+        in_bias(Random(3 * c.embed, 2, 0.1f)),
+        out_proj(Random(c.embed * c.embed, 3, 0.03f)),
+        out_bias(Random(c.embed, 4, 0.1f)),
+        query(Random(c.batch * c.query_len * c.embed, 5, 1.0f)),
+        key(Random(c.batch * c.key_len * c.embed, 6, 1.0f)),
+        value(Random(c.batch * c.key_len * c.embed, 7, 1.0f)),
+        lengths(c.batch, c.key_len - c.key_len / 5),
+        output(c.batch * c.query_len * c.embed) {
+    const int64_t e = c.embed;
+    weights = mha::FromPackedInProjection(
+        {in_proj.data(), mha::Shape{3 * e, e}}, {in_bias.data(), mha::Shape{3 * e}},
+        {out_proj.data(), mha::Shape{e, e}}, {out_bias.data(), mha::Shape{e}});
+    inputs.query = {query.data(), mha::Shape{c.batch, c.query_len, e}};
+    if (c.key_len != c.query_len) {  // cross-attention
+      inputs.key = {key.data(), mha::Shape{c.batch, c.key_len, e}};
+      inputs.value = {value.data(), mha::Shape{c.batch, c.key_len, e}};
+    }
+    masks.is_causal = c.mask == Mask::kCausal;
+    if (c.mask == Mask::kKeyPadding20) {
+      masks.key_lengths = {lengths.data(), mha::DType::kInt64, mha::Shape{c.batch}};
+    }
+    outputs.output = {output.data(), mha::Shape{c.batch, c.query_len, e}};
+  }
+
+  mha::AttentionConfig config;
+  std::vector<float> in_proj, in_bias, out_proj, out_bias, query, key, value;
+  std::vector<int64_t> lengths;
+  std::vector<float> output;
+  mha::AttentionWeights weights;
+  mha::AttentionInputs inputs;
+  mha::AttentionMasks masks;
+  mha::AttentionOutputs outputs;
+};
+
+double UsefulFlops(const BenchCase& c) {
+  const double e = double(c.embed), b = double(c.batch);
+  const double projections = 2.0 * e * e * b * (2.0 * c.query_len + 2.0 * c.key_len);
+  double scores = b * double(c.query_len) * double(c.key_len);  // open (query, key) pairs
+  if (c.mask == Mask::kCausal) scores = b * double(c.query_len) * (c.query_len + 1) / 2.0;
+  if (c.mask == Mask::kKeyPadding20)
+    scores = b * c.query_len * double(c.key_len - c.key_len / 5);
+  return projections + 4.0 * scores * e;  // Q.K^T and P.V: 2 FLOPs each per head_dim
+}
+
+std::map<std::string, double>& NaiveSeconds() {
+  static std::map<std::string, double> seconds;
+  return seconds;
+}
+
+template <class F>
+double TimedLoop(benchmark::State& state, const F& run) {
+  double seconds = 0.0;
+  for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
+    run();
+    seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  return seconds / static_cast<double>(state.iterations());
+}
+
+void SetGflops(benchmark::State& state, double flops) {
+  state.counters["GFLOPS"] =
+      benchmark::Counter(flops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_Naive(benchmark::State& state, const BenchCase& c) {
+  Problem p(c);
+  const double seconds = TimedLoop(state, [&] {
+    mha::NaiveMultiheadAttention(p.config, p.weights, p.inputs, p.masks, p.outputs);
+  });
+  NaiveSeconds()[c.name] = seconds;
+  SetGflops(state, UsefulFlops(c));
+}
+
+void BM_Mha(benchmark::State& state, const BenchCase& c, int num_threads) {
+  Problem p(c);
+  const mha::MultiheadAttention attention(p.config, p.weights);
+  mha::ForwardOptions options;
+  options.num_threads = num_threads;
+  attention.Forward(p.inputs, p.masks, p.outputs,
+                    options);  // first call sizes workspaces
+  const double seconds =
+      TimedLoop(state, [&] { attention.Forward(p.inputs, p.masks, p.outputs, options); });
+  SetGflops(state, UsefulFlops(c));
+  const auto naive = NaiveSeconds().find(c.name);
+  if (naive != NaiveSeconds().end() && num_threads == 0) {
+    state.counters["speedup_vs_naive"] = naive->second / seconds;
+  }
+}
+
+// The machine's reachable fp32 peak: one oneDNN matmul, M = N = K = 2048, created once.
+void BM_GemmPeak(benchmark::State& state) {
+  constexpr int64_t n = 2048;
+  using dnnl::memory;
+  const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(engine);
+  const memory::desc desc({n, n}, memory::data_type::f32, memory::format_tag::ab);
+  const dnnl::matmul gemm(
+      dnnl::matmul::primitive_desc(dnnl::matmul::desc(desc, desc, desc), engine));
+  std::vector<float> a = Random(n * n, 8, 1.0f), b = Random(n * n, 9, 1.0f), c(n * n);
+  memory ma(desc, engine, a.data()), mb(desc, engine, b.data()),
+      mc(desc, engine, c.data());
+  for (auto _ : state) {
+    gemm.execute(stream,
+                 {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+    stream.wait();
+  }
+  SetGflops(state, 2.0 * n * n * n);
+}
+
+void RegisterAll() {
+  benchmark::RegisterBenchmark("BM_GemmPeak", BM_GemmPeak)
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
+  for (const BenchCase& c : kCases) {
+    if (c.run_naive) {
+      // Naive first, so that BM_Mha can report its speedup from the same run.
+      benchmark::RegisterBenchmark((std::string("BM_Naive/") + c.name).c_str(), BM_Naive,
+                                   c)
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond)
+          ->Iterations(c.embed > 64 ? 1 : 1000)
+          ->Repetitions(1);
+    }
+    benchmark::RegisterBenchmark((std::string("BM_Mha/") + c.name).c_str(), BM_Mha, c, 0)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
+  }
+  // Thread scaling on the largest dense case.
+  benchmark::RegisterBenchmark("BM_Mha/bert_base_s512_b8/threads:1", BM_Mha, kCases[2], 1)
+      ->UseRealTime()
+      ->Unit(benchmark::kMicrosecond);
+  // Causal attention across sequence lengths (GPT-2 width).
+  for (int64_t s : {256, 512, 1024, 2048, 4096}) {
+    static std::vector<std::string> names;
+    names.push_back("causal_s" + std::to_string(s));
+    const BenchCase c{names.back().c_str(), 1, s, s, 768, 12, Mask::kCausal, false};
+    benchmark::RegisterBenchmark(("BM_MhaCausalSweep/" + names.back()).c_str(), BM_Mha, c,
+                                 0)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  RegisterAll();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,128 @@
+// Per-target register-blocked matrix multiply for the attention tiles:
+// C[rows, n] (+)= A[rows, depth] B[depth, n], all row-major with their own strides,
+// n a multiple of the vector length. One kernel serves both tile products:
+// scores = Q K^T (B = the K^T panel) and context += P V (B = the V panel).
+//
+// Each micro-tile keeps kRows x kCols vectors of C in registers and streams one row
+// of B per step, broadcasting one element of A per row: the classic outer-product
+// GEMM kernel, sized to the target's register file.
+
+#if defined(MHA_KERNELS_TILE_MATMUL_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef MHA_KERNELS_TILE_MATMUL_INL_H_
+#undef MHA_KERNELS_TILE_MATMUL_INL_H_
+#else
+#define MHA_KERNELS_TILE_MATMUL_INL_H_
+#endif
+
+#include <cstddef>
+
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace mha {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+constexpr size_t kTileRows = 6;
+// 6 x 4 accumulators + 4 B vectors + 1 broadcast fit AVX-512's 32 registers;
+// 6 x 2 + 2 + 1 fit the 16 of AVX2 and SSE4.
+constexpr size_t kTileCols = HWY_TARGET <= HWY_AVX3 ? 4 : 2;
+
+template <size_t kRows, size_t kCols, class D>
+HWY_INLINE void MicroTile(D d, const float* HWY_RESTRICT a, size_t lda,
+                          const float* HWY_RESTRICT b, size_t ldb, size_t depth,
+                          float* HWY_RESTRICT c, size_t ldc, bool accumulate) {
+  using V = hn::Vec<D>;
+  const size_t lanes = hn::Lanes(d);
+  V acc[kRows][kCols];
+  HWY_UNROLL(6)
+  for (size_t r = 0; r < kRows; ++r) {
+    HWY_UNROLL(4)
+    for (size_t col = 0; col < kCols; ++col) {
+      acc[r][col] = accumulate ? hn::LoadU(d, c + r * ldc + col * lanes) : hn::Zero(d);
+    }
+  }
+  for (size_t k = 0; k < depth; ++k) {
+    V row[kCols];
+    HWY_UNROLL(4)
+    for (size_t col = 0; col < kCols; ++col)
+      row[col] = hn::LoadU(d, b + k * ldb + col * lanes);
+    HWY_UNROLL(6)
+    for (size_t r = 0; r < kRows; ++r) {
+      const V broadcast = hn::Set(d, a[r * lda + k]);
+      HWY_UNROLL(4)
+      for (size_t col = 0; col < kCols; ++col) {
+        acc[r][col] = hn::MulAdd(broadcast, row[col], acc[r][col]);
+      }
+    }
+  }
+  HWY_UNROLL(6)
+  for (size_t r = 0; r < kRows; ++r) {
+    HWY_UNROLL(4)
+    for (size_t col = 0; col < kCols; ++col) {
+      hn::StoreU(acc[r][col], d, c + r * ldc + col * lanes);
+    }
+  }
+}
+
+// All rows of one column strip of kCols vectors.
+template <size_t kCols, class D>
+HWY_INLINE void TileStrip(D d, size_t rows, const float* HWY_RESTRICT a, size_t lda,
+                          const float* HWY_RESTRICT b, size_t ldb, size_t depth,
+                          float* HWY_RESTRICT c, size_t ldc, bool accumulate) {
+  size_t r = 0;
+  for (; r + kTileRows <= rows; r += kTileRows) {
+    MicroTile<kTileRows, kCols>(d, a + r * lda, lda, b, ldb, depth, c + r * ldc, ldc,
+                                accumulate);
+  }
+  a += r * lda;
+  c += r * ldc;
+  switch (rows - r) {
+    case 5:
+      return MicroTile<5, kCols>(d, a, lda, b, ldb, depth, c, ldc, accumulate);
+    case 4:
+      return MicroTile<4, kCols>(d, a, lda, b, ldb, depth, c, ldc, accumulate);
+    case 3:
+      return MicroTile<3, kCols>(d, a, lda, b, ldb, depth, c, ldc, accumulate);
+    case 2:
+      return MicroTile<2, kCols>(d, a, lda, b, ldb, depth, c, ldc, accumulate);
+    case 1:
+      return MicroTile<1, kCols>(d, a, lda, b, ldb, depth, c, ldc, accumulate);
+    default:
+      return;
+  }
+}
+
+// C[rows, n] = (accumulate ? C : 0) + A[rows, depth] B[depth, n]; n % Lanes(d) == 0.
+template <class D>
+HWY_INLINE void TileMatMul(D d, size_t rows, size_t n, size_t depth,
+                           const float* HWY_RESTRICT a, size_t lda,
+                           const float* HWY_RESTRICT b, size_t ldb, float* HWY_RESTRICT c,
+                           size_t ldc, bool accumulate) {
+  const size_t lanes = hn::Lanes(d);
+  const size_t vectors = n / lanes;
+  size_t v = 0;
+  for (; v + kTileCols <= vectors; v += kTileCols) {
+    TileStrip<kTileCols>(d, rows, a, lda, b + v * lanes, ldb, depth, c + v * lanes, ldc,
+                         accumulate);
+  }
+  b += v * lanes;
+  c += v * lanes;
+  // Fewer than kTileCols vectors remain; only strips narrower than kTileCols exist.
+  const size_t remaining = vectors - v;
+  if constexpr (kTileCols > 3) {
+    if (remaining == 3)
+      return TileStrip<3>(d, rows, a, lda, b, ldb, depth, c, ldc, accumulate);
+  }
+  if constexpr (kTileCols > 2) {
+    if (remaining == 2)
+      return TileStrip<2>(d, rows, a, lda, b, ldb, depth, c, ldc, accumulate);
+  }
+  if (remaining == 1) TileStrip<1>(d, rows, a, lda, b, ldb, depth, c, ldc, accumulate);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace mha
+HWY_AFTER_NAMESPACE();
+
+#endif  // MHA_KERNELS_TILE_MATMUL_INL_H_

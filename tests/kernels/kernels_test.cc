@@ -1,0 +1,164 @@
+// The per-target kernels against plain double-precision loops, on every SIMD target
+// this CPU supports: the online softmax over odd lengths and block splits, masked and
+// fully masked rows; the tile product over odd shapes; and the whole layer.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "tests/kernels/kernels_test.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "hwy/highway.h"
+#include "src/kernels/softmax-inl.h"
+#include "src/kernels/tile_matmul-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace mha {
+namespace HWY_NAMESPACE {
+
+// Softmax of row[0, n) computed `block` keys at a time, as AttendHead does: each
+// block padded to 16 with -inf, earlier outputs rescaled, then normalised.
+void BlockedSoftmaxForTest(float* row, size_t n, size_t block) {
+  const hwy::HWY_NAMESPACE::ScalableTag<float> d;
+  float max = kNegInf, sum = 0.0f;
+  std::vector<float> padded;
+  for (size_t first = 0; first < n; first += block) {
+    const size_t count = std::min(block, n - first);
+    padded.assign((count + 15) / 16 * 16, kNegInf);
+    std::copy(row + first, row + first + count, padded.begin());
+    const float rescale = OnlineSoftmaxBlock(d, padded.data(), padded.size(), max, sum);
+    for (size_t i = 0; i < first; ++i) row[i] *= rescale;
+    std::copy(padded.begin(), padded.begin() + count, row + first);
+  }
+  for (size_t i = 0; i < n; ++i) row[i] = sum > 0.0f ? row[i] / sum : 0.0f;
+}
+
+void TileMatMulForTest(size_t rows, size_t n, size_t depth, const float* a, size_t lda,
+                       const float* b, size_t ldb, float* c, size_t ldc,
+                       bool accumulate) {
+  TileMatMul(hwy::HWY_NAMESPACE::ScalableTag<float>(), rows, n, depth, a, lda, b, ldb, c,
+             ldc, accumulate);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace mha
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include "hwy/tests/hwy_gtest.h"
+#include "tests/test_util.h"
+
+namespace mha {
+HWY_EXPORT(BlockedSoftmaxForTest);
+HWY_EXPORT(TileMatMulForTest);
+}  // namespace mha
+
+// Outside namespace mha: Highway's test macros name ::testing unqualified.
+namespace {
+
+using mha::AttentionInputs;
+using mha::AttentionMasks;
+using mha::MutableTensorView;
+using mha::Shape;
+using mha::TensorView;
+using mha::testing::ExpectClose;
+using mha::testing::LayerSpec;
+using mha::testing::MakeLayer;
+using mha::testing::OwnedLayer;
+using mha::testing::RandomFloats;
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+std::vector<float> PlainSoftmax(const std::vector<float>& row) {
+  double max = -std::numeric_limits<double>::infinity();
+  for (float v : row) max = std::max(max, double{v});
+  std::vector<float> out(row.size(), 0.0f);
+  if (std::isinf(max)) return out;
+  double sum = 0.0;
+  for (float v : row) sum += std::exp(double{v} - max);
+  for (size_t i = 0; i < row.size(); ++i)
+    out[i] = float(std::exp(double{row[i]} - max) / sum);
+  return out;
+}
+
+class Kernels : public hwy::TestWithParamTarget {};
+HWY_TARGET_INSTANTIATE_TEST_SUITE_P(Kernels);
+
+TEST_P(Kernels, OnlineSoftmaxMatchesPlainSoftmax) {
+  for (size_t n = 1; n <= 70; ++n) {
+    for (int pattern = 0; pattern < 3; ++pattern) {
+      std::vector<float> row = RandomFloats(n, static_cast<uint32_t>(n * 3 + pattern),
+                                            pattern == 2 ? 80.0f : 4.0f);
+      if (pattern == 1) {
+        for (size_t i = 0; i < n; i += 3) row[i] = kNegInf;
+        row[n - 1] = 0.5f;  // at least one key stays open
+      }
+      const std::vector<float> expected = PlainSoftmax(row);
+      for (size_t block : {size_t{16}, size_t{5}, n}) {
+        std::vector<float> actual = row;
+        HWY_DYNAMIC_DISPATCH(mha::BlockedSoftmaxForTest)(actual.data(), n, block);
+        ExpectClose(actual, expected, "softmax", 1e-6);
+      }
+    }
+  }
+}
+
+TEST_P(Kernels, FullyMaskedRowBecomesZeros) {
+  for (size_t n : {1, 7, 16, 33}) {
+    std::vector<float> row(n, kNegInf);
+    HWY_DYNAMIC_DISPATCH(mha::BlockedSoftmaxForTest)(row.data(), n, 16);
+    for (float p : row) EXPECT_EQ(p, 0.0f);
+  }
+}
+
+TEST_P(Kernels, TileMatMulMatchesPlainProduct) {
+  for (size_t rows : {1, 5, 6, 7, 13}) {
+    for (size_t n : {16, 32, 48, 80, 144}) {
+      for (size_t depth : {1, 3, 17, 64}) {
+        for (bool accumulate : {false, true}) {
+          const size_t lda = depth + 3, ldb = n + 16, ldc = n + 32;
+          const std::vector<float> a = RandomFloats(rows * lda, 1),
+                                   b = RandomFloats(depth * ldb, 2);
+          std::vector<float> c = RandomFloats(rows * ldc, 3), expected = c;
+          for (size_t i = 0; i < rows; ++i) {
+            for (size_t j = 0; j < n; ++j) {
+              double sum = accumulate ? expected[i * ldc + j] : 0.0;
+              for (size_t k = 0; k < depth; ++k)
+                sum += double{a[i * lda + k]} * b[k * ldb + j];
+              expected[i * ldc + j] = static_cast<float>(sum);
+            }
+          }
+          HWY_DYNAMIC_DISPATCH(mha::TileMatMulForTest)
+          (rows, n, depth, a.data(), lda, b.data(), ldb, c.data(), ldc, accumulate);
+          ExpectClose(c, expected, "tile product", 1e-5);
+        }
+      }
+    }
+  }
+}
+
+// The whole layer on this target, against the naive baseline, over the head_dim
+// values whose tails differ per vector width.
+TEST_P(Kernels, LayerMatchesBaselineOnThisTarget) {
+  for (int64_t head_dim : {1, 3, 5, 17, 64}) {
+    LayerSpec spec;
+    spec.num_heads = 3;
+    spec.head_dim = head_dim;
+    spec.query_dim = 13;
+    const OwnedLayer layer = MakeLayer(spec, 9);
+    const std::vector<float> x = RandomFloats(2 * 19 * 13, 4);
+    AttentionMasks masks;
+    masks.is_causal = true;
+    const AttentionInputs inputs{TensorView(x.data(), Shape{2, 19, 13}), {}, {}};
+    std::vector<float> out(2 * 19 * 13), ref(out.size());
+    mha::MultiheadAttention(layer.config, layer.weights)
+        .Forward(inputs, masks, {MutableTensorView(out.data(), Shape{2, 19, 13}), {}});
+    mha::NaiveMultiheadAttention(layer.config, layer.weights, inputs, masks,
+                                 {MutableTensorView(ref.data(), Shape{2, 19, 13}), {}});
+    ExpectClose(out, ref, "output");
+  }
+}
+
+}  // namespace
+#endif  // HWY_ONCE
