@@ -19,6 +19,7 @@ namespace internal {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using mha::HWY_NAMESPACE::kNegInf;
+using mha::HWY_NAMESPACE::MaskFrom;
 using mha::HWY_NAMESPACE::OnlineSoftmaxBlock;
 using mha::HWY_NAMESPACE::ScaleRow;
 using mha::HWY_NAMESPACE::SplitHead;
@@ -78,9 +79,10 @@ class QueryBlock {
       if (masks_.has_tensor_masks()) {
         masks_.AddTensorMasks(task_.batch, task_.head, query, first_key, open, row);
       }
-      std::fill(row + open, row + padded, kNegInf);
+      MaskFrom(d, row, static_cast<size_t>(open), padded);
+      const bool has_context = sums_[i] > 0.0f;
       const float rescale = OnlineSoftmaxBlock(d, row, padded, maxes_[i], sums_[i]);
-      if (rescale != 1.0f) ScaleRow(d, context_ + i * dim, dim, rescale);
+      if (has_context && rescale != 1.0f) ScaleRow(d, context_ + i * dim, dim, rescale);
     }
     TileMatMul(d, rows_, dim, padded, scores_, stride, values_ + first_key * dim, dim,
                context_, dim, /*accumulate=*/true);

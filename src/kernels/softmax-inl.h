@@ -31,6 +31,19 @@ namespace hn = hwy::HWY_NAMESPACE;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // Rows are padded to whole vectors by the caller: n % Lanes(d) == 0.
+
+// row[open, n) = -inf. Whole-vector stores: scalar ones would stall the vector loads
+// that follow (failed store-to-load forwarding).
+template <class D>
+HWY_INLINE void MaskFrom(D d, float* HWY_RESTRICT row, size_t open, size_t n) {
+  const size_t lanes = hn::Lanes(d);
+  const auto neg_inf = hn::Set(d, kNegInf);
+  for (size_t i = open / lanes * lanes; i < n; i += lanes) {
+    const auto keep = hn::FirstN(d, open > i ? open - i : 0);
+    hn::StoreU(hn::IfThenElse(keep, hn::LoadU(d, row + i), neg_inf), d, row + i);
+  }
+}
+
 template <class D>
 HWY_INLINE float RowMax(D d, const float* HWY_RESTRICT row, size_t n) {
   auto max = hn::Set(d, kNegInf);
@@ -74,7 +87,7 @@ HWY_INLINE float OnlineSoftmaxBlock(D d, float* HWY_RESTRICT row, size_t n,
     for (size_t i = 0; i < n; i += hn::Lanes(d)) hn::StoreU(hn::Zero(d), d, row + i);
     return 1.0f;
   }
-  const float rescale = std::exp(running_max - new_max);  // exp(-inf) = 0 on first use
+  const float rescale = running_max == kNegInf ? 0.0f : std::exp(running_max - new_max);
   running_sum = running_sum * rescale + ExpAndSum(d, row, n, new_max);
   running_max = new_max;
   return rescale;

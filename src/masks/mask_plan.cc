@@ -112,11 +112,6 @@ int64_t MaskPlan::KeyLength(int64_t batch) const {
              : static_cast<const int64_t*>(key_lengths_)[batch];
 }
 
-int64_t MaskPlan::KeyEnd(int64_t batch, int64_t query) const {
-  const int64_t end = std::min(KeyLength(batch), key_len_);
-  return is_causal_ ? std::min(end, query + 1) : end;
-}
-
 float MaskPlan::TensorMaskAt(int64_t batch, int64_t head, int64_t query,
                              int64_t key) const {
   float sum = 0.0f;

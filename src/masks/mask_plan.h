@@ -4,6 +4,7 @@
 // are added to the scores (0, -inf or the float given).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "mha/masks.hpp"
@@ -16,7 +17,10 @@ class MaskPlan {
   MaskPlan(const AttentionMasks& masks, const Problem& problem, int64_t num_heads);
 
   // Keys at index >= KeyEnd(batch, query) are masked (by is_causal or key_lengths).
-  int64_t KeyEnd(int64_t batch, int64_t query) const;
+  int64_t KeyEnd(int64_t batch, int64_t query) const {
+    const int64_t end = key_lengths_ ? std::min(KeyLength(batch), key_len_) : key_len_;
+    return is_causal_ ? std::min(end, query + 1) : end;
+  }
 
   // True when attn_mask or key_padding_mask is given.
   bool has_tensor_masks() const { return attn_.data || padding_.data; }

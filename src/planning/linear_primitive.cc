@@ -1,12 +1,11 @@
-// LinearPrimitive on oneDNN 2.6's matmul (v2 desc API) with run-time M and a
-// user-managed scratchpad, which makes concurrent Execute calls safe.
+// LinearPrimitive on oneDNN 2.6's matmul (v2 desc API), executed through the C API
+// with a fixed argument array: the C++ API builds a map per call.
 #include "src/planning/linear_primitive.h"
 
 namespace mha::internal {
 namespace {
 
 using dnnl::memory;
-constexpr memory::dim kRuntime = DNNL_RUNTIME_DIM_VAL;
 
 memory::desc Matrix(memory::dim rows, memory::dim cols, memory::dim stride) {
   return memory::desc({rows, cols}, memory::data_type::f32, {stride, 1});
@@ -17,34 +16,55 @@ memory::desc Matrix(memory::dim rows, memory::dim cols, memory::dim stride) {
 LinearPrimitive::LinearPrimitive(const dnnl::engine& engine, const LinearShape& shape,
                                  const float* weights, const float* bias)
     : shape_(shape), engine_(engine) {
-  const memory::desc src = Matrix(kRuntime, shape.in_dim, shape.in_dim);
-  const memory::desc wei = Matrix(shape.in_dim, shape.out_dim, shape.weight_stride);
-  const memory::desc dst = Matrix(kRuntime, shape.out_dim, shape.output_stride);
-  const memory::desc bias_desc =
-      bias ? Matrix(1, shape.out_dim, shape.out_dim) : memory::desc();
+  weights_ = memory(Matrix(shape.in_dim, shape.out_dim, shape.weight_stride), engine,
+                    const_cast<float*>(weights));
+  if (bias) bias_ = memory(Matrix(1, shape.out_dim, shape.out_dim), engine, const_cast<float*>(bias));
+  const dnnl::matmul::primitive_desc pd = Describe(DNNL_RUNTIME_DIM_VAL);
+  runtime_rows_ = dnnl::matmul(pd);
+  runtime_scratchpad_ = pd.scratchpad_desc();
+}
+
+dnnl::matmul::primitive_desc LinearPrimitive::Describe(memory::dim rows) const {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, wei, bias_desc, dst),
-                                        attr, engine);
-  primitive_ = dnnl::matmul(pd);
-  scratchpad_desc_ = pd.scratchpad_desc();
-  scratchpad_bytes_ = scratchpad_desc_.get_size();
-  weights_ = memory(wei, engine, const_cast<float*>(weights));
-  if (bias) bias_ = memory(bias_desc, engine, const_cast<float*>(bias));
+  const memory::desc bias = bias_ ? bias_.get_desc() : memory::desc();
+  return dnnl::matmul::primitive_desc(
+      dnnl::matmul::desc(Matrix(rows, shape_.in_dim, shape_.in_dim), weights_.get_desc(), bias,
+                         Matrix(rows, shape_.out_dim, shape_.output_stride)),
+      attr, engine_);
+}
+
+void LinearPrimitive::Prepare(LinearCall& call, int64_t rows) const {
+  if (rows <= kFixedShapeRows) {
+    const dnnl::matmul::primitive_desc pd = Describe(rows);
+    call.primitive = dnnl::matmul(pd);
+    call.scratchpad = memory(pd.scratchpad_desc(), engine_, nullptr);
+  } else {
+    call.primitive = runtime_rows_;
+    call.scratchpad = memory(runtime_scratchpad_, engine_, nullptr);
+  }
+  call.input = memory(Matrix(rows, shape_.in_dim, shape_.in_dim), engine_, nullptr);
+  call.output = memory(Matrix(rows, shape_.out_dim, shape_.output_stride), engine_, nullptr);
+  call.rows = rows;
 }
 
 void LinearPrimitive::Execute(dnnl::stream& stream, const float* input, int64_t rows,
-                              float* output, void* scratchpad) const {
-  memory src(Matrix(rows, shape_.in_dim, shape_.in_dim), engine_,
-             const_cast<float*>(input));
-  memory dst(Matrix(rows, shape_.out_dim, shape_.output_stride), engine_, output);
-  std::unordered_map<int, memory> args = {
-      {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights_}, {DNNL_ARG_DST, dst}};
-  if (bias_) args.emplace(DNNL_ARG_BIAS, bias_);
-  if (scratchpad_bytes_) {
-    args.emplace(DNNL_ARG_SCRATCHPAD, memory(scratchpad_desc_, engine_, scratchpad));
-  }
-  primitive_.execute(stream, args);
+                              float* output, LinearCall& call,
+                              std::vector<uint8_t>& scratchpad) const {
+  if (call.rows != rows) Prepare(call, rows);
+  const size_t scratchpad_bytes = call.scratchpad.get_desc().get_size();
+  if (scratchpad.size() < scratchpad_bytes) scratchpad.resize(scratchpad_bytes);
+  call.input.set_data_handle(const_cast<float*>(input));
+  call.output.set_data_handle(output);
+  call.scratchpad.set_data_handle(scratchpad.data());
+  dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, call.input.get()},
+                             {DNNL_ARG_WEIGHTS, weights_.get()},
+                             {DNNL_ARG_DST, call.output.get()},
+                             {DNNL_ARG_SCRATCHPAD, call.scratchpad.get()},
+                             {DNNL_ARG_BIAS, bias_ ? bias_.get() : nullptr}};
+  dnnl::error::wrap_c_api(
+      dnnl_primitive_execute(call.primitive.get(), stream.get(), bias_ ? 5 : 4, args),
+      "mha: oneDNN matmul execution failed");
   stream.wait();
 }
 

@@ -1,8 +1,12 @@
-// LinearPrimitive: one oneDNN matmul y[M, N] = x[M, K] W[K, N] + bias, created once
-// with a run-time M so that every batch size and sequence length reuses it.
+// LinearPrimitive: one oneDNN matmul y[M, N] = x[M, K] W[K, N] + bias. One primitive
+// with a run-time M, created at construction, serves every batch size and length;
+// small M (tiny requests, decode steps) get a fixed-shape primitive instead, made on
+// first use and kept in the caller's LinearCall, because oneDNN's run-time-M kernel
+// costs about 1.9 us per call there against 0.45 us (measured on this machine).
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "oneapi/dnnl/dnnl.hpp"
 
@@ -15,26 +19,38 @@ struct LinearShape {
   int64_t output_stride = 0;  // row stride of y (>= N: y may be a column slice)
 };
 
+// One caller's state for one LinearPrimitive: the primitive and memory objects for
+// the row count it last ran, so a repeated shape only resets data pointers.
+struct LinearCall {
+  int64_t rows = -1;
+  dnnl::primitive primitive;
+  dnnl::memory input, output, scratchpad;
+};
+
 class LinearPrimitive {
  public:
+  // Row counts up to this use a fixed-shape primitive.
+  static constexpr int64_t kFixedShapeRows = 64;
+
   LinearPrimitive() = default;
   // `weights` and `bias` (null: none) must outlive the primitive.
   LinearPrimitive(const dnnl::engine& engine, const LinearShape& shape,
                   const float* weights, const float* bias);
 
-  // Bytes of scratchpad Execute needs; callers own it so concurrent calls never share.
-  size_t scratchpad_bytes() const { return scratchpad_bytes_; }
-
+  // Grows `scratchpad` as the primitive needs (oneDNN runs with user-managed
+  // scratchpads, so concurrent callers never share one).
   void Execute(dnnl::stream& stream, const float* input, int64_t rows, float* output,
-               void* scratchpad) const;
+               LinearCall& call, std::vector<uint8_t>& scratchpad) const;
 
  private:
+  dnnl::matmul::primitive_desc Describe(dnnl::memory::dim rows) const;
+  void Prepare(LinearCall& call, int64_t rows) const;
+
   LinearShape shape_;
   dnnl::engine engine_;
-  dnnl::matmul primitive_;
+  dnnl::matmul runtime_rows_;
+  dnnl::memory::desc runtime_scratchpad_;
   dnnl::memory weights_, bias_;
-  size_t scratchpad_bytes_ = 0;
-  dnnl::memory::desc scratchpad_desc_;
 };
 
 }  // namespace mha::internal

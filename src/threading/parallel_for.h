@@ -1,13 +1,12 @@
-// OpenMP helpers: a per-call thread count and a parallel loop with per-thread
-// scratch. Inside a caller's own parallel region the loop runs on the calling
-// thread only, so mha never oversubscribes the machine.
+// OpenMP helpers: a per-call thread count and a parallel loop over caller-provided
+// per-thread scratch. Inside a caller's own parallel region the loop runs on the
+// calling thread only, so mha never oversubscribes the machine.
 #pragma once
 
 #include <omp.h>
 
 #include <cstddef>
 #include <cstdint>
-#include <vector>
 
 namespace mha::internal {
 
@@ -25,16 +24,21 @@ class ScopedThreadCount {
   int previous_;
 };
 
-// Calls body(task, scratch) for task in [0, count) across the OpenMP team; each
-// thread gets its own `scratch_floats` floats, allocated before the region so that
-// nothing inside it can throw.
+// Threads a parallel loop started here would get.
+inline int TeamSize() { return omp_in_parallel() ? 1 : omp_get_max_threads(); }
+
+// Calls body(task, thread_scratch) for task in [0, count); thread t of the team gets
+// scratch + t * scratch_floats, so `scratch` must hold TeamSize() * scratch_floats.
 template <class Body>
-void ParallelFor(int64_t count, size_t scratch_floats, const Body& body) {
-  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  std::vector<float> scratch(static_cast<size_t>(threads) * scratch_floats);
-#pragma omp parallel num_threads(threads) if (threads > 1 && count > 1)
+void ParallelFor(int64_t count, float* scratch, size_t scratch_floats, const Body& body) {
+  const int threads = TeamSize();
+  if (threads == 1 || count == 1) {  // no team to wake
+    for (int64_t task = 0; task < count; ++task) body(task, scratch);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
   {
-    float* mine = scratch.data() + omp_get_thread_num() * scratch_floats;
+    float* mine = scratch + omp_get_thread_num() * scratch_floats;
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < count; ++task) body(task, mine);
   }

@@ -1,0 +1,62 @@
+// Workspace: every buffer and oneDNN object one Forward call needs, kept between
+// calls so that a shape seen before allocates nothing. A pool hands each concurrent
+// call its own workspace.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "oneapi/dnnl/dnnl.hpp"
+#include "src/planning/linear_primitive.h"
+
+namespace mha::internal {
+
+struct Workspace {
+  explicit Workspace(const dnnl::engine& engine) : stream(engine) {}
+
+  // Grows `buffer` to at least `count` elements (never shrinks) and returns it.
+  template <class T>
+  static T* Reserve(std::vector<T>& buffer, size_t count) {
+    if (buffer.size() < count) buffer.resize(count);
+    return buffer.data();
+  }
+
+  dnnl::stream stream;
+  std::vector<uint8_t> scratchpad;  // oneDNN's, user-managed
+  std::vector<float> projections, merged_heads, per_head_weights, head_scratch;
+  // One per LinearPrimitive of the layer: query, key, value, fused QKV, output.
+  LinearCall calls[5];
+};
+
+class WorkspacePool {
+ public:
+  explicit WorkspacePool(dnnl::engine engine) : engine_(std::move(engine)) {}
+
+  // Returns a workspace to the pool when destroyed.
+  class Lease {
+   public:
+    Lease(WorkspacePool& pool, std::unique_ptr<Workspace> workspace)
+        : pool_(pool), workspace_(std::move(workspace)) {}
+    ~Lease() { pool_.Release(std::move(workspace_)); }
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    Workspace& operator*() const { return *workspace_; }
+    Workspace* operator->() const { return workspace_.get(); }
+
+   private:
+    WorkspacePool& pool_;
+    std::unique_ptr<Workspace> workspace_;
+  };
+
+  Lease Acquire();
+
+ private:
+  void Release(std::unique_ptr<Workspace> workspace);
+
+  dnnl::engine engine_;
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<Workspace>> free_;
+};
+
+}  // namespace mha::internal
