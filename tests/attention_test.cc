@@ -33,6 +33,7 @@ struct Case {
   bool output_projection;
   WeightsOut weights_out;
   int threads;
+  bool chunked;  // a tiny workspace budget forces the chunked flow
 };
 
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
@@ -41,7 +42,8 @@ std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
          std::to_string(c.query_len) + "_sk" + std::to_string(c.key_len) + "_h" +
          std::to_string(c.num_heads) + "_d" + std::to_string(c.head_dim) + "_m" +
          std::to_string(c.masks) + (c.self_attention ? "_self" : "") +
-         (c.batched ? "" : "_unbatched") + "_t" + std::to_string(c.threads);
+         (c.batched ? "" : "_unbatched") + (c.chunked ? "_chunked" : "") + "_t" +
+         std::to_string(c.threads);
 }
 
 std::vector<Case> AllCases() {
@@ -86,6 +88,7 @@ std::vector<Case> AllCases() {
       c.output_projection = i % 6 != 5;
       c.weights_out = static_cast<WeightsOut>(i % 3);
       c.threads = 1 + i % 2;
+      c.chunked = c.weights_out == WeightsOut::kNone && i % 2 == 0;
       cases.push_back(c);
       ++i;
     }
@@ -206,6 +209,7 @@ TEST_P(AttentionVsReference, MatchesNaiveBaseline) {
   ForwardOptions options;
   options.num_threads = c.threads;
   options.average_attn_weights = c.weights_out == WeightsOut::kAveraged;
+  if (c.chunked) options.workspace_budget_bytes = 4096;
   const Shape weights_shape =
       options.average_attn_weights
           ? MaybeBatched(c.batched, b, Shape{sq, sk})
@@ -234,6 +238,55 @@ TEST_P(AttentionVsReference, MatchesNaiveBaseline) {
 
 INSTANTIATE_TEST_SUITE_P(OddSizes, AttentionVsReference, ::testing::ValuesIn(AllCases()),
                          CaseName);
+
+// The chunked flow where it keeps V in the output buffer (causal self-attention,
+// output width = model width) and runs chunks last to first, with and without
+// length masks, and where it cannot (no output projection, other output width).
+struct ChunkedCase {
+  const char* name;
+  bool causal, lengths, output_projection;
+  int64_t output_dim;  // 0: the model width
+  double budget;
+};
+
+class ChunkedFlow : public ::testing::TestWithParam<ChunkedCase> {};
+
+TEST_P(ChunkedFlow, MatchesNaiveBaseline) {
+  const ChunkedCase& c = GetParam();
+  LayerSpec spec;
+  spec.num_heads = 3;
+  spec.head_dim = 5;
+  spec.query_dim = 11;
+  spec.output_projection = c.output_projection;
+  spec.output_dim = c.output_dim ? c.output_dim : 15;
+  const OwnedLayer layer = MakeLayer(spec, 21);
+  const MultiheadAttention attention(layer.config, layer.weights);
+  const int64_t b = 2, s = 37, out_dim = attention.output_dim();
+  const std::vector<float> x = RandomFloats(b * s * spec.query_dim, 5);
+  const std::vector<int64_t> lengths = {20, 37};
+  AttentionMasks masks;
+  masks.is_causal = c.causal;
+  if (c.lengths) masks.key_lengths = TensorView(lengths.data(), DType::kInt64, Shape{b});
+  const AttentionInputs inputs{TensorView(x.data(), Shape{b, s, spec.query_dim}), {}, {}};
+  std::vector<float> out(b * s * out_dim), ref(out.size());
+  ForwardOptions options;
+  options.workspace_budget_bytes = c.budget;
+  attention.Forward(inputs, masks, {MutableTensorView(out.data(), Shape{b, s, out_dim}), {}},
+                    options);
+  NaiveMultiheadAttention(layer.config, layer.weights, inputs, masks,
+                          {MutableTensorView(ref.data(), Shape{b, s, out_dim}), {}});
+  ExpectClose(out, ref, c.name);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, ChunkedFlow,
+    ::testing::Values(ChunkedCase{"causal_values_in_output", true, false, true, 0, 11000},
+                      ChunkedCase{"causal_lengths_values_in_output", true, true, true, 0, 11000},
+                      ChunkedCase{"one_row_chunks", true, false, true, 0, 1},
+                      ChunkedCase{"dense", false, false, true, 0, 11000},
+                      ChunkedCase{"no_output_projection", true, false, false, 0, 11000},
+                      ChunkedCase{"other_output_width", true, true, true, 9, 11000}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace mha::testing

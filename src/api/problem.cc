@@ -63,6 +63,9 @@ Problem ValidateForward(const AttentionConfig& config, int64_t output_dim,
   if (options.num_threads < 0) {
     Fail("options.num_threads: must be >= 0, got ", options.num_threads);
   }
+  if (!(options.workspace_budget_bytes > 0.0)) {
+    Fail("options.workspace_budget_bytes: must be > 0, got ", options.workspace_budget_bytes);
+  }
   Problem problem;
   problem.query = inputs.query;
   problem.key = inputs.key.present() ? inputs.key : inputs.query;

@@ -31,16 +31,33 @@ enum LinearIndex { kQueryLinear, kKeyLinear, kValueLinear, kFusedLinear, kOutput
 // between 0.8e5 and 3e5 (docs/performance.md).
 constexpr double kSingleThreadBelow = 1 << 17;
 
+// Most query rows per chunk in the chunked flow: large enough for efficient GEMMs.
+constexpr int64_t kMaxQueryChunk = 512;
+
 LinearPrimitive MakeLinear(const dnnl::engine& engine, const PackedProjection& packed,
                            int64_t output_stride) {
   return LinearPrimitive(engine, {packed.in_dim, packed.out_dim, packed.stride, output_stride},
                          packed.weights, packed.bias);
 }
 
-// Where the attention finds the projected Q, K and V rows of every head.
-struct ProjectedInputs {
-  const float* rows[3] = {};  // query, key, value
-  int64_t strides[3] = {};
+// Rows of a matrix per batch element: row i of batch b starts at
+// data + b * batch_stride + i * row_stride.
+template <class T>
+struct Rows {
+  T* data = nullptr;
+  int64_t batch_stride = 0, row_stride = 0;
+  T* Row(int64_t batch, int64_t row) const {
+    return data + batch * batch_stride + row * row_stride;
+  }
+};
+
+// One call of the attention core: queries [first_query, first_query + query_count)
+// of batches [batch_begin, batch_end); Row(b, 0) of query/context is first_query's.
+struct AttendSlab {
+  int64_t batch_begin = 0, batch_end = 0, first_query = 0, query_count = 0;
+  Rows<const float> query, key, value;
+  Rows<float> context;
+  float* probabilities = nullptr;  // [B, num_heads, Sq, Sk], or null
 };
 
 // averaged[b, i] = mean over heads of per_head[b, h, i], i < plane.
@@ -65,11 +82,20 @@ struct MultiheadAttention::Impl {
 
   void Forward(const AttentionInputs& inputs, const AttentionMasks& masks,
                const AttentionOutputs& outputs, const ForwardOptions& options) const;
-  ProjectedInputs Project(const Problem& problem, Workspace& workspace) const;
+  void ForwardWhole(const Problem& problem, const internal::MaskPlan& masks,
+                    const AttentionOutputs& outputs, bool average, Workspace& workspace) const;
+  void ForwardInChunks(const Problem& problem, const internal::MaskPlan& masks,
+                       bool causal, int64_t chunk_rows, const AttentionOutputs& outputs,
+                       Workspace& workspace) const;
   void Attend(const Problem& problem, const internal::MaskPlan& masks,
-              const ProjectedInputs& projected, float* context, float* probabilities,
-              Workspace& workspace) const;
+              const AttendSlab& slab, Workspace& workspace) const;
   int ThreadsFor(const Problem& problem, const ForwardOptions& options) const;
+  // Projects `rows` rows of `input` with linears[index] into `output`.
+  void Linear(int index, const float* input, int64_t rows, float* output,
+              Workspace& workspace) const {
+    linears[index].Execute(workspace.stream, input, rows, output, workspace.calls[index],
+                           workspace.scratchpad);
+  }
 
   AttentionConfig config;
   int64_t output_dim;
@@ -101,65 +127,130 @@ MultiheadAttention::Impl::Impl(const AttentionConfig& layer_config,
   }
 }
 
-ProjectedInputs MultiheadAttention::Impl::Project(const Problem& problem,
-                                                  Workspace& workspace) const {
-  const int64_t model_dim = config.model_dim();
-  const int64_t query_rows = problem.batch_size * problem.query_len;
-  const int64_t key_rows = problem.batch_size * problem.key_len;
-  ProjectedInputs projected;
-  if (problem.self_attention && packed.qkv_fused()) {
-    float* qkv = Workspace::Reserve(workspace.projections, query_rows * 3 * model_dim);
-    linears[kFusedLinear].Execute(workspace.stream, problem.query.floats(), query_rows, qkv,
-                                  workspace.calls[kFusedLinear], workspace.scratchpad);
-    for (int input = 0; input < 3; ++input) {
-      projected.rows[input] = qkv + input * model_dim;
-      projected.strides[input] = 3 * model_dim;
-    }
-    return projected;
-  }
-  const TensorView* sources[3] = {&problem.query, &problem.key, &problem.value};
-  const int64_t rows[3] = {query_rows, key_rows, key_rows};
-  float* next = Workspace::Reserve(workspace.projections, (query_rows + 2 * key_rows) * model_dim);
-  for (int input = 0; input < 3; ++input) {
-    linears[input].Execute(workspace.stream, sources[input]->floats(), rows[input], next,
-                           workspace.calls[input], workspace.scratchpad);
-    projected.rows[input] = next;
-    projected.strides[input] = model_dim;
-    next += rows[input] * model_dim;
-  }
-  return projected;
-}
-
-void MultiheadAttention::Impl::Attend(const Problem& problem, const internal::MaskPlan& masks,
-                                      const ProjectedInputs& projected, float* context,
-                                      float* probabilities, Workspace& workspace) const {
+void MultiheadAttention::Impl::Attend(const Problem& problem,
+                                      const internal::MaskPlan& masks,
+                                      const AttendSlab& slab, Workspace& workspace) const {
   const int64_t num_heads = config.num_heads, head_dim = config.head_dim;
-  const int64_t sq = problem.query_len, sk = problem.key_len;
-  const internal::HeadScratch layout(sk, head_dim, probabilities != nullptr);
+  const int64_t batches = slab.batch_end - slab.batch_begin;
+  const internal::HeadScratch layout(problem.key_len, head_dim, slab.probabilities != nullptr);
   float* scratch = Workspace::Reserve(workspace.head_scratch,
                                       internal::TeamSize() * layout.total_floats);
-  internal::ParallelFor(
-      problem.batch_size * num_heads, scratch, layout.total_floats,
-      [&](int64_t task_index, float* thread_scratch) {
-        internal::HeadTask task;
-        task.batch = task_index / num_heads;
-        task.head = task_index % num_heads;
-        task.query_len = sq;
-        task.key_len = sk;
-        task.head_dim = head_dim;
-        const int64_t first_row[3] = {task.batch * sq, task.batch * sk, task.batch * sk};
-        const float** starts[3] = {&task.query, &task.key, &task.value};
-        int64_t* strides[3] = {&task.query_stride, &task.key_stride, &task.value_stride};
-        for (int input = 0; input < 3; ++input) {
-          *starts[input] = projected.rows[input] +
-                           first_row[input] * projected.strides[input] + task.head * head_dim;
-          *strides[input] = projected.strides[input];
-        }
-        task.context_stride = config.model_dim();
-        task.context = context + task.batch * sq * task.context_stride + task.head * head_dim;
-        task.probabilities = probabilities ? probabilities + task_index * sq * sk : nullptr;
-        internal::AttendHead(task, masks, layout, thread_scratch);
-      });
+  internal::ParallelFor(batches * num_heads, scratch, layout.total_floats,
+                        [&](int64_t index, float* thread_scratch) {
+    internal::HeadTask task;
+    task.batch = slab.batch_begin + index / num_heads;
+    task.head = index % num_heads;
+    task.first_query = slab.first_query;
+    task.query_len = slab.query_count;
+    task.key_len = problem.key_len;
+    task.head_dim = head_dim;
+    const int64_t column = task.head * head_dim;
+    task.query = slab.query.Row(task.batch, 0) + column;
+    task.key = slab.key.Row(task.batch, 0) + column;
+    task.value = slab.value.Row(task.batch, 0) + column;
+    task.context = slab.context.Row(task.batch, 0) + column;
+    task.query_stride = slab.query.row_stride;
+    task.key_stride = slab.key.row_stride;
+    task.value_stride = slab.value.row_stride;
+    task.context_stride = slab.context.row_stride;
+    if (slab.probabilities) {
+      task.probabilities =
+          slab.probabilities +
+          ((task.batch * num_heads + task.head) * problem.query_len + slab.first_query) *
+              problem.key_len;
+    }
+    internal::AttendHead(task, masks, layout, thread_scratch);
+  });
+}
+
+// All queries at once: one fused QKV GEMM for self-attention, then attention into the
+// merged-heads matrix, then the output projection.
+void MultiheadAttention::Impl::ForwardWhole(const Problem& problem,
+                                            const internal::MaskPlan& masks,
+                                            const AttentionOutputs& outputs, bool average,
+                                            Workspace& workspace) const {
+  const int64_t model_dim = config.model_dim();
+  const int64_t sq = problem.query_len, sk = problem.key_len;
+  const int64_t query_rows = problem.batch_size * sq, key_rows = problem.batch_size * sk;
+  AttendSlab slab{0, problem.batch_size, 0, sq, {}, {}, {}, {}, outputs.attn_weights.data};
+  Rows<const float>* parts[3] = {&slab.query, &slab.key, &slab.value};
+  if (problem.self_attention && packed.qkv_fused()) {
+    float* qkv = Workspace::Reserve(workspace.projections, query_rows * 3 * model_dim);
+    Linear(kFusedLinear, problem.query.floats(), query_rows, qkv, workspace);
+    for (int input = 0; input < 3; ++input) {
+      *parts[input] = {qkv + input * model_dim, sq * 3 * model_dim, 3 * model_dim};
+    }
+  } else {
+    const TensorView* sources[3] = {&problem.query, &problem.key, &problem.value};
+    const int64_t lengths[3] = {sq, sk, sk};
+    float* next =
+        Workspace::Reserve(workspace.projections, (query_rows + 2 * key_rows) * model_dim);
+    for (int input = 0; input < 3; ++input) {
+      const int64_t rows = problem.batch_size * lengths[input];
+      Linear(input, sources[input]->floats(), rows, next, workspace);
+      *parts[input] = {next, lengths[input] * model_dim, model_dim};
+      next += rows * model_dim;
+    }
+  }
+  // Without an output projection the heads merge straight into the output.
+  float* context = has_output
+                       ? Workspace::Reserve(workspace.merged_heads, query_rows * model_dim)
+                       : outputs.output.data;
+  slab.context = {context, sq * model_dim, model_dim};
+  if (average) {
+    slab.probabilities = Workspace::Reserve(workspace.per_head_weights,
+                                            query_rows * config.num_heads * sk);
+  }
+  Attend(problem, masks, slab, workspace);
+  if (has_output) Linear(kOutputLinear, context, query_rows, outputs.output.data, workspace);
+  if (average) {
+    AverageHeads(slab.probabilities, problem.batch_size, config.num_heads, sq * sk,
+                 outputs.attn_weights.data);
+  }
+}
+
+// Bounded memory for long sequences: K and V projected once, queries in chunks of
+// chunk_rows (Q projection, attention, output projection). For causal self-attention
+// shapes, V lives in the output buffer and chunks run last to first: the output rows
+// a finished chunk overwrites hold values that no earlier query can see.
+void MultiheadAttention::Impl::ForwardInChunks(const Problem& problem,
+                                               const internal::MaskPlan& masks, bool causal,
+                                               int64_t chunk_rows,
+                                               const AttentionOutputs& outputs,
+                                               Workspace& workspace) const {
+  const int64_t model_dim = config.model_dim();
+  const int64_t sq = problem.query_len, sk = problem.key_len;
+  const int64_t key_rows = problem.batch_size * sk;
+  const bool values_in_output = causal && has_output && sq == sk && output_dim == model_dim;
+  float* keys = Workspace::Reserve(workspace.projections,
+                                   (values_in_output ? 1 : 2) * key_rows * model_dim);
+  float* values = values_in_output ? outputs.output.data : keys + key_rows * model_dim;
+  Linear(kKeyLinear, problem.key.floats(), key_rows, keys, workspace);
+  Linear(kValueLinear, problem.value.floats(), key_rows, values, workspace);
+
+  float* chunk = Workspace::Reserve(workspace.chunks, 2 * chunk_rows * model_dim);
+  AttendSlab slab;
+  slab.key = {keys, sk * model_dim, model_dim};
+  slab.value = {values, sk * model_dim, model_dim};
+  slab.query = {chunk, 0, model_dim};
+  const int64_t chunks = (sq + chunk_rows - 1) / chunk_rows;
+  for (int64_t b = 0; b < problem.batch_size; ++b) {
+    for (int64_t n = 0; n < chunks; ++n) {
+      const int64_t first = (values_in_output ? chunks - 1 - n : n) * chunk_rows;
+      const int64_t count = std::min(chunk_rows, sq - first);
+      float* out = outputs.output.data + (b * sq + first) * output_dim;
+      Linear(kQueryLinear, problem.query.floats() + (b * sq + first) * config.query_dim,
+             count, chunk, workspace);
+      slab.batch_begin = b;
+      slab.batch_end = b + 1;
+      slab.first_query = first;
+      slab.query_count = count;
+      slab.context = has_output ? Rows<float>{chunk + chunk_rows * model_dim, 0, model_dim}
+                                : Rows<float>{out, 0, output_dim};
+      Attend(problem, masks, slab, workspace);
+      if (has_output) Linear(kOutputLinear, slab.context.data, count, out, workspace);
+    }
+  }
 }
 
 int MultiheadAttention::Impl::ThreadsFor(const Problem& problem,
@@ -180,28 +271,20 @@ void MultiheadAttention::Impl::Forward(const AttentionInputs& inputs,
   // Everything is checked: from here on outputs are written.
   const internal::ScopedThreadCount thread_count(ThreadsFor(problem, options));
   const internal::WorkspacePool::Lease workspace = workspaces.Acquire();
-  const ProjectedInputs projected = Project(problem, *workspace);
-
-  const int64_t query_rows = problem.batch_size * problem.query_len;
-  // Without an output projection the heads merge straight into the output.
-  float* context = has_output ? Workspace::Reserve(workspace->merged_heads,
-                                                   query_rows * config.model_dim())
-                              : outputs.output.data;
-  const bool average = outputs.attn_weights.present() && options.average_attn_weights;
-  float* probabilities =
-      average ? Workspace::Reserve(workspace->per_head_weights,
-                                   query_rows * config.num_heads * problem.key_len)
-              : outputs.attn_weights.data;
-  Attend(problem, mask_plan, projected, context, probabilities, *workspace);
-  if (has_output) {
-    linears[kOutputLinear].Execute(workspace->stream, context, query_rows,
-                                   outputs.output.data, workspace->calls[kOutputLinear],
-                                   workspace->scratchpad);
+  const double row_bytes = 4.0 * config.model_dim();
+  const double whole_bytes =
+      row_bytes * problem.batch_size * (2.0 * problem.query_len + 2.0 * problem.key_len);
+  if (whole_bytes <= options.workspace_budget_bytes || outputs.attn_weights.present()) {
+    const bool average = outputs.attn_weights.present() && options.average_attn_weights;
+    ForwardWhole(problem, mask_plan, outputs, average, *workspace);
+    return;
   }
-  if (average) {
-    AverageHeads(probabilities, problem.batch_size, config.num_heads,
-                 problem.query_len * problem.key_len, outputs.attn_weights.data);
-  }
+  // Q and context rows of one chunk share what the budget leaves beside K and V.
+  const double for_chunks =
+      options.workspace_budget_bytes - 2.0 * row_bytes * problem.batch_size * problem.key_len;
+  const int64_t chunk_rows = static_cast<int64_t>(
+      std::clamp(for_chunks / (2.0 * row_bytes), 1.0, double(kMaxQueryChunk)));
+  ForwardInChunks(problem, mask_plan, masks.is_causal, chunk_rows, outputs, *workspace);
 }
 
 void MultiheadAttention::Forward(const AttentionInputs& inputs, const AttentionMasks& masks,

@@ -30,15 +30,15 @@ size_t RoundUp(size_t n, size_t multiple) {
   return (n + multiple - 1) / multiple * multiple;
 }
 
-// One block of queries [first_query, first_query + rows) against every open key.
+// Rows [first_row, first_row + rows) of a task against every key they may see.
 class QueryBlock {
  public:
   QueryBlock(const HeadTask& task, const MaskPlan& masks, const HeadScratch& layout,
-             float* scratch, int64_t first_query, size_t rows)
+             float* scratch, int64_t first_row, size_t rows)
       : task_(task),
         masks_(masks),
         layout_(layout),
-        first_query_(first_query),
+        first_row_(first_row),
         rows_(rows),
         keys_(scratch + layout.key_panel),
         values_(scratch + layout.value_panel),
@@ -53,7 +53,7 @@ class QueryBlock {
     std::fill(maxes_, maxes_ + rows_, kNegInf);
     std::fill(sums_, sums_ + rows_, 0.0f);
     // Causal ends grow with the query, so the block's last row sees the most keys.
-    const int64_t key_limit = masks_.KeyEnd(task_.batch, first_query_ + rows_ - 1);
+    const int64_t key_limit = masks_.KeyEnd(task_.batch, Absolute(rows_ - 1));
     for (int64_t first_key = 0; first_key < key_limit;
          first_key += static_cast<int64_t>(layout_.key_block)) {
       KeyBlock(d, first_key, std::min<int64_t>(layout_.key_block, key_limit - first_key));
@@ -62,18 +62,23 @@ class QueryBlock {
   }
 
  private:
+  // Position in the sequence of the block's row i, as the masks see it.
+  int64_t Absolute(size_t i) const {
+    return task_.first_query + first_row_ + static_cast<int64_t>(i);
+  }
+
   template <class D>
   void KeyBlock(D d, int64_t first_key, int64_t count) {
     const size_t padded = RoundUp(static_cast<size_t>(count), HeadScratch::kPanelAlign);
     const size_t head_dim = static_cast<size_t>(task_.head_dim);
     const size_t dim = layout_.padded_head_dim, stride = layout_.key_block;
     TileMatMul(d, rows_, padded, head_dim,
-               task_.query + first_query_ * task_.query_stride, task_.query_stride,
+               task_.query + first_row_ * task_.query_stride, task_.query_stride,
                keys_ + first_key, layout_.padded_keys, scores_, stride,
                /*accumulate=*/false);
     for (size_t i = 0; i < rows_; ++i) {
       float* row = scores_ + i * stride;
-      const int64_t query = first_query_ + static_cast<int64_t>(i);
+      const int64_t query = Absolute(i);
       const int64_t open =
           std::clamp<int64_t>(masks_.KeyEnd(task_.batch, query) - first_key, 0, count);
       if (masks_.has_tensor_masks()) {
@@ -93,13 +98,13 @@ class QueryBlock {
     for (size_t i = 0; i < rows_; ++i) {
       const float sum = sums_[i];
       const float inverse = sum > 0.0f ? 1.0f / sum : 0.0f;  // fully masked rows: zeros
-      const int64_t query = first_query_ + static_cast<int64_t>(i);
-      float* out = task_.context + query * task_.context_stride;
+      const int64_t row_index = first_row_ + static_cast<int64_t>(i);
+      float* out = task_.context + row_index * task_.context_stride;
       const float* acc = context_ + i * layout_.padded_head_dim;
       for (int64_t k = 0; k < task_.head_dim; ++k) out[k] = acc[k] * inverse;
       if (!task_.probabilities) continue;
       // With probabilities the single key block holds the whole row.
-      float* probs = task_.probabilities + query * task_.key_len;
+      float* probs = task_.probabilities + row_index * task_.key_len;
       const float* row = scores_ + i * layout_.key_block;
       for (int64_t k = 0; k < task_.key_len; ++k) {
         probs[k] = k < key_limit ? row[k] * inverse : 0.0f;
@@ -110,7 +115,7 @@ class QueryBlock {
   const HeadTask& task_;
   const MaskPlan& masks_;
   const HeadScratch& layout_;
-  const int64_t first_query_;
+  const int64_t first_row_;
   const size_t rows_;
   const float* keys_;
   const float* values_;
@@ -123,11 +128,14 @@ class QueryBlock {
 void AttendHead(const HeadTask& task, const MaskPlan& masks, const HeadScratch& layout,
                 float* scratch) {
   const hn::ScalableTag<float> d;
-  const size_t key_len = static_cast<size_t>(task.key_len);
+  // Keys no query of the task can see (causal, lengths) are never copied.
+  const size_t keys = static_cast<size_t>(
+      masks.KeyEnd(task.batch, task.first_query + task.query_len - 1));
+  const size_t padded_keys = RoundUp(keys, HeadScratch::kPanelAlign);
   const size_t head_dim = static_cast<size_t>(task.head_dim);
-  SplitHeadTransposed(d, task.key, task.key_stride, key_len, head_dim,
+  SplitHeadTransposed(d, task.key, task.key_stride, keys, padded_keys, head_dim,
                       scratch + layout.key_panel, layout.padded_keys);
-  SplitHead(d, task.value, task.value_stride, key_len, layout.padded_keys, head_dim,
+  SplitHead(d, task.value, task.value_stride, keys, padded_keys, head_dim,
             scratch + layout.value_panel, layout.padded_head_dim);
   for (int64_t first = 0; first < task.query_len;
        first += static_cast<int64_t>(HeadScratch::kQueryBlock)) {

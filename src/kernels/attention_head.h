@@ -14,9 +14,12 @@ namespace mha::internal {
 
 struct HeadTask {
   int64_t batch = 0, head = 0;
-  int64_t query_len = 0, key_len = 0, head_dim = 0;
-  // Rows of this head inside the projection matrices; row r starts at
-  // pointer + r * stride and holds head_dim floats.
+  // Queries first_query .. first_query + query_len - 1 of the sequence (the masks
+  // see these absolute positions); key_len is the whole key sequence.
+  int64_t first_query = 0, query_len = 0, key_len = 0, head_dim = 0;
+  // Rows of this head inside the projection matrices; row r (r = 0 is first_query
+  // for the query, key 0 for keys and values) starts at pointer + r * stride and
+  // holds head_dim floats.
   const float* query = nullptr;
   const float* key = nullptr;
   const float* value = nullptr;
@@ -24,7 +27,7 @@ struct HeadTask {
   // Context rows are written the same way, into the merged [Sq, model_dim] matrix.
   float* context = nullptr;
   int64_t context_stride = 0;
-  // Optional [Sq, Sk] attention probabilities of this head.
+  // Optional [query_len, Sk] attention probabilities of these queries.
   float* probabilities = nullptr;
 };
 

@@ -24,11 +24,13 @@ namespace mha {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// panel[d * panel_stride + j] = src[j * src_stride + d] for j < rows, zero beyond.
+// panel[d * panel_stride + j] = src[j * src_stride + d] for j < rows, zero for j in
+// [rows, padded_rows).
 template <class D>
 HWY_INLINE void SplitHeadTransposed(D /*d*/, const float* HWY_RESTRICT src,
-                                    size_t src_stride, size_t rows, size_t head_dim,
-                                    float* HWY_RESTRICT panel, size_t panel_stride) {
+                                    size_t src_stride, size_t rows, size_t padded_rows,
+                                    size_t head_dim, float* HWY_RESTRICT panel,
+                                    size_t panel_stride) {
   constexpr size_t kBlock = 16;  // one cache line of panel per (d, block)
   for (size_t j0 = 0; j0 < rows; j0 += kBlock) {
     const size_t j_end = std::min(rows, j0 + kBlock);
@@ -39,7 +41,8 @@ HWY_INLINE void SplitHeadTransposed(D /*d*/, const float* HWY_RESTRICT src,
     }
   }
   for (size_t dim = 0; dim < head_dim; ++dim) {
-    std::fill(panel + dim * panel_stride + rows, panel + (dim + 1) * panel_stride, 0.0f);
+    std::fill(panel + dim * panel_stride + rows, panel + dim * panel_stride + padded_rows,
+              0.0f);
   }
 }
 
