@@ -131,6 +131,7 @@ void BM_Mha(benchmark::State& state, const BenchCase& c, int num_threads) {
   const double seconds =
       TimedLoop(state, [&] { attention.Forward(p.inputs, p.masks, p.outputs, options); });
   SetGflops(state, UsefulFlops(c));
+  state.counters["workspace_MiB"] = double(attention.workspace_bytes()) / (1 << 20);
   const auto naive = NaiveSeconds().find(c.name);
   if (naive != NaiveSeconds().end() && num_threads == 0) {
     state.counters["speedup_vs_naive"] = naive->second / seconds;

@@ -261,9 +261,9 @@ TEST_P(ChunkedFlow, MatchesNaiveBaseline) {
   spec.output_dim = c.output_dim ? c.output_dim : 15;
   const OwnedLayer layer = MakeLayer(spec, 21);
   const MultiheadAttention attention(layer.config, layer.weights);
-  const int64_t b = 2, s = 37, out_dim = attention.output_dim();
+  const int64_t b = 2, s = 121, out_dim = attention.output_dim();
   const std::vector<float> x = RandomFloats(b * s * spec.query_dim, 5);
-  const std::vector<int64_t> lengths = {20, 37};
+  const std::vector<int64_t> lengths = {70, 121};
   AttentionMasks masks;
   masks.is_causal = c.causal;
   if (c.lengths) masks.key_lengths = TensorView(lengths.data(), DType::kInt64, Shape{b});
@@ -271,8 +271,8 @@ TEST_P(ChunkedFlow, MatchesNaiveBaseline) {
   std::vector<float> out(b * s * out_dim), ref(out.size());
   ForwardOptions options;
   options.workspace_budget_bytes = c.budget;
-  attention.Forward(inputs, masks, {MutableTensorView(out.data(), Shape{b, s, out_dim}), {}},
-                    options);
+  attention.Forward(inputs, masks,
+                    {MutableTensorView(out.data(), Shape{b, s, out_dim}), {}}, options);
   NaiveMultiheadAttention(layer.config, layer.weights, inputs, masks,
                           {MutableTensorView(ref.data(), Shape{b, s, out_dim}), {}});
   ExpectClose(out, ref, c.name);
@@ -281,8 +281,9 @@ TEST_P(ChunkedFlow, MatchesNaiveBaseline) {
 INSTANTIATE_TEST_SUITE_P(
     Cases, ChunkedFlow,
     ::testing::Values(ChunkedCase{"causal_values_in_output", true, false, true, 0, 11000},
-                      ChunkedCase{"causal_lengths_values_in_output", true, true, true, 0, 11000},
-                      ChunkedCase{"one_row_chunks", true, false, true, 0, 1},
+                      ChunkedCase{"causal_lengths_values_in_output", true, true, true, 0,
+                                  11000},
+                      ChunkedCase{"budget_sized_chunks", true, false, true, 0, 22920},
                       ChunkedCase{"dense", false, false, true, 0, 11000},
                       ChunkedCase{"no_output_projection", true, false, false, 0, 11000},
                       ChunkedCase{"other_output_width", true, true, true, 9, 11000}),

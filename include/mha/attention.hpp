@@ -54,6 +54,10 @@ class MultiheadAttention {
 
   const AttentionConfig& config() const;
   int64_t output_dim() const;
+  // Bytes held by the idle workspaces kept for reuse: the memory forwards need beyond
+  // inputs, weights and outputs (bounded by ForwardOptions::workspace_budget_bytes
+  // plus per-thread tiles and K/V panels).
+  size_t workspace_bytes() const;
 
  private:
   struct Impl;

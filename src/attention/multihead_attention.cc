@@ -31,12 +31,15 @@ enum LinearIndex { kQueryLinear, kKeyLinear, kValueLinear, kFusedLinear, kOutput
 // between 0.8e5 and 3e5 (docs/performance.md).
 constexpr double kSingleThreadBelow = 1 << 17;
 
-// Most query rows per chunk in the chunked flow: large enough for efficient GEMMs.
+// Query rows per chunk in the chunked flow: at least one attention tile, at most
+// what keeps the chunk's GEMMs efficient without growing memory further.
+constexpr int64_t kMinQueryChunk = 48;
 constexpr int64_t kMaxQueryChunk = 512;
 
 LinearPrimitive MakeLinear(const dnnl::engine& engine, const PackedProjection& packed,
                            int64_t output_stride) {
-  return LinearPrimitive(engine, {packed.in_dim, packed.out_dim, packed.stride, output_stride},
+  return LinearPrimitive(engine,
+                         {packed.in_dim, packed.out_dim, packed.stride, output_stride},
                          packed.weights, packed.bias);
 }
 
@@ -83,10 +86,11 @@ struct MultiheadAttention::Impl {
   void Forward(const AttentionInputs& inputs, const AttentionMasks& masks,
                const AttentionOutputs& outputs, const ForwardOptions& options) const;
   void ForwardWhole(const Problem& problem, const internal::MaskPlan& masks,
-                    const AttentionOutputs& outputs, bool average, Workspace& workspace) const;
+                    const AttentionOutputs& outputs, bool average,
+                    Workspace& workspace) const;
   void ForwardInChunks(const Problem& problem, const internal::MaskPlan& masks,
-                       bool causal, int64_t chunk_rows, const AttentionOutputs& outputs,
-                       Workspace& workspace) const;
+                       bool values_in_output, int64_t chunk_rows,
+                       const AttentionOutputs& outputs, Workspace& workspace) const;
   void Attend(const Problem& problem, const internal::MaskPlan& masks,
               const AttendSlab& slab, Workspace& workspace) const;
   int ThreadsFor(const Problem& problem, const ForwardOptions& options) const;
@@ -116,7 +120,8 @@ MultiheadAttention::Impl::Impl(const AttentionConfig& layer_config,
   const int64_t model_dim = config.model_dim();
   for (int input = PackedWeights::kQuery; input <= PackedWeights::kValue; ++input) {
     linears[input] = MakeLinear(
-        engine, packed.InputProjection(static_cast<PackedWeights::Input>(input)), model_dim);
+        engine, packed.InputProjection(static_cast<PackedWeights::Input>(input)),
+        model_dim);
   }
   if (packed.qkv_fused()) {
     linears[kFusedLinear] = MakeLinear(engine, packed.FusedQkv(), 3 * model_dim);
@@ -129,38 +134,41 @@ MultiheadAttention::Impl::Impl(const AttentionConfig& layer_config,
 
 void MultiheadAttention::Impl::Attend(const Problem& problem,
                                       const internal::MaskPlan& masks,
-                                      const AttendSlab& slab, Workspace& workspace) const {
+                                      const AttendSlab& slab,
+                                      Workspace& workspace) const {
   const int64_t num_heads = config.num_heads, head_dim = config.head_dim;
   const int64_t batches = slab.batch_end - slab.batch_begin;
-  const internal::HeadScratch layout(problem.key_len, head_dim, slab.probabilities != nullptr);
+  const internal::HeadScratch layout(problem.key_len, head_dim,
+                                     slab.probabilities != nullptr);
   float* scratch = Workspace::Reserve(workspace.head_scratch,
                                       internal::TeamSize() * layout.total_floats);
-  internal::ParallelFor(batches * num_heads, scratch, layout.total_floats,
-                        [&](int64_t index, float* thread_scratch) {
-    internal::HeadTask task;
-    task.batch = slab.batch_begin + index / num_heads;
-    task.head = index % num_heads;
-    task.first_query = slab.first_query;
-    task.query_len = slab.query_count;
-    task.key_len = problem.key_len;
-    task.head_dim = head_dim;
-    const int64_t column = task.head * head_dim;
-    task.query = slab.query.Row(task.batch, 0) + column;
-    task.key = slab.key.Row(task.batch, 0) + column;
-    task.value = slab.value.Row(task.batch, 0) + column;
-    task.context = slab.context.Row(task.batch, 0) + column;
-    task.query_stride = slab.query.row_stride;
-    task.key_stride = slab.key.row_stride;
-    task.value_stride = slab.value.row_stride;
-    task.context_stride = slab.context.row_stride;
-    if (slab.probabilities) {
-      task.probabilities =
-          slab.probabilities +
-          ((task.batch * num_heads + task.head) * problem.query_len + slab.first_query) *
-              problem.key_len;
-    }
-    internal::AttendHead(task, masks, layout, thread_scratch);
-  });
+  internal::ParallelFor(
+      batches * num_heads, scratch, layout.total_floats,
+      [&](int64_t index, float* thread_scratch) {
+        internal::HeadTask task;
+        task.batch = slab.batch_begin + index / num_heads;
+        task.head = index % num_heads;
+        task.first_query = slab.first_query;
+        task.query_len = slab.query_count;
+        task.key_len = problem.key_len;
+        task.head_dim = head_dim;
+        const int64_t column = task.head * head_dim;
+        task.query = slab.query.Row(task.batch, 0) + column;
+        task.key = slab.key.Row(task.batch, 0) + column;
+        task.value = slab.value.Row(task.batch, 0) + column;
+        task.context = slab.context.Row(task.batch, 0) + column;
+        task.query_stride = slab.query.row_stride;
+        task.key_stride = slab.key.row_stride;
+        task.value_stride = slab.value.row_stride;
+        task.context_stride = slab.context.row_stride;
+        if (slab.probabilities) {
+          task.probabilities = slab.probabilities +
+                               ((task.batch * num_heads + task.head) * problem.query_len +
+                                slab.first_query) *
+                                   problem.key_len;
+        }
+        internal::AttendHead(task, masks, layout, thread_scratch);
+      });
 }
 
 // All queries at once: one fused QKV GEMM for self-attention, then attention into the
@@ -172,7 +180,8 @@ void MultiheadAttention::Impl::ForwardWhole(const Problem& problem,
   const int64_t model_dim = config.model_dim();
   const int64_t sq = problem.query_len, sk = problem.key_len;
   const int64_t query_rows = problem.batch_size * sq, key_rows = problem.batch_size * sk;
-  AttendSlab slab{0, problem.batch_size, 0, sq, {}, {}, {}, {}, outputs.attn_weights.data};
+  AttendSlab slab{0,  problem.batch_size,       0, sq, {}, {}, {},
+                  {}, outputs.attn_weights.data};
   Rows<const float>* parts[3] = {&slab.query, &slab.key, &slab.value};
   if (problem.self_attention && packed.qkv_fused()) {
     float* qkv = Workspace::Reserve(workspace.projections, query_rows * 3 * model_dim);
@@ -183,8 +192,8 @@ void MultiheadAttention::Impl::ForwardWhole(const Problem& problem,
   } else {
     const TensorView* sources[3] = {&problem.query, &problem.key, &problem.value};
     const int64_t lengths[3] = {sq, sk, sk};
-    float* next =
-        Workspace::Reserve(workspace.projections, (query_rows + 2 * key_rows) * model_dim);
+    float* next = Workspace::Reserve(workspace.projections,
+                                     (query_rows + 2 * key_rows) * model_dim);
     for (int input = 0; input < 3; ++input) {
       const int64_t rows = problem.batch_size * lengths[input];
       Linear(input, sources[input]->floats(), rows, next, workspace);
@@ -193,16 +202,17 @@ void MultiheadAttention::Impl::ForwardWhole(const Problem& problem,
     }
   }
   // Without an output projection the heads merge straight into the output.
-  float* context = has_output
-                       ? Workspace::Reserve(workspace.merged_heads, query_rows * model_dim)
-                       : outputs.output.data;
+  float* context =
+      has_output ? Workspace::Reserve(workspace.merged_heads, query_rows * model_dim)
+                 : outputs.output.data;
   slab.context = {context, sq * model_dim, model_dim};
   if (average) {
     slab.probabilities = Workspace::Reserve(workspace.per_head_weights,
                                             query_rows * config.num_heads * sk);
   }
   Attend(problem, masks, slab, workspace);
-  if (has_output) Linear(kOutputLinear, context, query_rows, outputs.output.data, workspace);
+  if (has_output)
+    Linear(kOutputLinear, context, query_rows, outputs.output.data, workspace);
   if (average) {
     AverageHeads(slab.probabilities, problem.batch_size, config.num_heads, sq * sk,
                  outputs.attn_weights.data);
@@ -214,14 +224,13 @@ void MultiheadAttention::Impl::ForwardWhole(const Problem& problem,
 // shapes, V lives in the output buffer and chunks run last to first: the output rows
 // a finished chunk overwrites hold values that no earlier query can see.
 void MultiheadAttention::Impl::ForwardInChunks(const Problem& problem,
-                                               const internal::MaskPlan& masks, bool causal,
-                                               int64_t chunk_rows,
+                                               const internal::MaskPlan& masks,
+                                               bool values_in_output, int64_t chunk_rows,
                                                const AttentionOutputs& outputs,
                                                Workspace& workspace) const {
   const int64_t model_dim = config.model_dim();
   const int64_t sq = problem.query_len, sk = problem.key_len;
   const int64_t key_rows = problem.batch_size * sk;
-  const bool values_in_output = causal && has_output && sq == sk && output_dim == model_dim;
   float* keys = Workspace::Reserve(workspace.projections,
                                    (values_in_output ? 1 : 2) * key_rows * model_dim);
   float* values = values_in_output ? outputs.output.data : keys + key_rows * model_dim;
@@ -245,8 +254,9 @@ void MultiheadAttention::Impl::ForwardInChunks(const Problem& problem,
       slab.batch_end = b + 1;
       slab.first_query = first;
       slab.query_count = count;
-      slab.context = has_output ? Rows<float>{chunk + chunk_rows * model_dim, 0, model_dim}
-                                : Rows<float>{out, 0, output_dim};
+      slab.context = has_output
+                         ? Rows<float>{chunk + chunk_rows * model_dim, 0, model_dim}
+                         : Rows<float>{out, 0, output_dim};
       Attend(problem, masks, slab, workspace);
       if (has_output) Linear(kOutputLinear, slab.context.data, count, out, workspace);
     }
@@ -266,7 +276,8 @@ void MultiheadAttention::Impl::Forward(const AttentionInputs& inputs,
                                        const AttentionMasks& masks,
                                        const AttentionOutputs& outputs,
                                        const ForwardOptions& options) const {
-  const Problem problem = internal::ValidateForward(config, output_dim, inputs, outputs, options);
+  const Problem problem =
+      internal::ValidateForward(config, output_dim, inputs, outputs, options);
   const internal::MaskPlan mask_plan(masks, problem, config.num_heads);
   // Everything is checked: from here on outputs are written.
   const internal::ScopedThreadCount thread_count(ThreadsFor(problem, options));
@@ -279,15 +290,23 @@ void MultiheadAttention::Impl::Forward(const AttentionInputs& inputs,
     ForwardWhole(problem, mask_plan, outputs, average, *workspace);
     return;
   }
+  // Causal self-attention can keep V in the output buffer (see ForwardInChunks).
+  const bool values_in_output = masks.is_causal && has_output &&
+                                problem.query_len == problem.key_len &&
+                                output_dim == config.model_dim();
   // Q and context rows of one chunk share what the budget leaves beside K and V.
-  const double for_chunks =
-      options.workspace_budget_bytes - 2.0 * row_bytes * problem.batch_size * problem.key_len;
-  const int64_t chunk_rows = static_cast<int64_t>(
-      std::clamp(for_chunks / (2.0 * row_bytes), 1.0, double(kMaxQueryChunk)));
-  ForwardInChunks(problem, mask_plan, masks.is_causal, chunk_rows, outputs, *workspace);
+  const double kv_bytes =
+      (values_in_output ? 1.0 : 2.0) * row_bytes * problem.batch_size * problem.key_len;
+  const double chunk_rows =
+      (options.workspace_budget_bytes - kv_bytes) / (2.0 * row_bytes);
+  ForwardInChunks(problem, mask_plan, values_in_output,
+                  static_cast<int64_t>(std::clamp(chunk_rows, double(kMinQueryChunk),
+                                                  double(kMaxQueryChunk))),
+                  outputs, *workspace);
 }
 
-void MultiheadAttention::Forward(const AttentionInputs& inputs, const AttentionMasks& masks,
+void MultiheadAttention::Forward(const AttentionInputs& inputs,
+                                 const AttentionMasks& masks,
                                  const AttentionOutputs& outputs,
                                  const ForwardOptions& options) const {
   impl_->Forward(inputs, masks, outputs, options);
@@ -298,9 +317,13 @@ MultiheadAttention::MultiheadAttention(const AttentionConfig& config,
     : impl_(std::make_unique<Impl>(config, weights)) {}
 MultiheadAttention::~MultiheadAttention() = default;
 MultiheadAttention::MultiheadAttention(MultiheadAttention&&) noexcept = default;
-MultiheadAttention& MultiheadAttention::operator=(MultiheadAttention&&) noexcept = default;
+MultiheadAttention& MultiheadAttention::operator=(MultiheadAttention&&) noexcept =
+    default;
 
 const AttentionConfig& MultiheadAttention::config() const { return impl_->config; }
 int64_t MultiheadAttention::output_dim() const { return impl_->output_dim; }
+size_t MultiheadAttention::workspace_bytes() const {
+  return impl_->workspaces.idle_bytes();
+}
 
 }  // namespace mha

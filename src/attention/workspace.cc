@@ -3,6 +3,22 @@
 
 namespace mha::internal {
 
+size_t Workspace::bytes() const {
+  size_t total = scratchpad.capacity();
+  for (const std::vector<float>* buffer :
+       {&projections, &merged_heads, &per_head_weights, &head_scratch, &chunks}) {
+    total += buffer->capacity() * sizeof(float);
+  }
+  return total;
+}
+
+size_t WorkspacePool::idle_bytes() {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  size_t total = 0;
+  for (const auto& workspace : free_) total += workspace->bytes();
+  return total;
+}
+
 WorkspacePool::Lease WorkspacePool::Acquire() {
   {
     const std::lock_guard<std::mutex> lock(mutex_);

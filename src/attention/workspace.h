@@ -22,6 +22,8 @@ struct Workspace {
     return buffer.data();
   }
 
+  size_t bytes() const;
+
   dnnl::stream stream;
   std::vector<uint8_t> scratchpad;  // oneDNN's, user-managed
   std::vector<float> projections, merged_heads, per_head_weights, head_scratch, chunks;
@@ -50,6 +52,7 @@ class WorkspacePool {
   };
 
   Lease Acquire();
+  size_t idle_bytes();  // total of the workspaces not leased now
 
  private:
   void Release(std::unique_ptr<Workspace> workspace);

@@ -72,9 +72,9 @@ class QueryBlock {
     const size_t padded = RoundUp(static_cast<size_t>(count), HeadScratch::kPanelAlign);
     const size_t head_dim = static_cast<size_t>(task_.head_dim);
     const size_t dim = layout_.padded_head_dim, stride = layout_.key_block;
-    TileMatMul(d, rows_, padded, head_dim,
-               task_.query + first_row_ * task_.query_stride, task_.query_stride,
-               keys_ + first_key, layout_.padded_keys, scores_, stride,
+    TileMatMul(d, rows_, padded, head_dim, task_.query + first_row_ * task_.query_stride,
+               task_.query_stride, keys_ + first_key, layout_.padded_keys, scores_,
+               stride,
                /*accumulate=*/false);
     for (size_t i = 0; i < rows_; ++i) {
       float* row = scores_ + i * stride;
