@@ -34,36 +34,42 @@ dnnl::matmul::primitive_desc LinearPrimitive::Describe(memory::dim rows) const {
       attr, engine_);
 }
 
-void LinearPrimitive::Prepare(LinearCall& call, int64_t rows) const {
+LinearCall::Entry& LinearPrimitive::Prepare(LinearCall& call, int64_t rows) const {
+  for (LinearCall::Entry& entry : call.entries) {
+    if (entry.rows == rows) return entry;
+  }
+  LinearCall::Entry& entry = call.entries[call.next_victim];
+  call.next_victim = (call.next_victim + 1) % LinearCall::kEntries;
   if (rows <= kFixedShapeRows) {
     const dnnl::matmul::primitive_desc pd = Describe(rows);
-    call.primitive = dnnl::matmul(pd);
-    call.scratchpad = memory(pd.scratchpad_desc(), engine_, nullptr);
+    entry.primitive = dnnl::matmul(pd);
+    entry.scratchpad = memory(pd.scratchpad_desc(), engine_, nullptr);
   } else {
-    call.primitive = runtime_rows_;
-    call.scratchpad = memory(runtime_scratchpad_, engine_, nullptr);
+    entry.primitive = runtime_rows_;
+    entry.scratchpad = memory(runtime_scratchpad_, engine_, nullptr);
   }
-  call.input = memory(Matrix(rows, shape_.in_dim, shape_.in_dim), engine_, nullptr);
-  call.output = memory(Matrix(rows, shape_.out_dim, shape_.output_stride), engine_, nullptr);
-  call.rows = rows;
+  entry.input = memory(Matrix(rows, shape_.in_dim, shape_.in_dim), engine_, nullptr);
+  entry.output = memory(Matrix(rows, shape_.out_dim, shape_.output_stride), engine_, nullptr);
+  entry.rows = rows;
+  return entry;
 }
 
 void LinearPrimitive::Execute(dnnl::stream& stream, const float* input, int64_t rows,
                               float* output, LinearCall& call,
                               std::vector<uint8_t>& scratchpad) const {
-  if (call.rows != rows) Prepare(call, rows);
-  const size_t scratchpad_bytes = call.scratchpad.get_desc().get_size();
+  LinearCall::Entry& entry = Prepare(call, rows);
+  const size_t scratchpad_bytes = entry.scratchpad.get_desc().get_size();
   if (scratchpad.size() < scratchpad_bytes) scratchpad.resize(scratchpad_bytes);
-  call.input.set_data_handle(const_cast<float*>(input));
-  call.output.set_data_handle(output);
-  call.scratchpad.set_data_handle(scratchpad.data());
-  dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, call.input.get()},
+  entry.input.set_data_handle(const_cast<float*>(input));
+  entry.output.set_data_handle(output);
+  entry.scratchpad.set_data_handle(scratchpad.data());
+  dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, entry.input.get()},
                              {DNNL_ARG_WEIGHTS, weights_.get()},
-                             {DNNL_ARG_DST, call.output.get()},
-                             {DNNL_ARG_SCRATCHPAD, call.scratchpad.get()},
+                             {DNNL_ARG_DST, entry.output.get()},
+                             {DNNL_ARG_SCRATCHPAD, entry.scratchpad.get()},
                              {DNNL_ARG_BIAS, bias_ ? bias_.get() : nullptr}};
   dnnl::error::wrap_c_api(
-      dnnl_primitive_execute(call.primitive.get(), stream.get(), bias_ ? 5 : 4, args),
+      dnnl_primitive_execute(entry.primitive.get(), stream.get(), bias_ ? 5 : 4, args),
       "mha: oneDNN matmul execution failed");
   stream.wait();
 }

@@ -20,11 +20,17 @@ struct LinearShape {
 };
 
 // One caller's state for one LinearPrimitive: the primitive and memory objects for
-// the row count it last ran, so a repeated shape only resets data pointers.
+// the last few row counts it ran (whole batches, chunks and their tails), so a
+// repeated shape only resets data pointers.
 struct LinearCall {
-  int64_t rows = -1;
-  dnnl::primitive primitive;
-  dnnl::memory input, output, scratchpad;
+  struct Entry {
+    int64_t rows = -1;
+    dnnl::primitive primitive;
+    dnnl::memory input, output, scratchpad;
+  };
+  static constexpr int kEntries = 4;
+  Entry entries[kEntries];
+  int next_victim = 0;  // replaced round-robin
 };
 
 class LinearPrimitive {
@@ -44,7 +50,7 @@ class LinearPrimitive {
 
  private:
   dnnl::matmul::primitive_desc Describe(dnnl::memory::dim rows) const;
-  void Prepare(LinearCall& call, int64_t rows) const;
+  LinearCall::Entry& Prepare(LinearCall& call, int64_t rows) const;
 
   LinearShape shape_;
   dnnl::engine engine_;
