@@ -24,7 +24,8 @@ bool CalledFromOneDnn() {
   const int count = backtrace(frames, 64);
   for (int i = 0; i < count; ++i) {
     Dl_info info;
-    if (dladdr(frames[i], &info) && info.dli_fname && std::strstr(info.dli_fname, "libdnnl")) {
+    if (dladdr(frames[i], &info) && info.dli_fname &&
+        std::strstr(info.dli_fname, "libdnnl")) {
       return true;
     }
   }
@@ -56,7 +57,8 @@ void* operator new(size_t size, const std::nothrow_t&) noexcept {
 void* operator new(size_t size, std::align_val_t align) {
   Count();
   const size_t alignment = static_cast<size_t>(align);
-  if (void* p = std::aligned_alloc(alignment, (size + alignment - 1) / alignment * alignment)) {
+  if (void* p =
+          std::aligned_alloc(alignment, (size + alignment - 1) / alignment * alignment)) {
     return p;
   }
   throw std::bad_alloc();
@@ -90,13 +92,15 @@ TEST_P(Allocations, RepeatedForwardAllocatesOnlyInsideOneDnn) {
   const MultiheadAttention attention(layer.config, layer.weights);
   const std::vector<float> query = RandomFloats(c.batch * c.query_len * 64, 1);
   const std::vector<float> key = RandomFloats(c.batch * c.key_len * 64, 2);
-  AttentionInputs inputs{TensorView(query.data(), Shape{c.batch, c.query_len, 64}), {}, {}};
+  AttentionInputs inputs{
+      TensorView(query.data(), Shape{c.batch, c.query_len, 64}), {}, {}};
   if (c.key_len != c.query_len) {
     inputs.key = inputs.value = TensorView(key.data(), Shape{c.batch, c.key_len, 64});
   }
   AttentionMasks masks;
   masks.is_causal = c.causal;
-  std::vector<float> out(c.batch * c.query_len * 64), probs(c.batch * c.query_len * c.key_len);
+  std::vector<float> out(c.batch * c.query_len * 64),
+      probs(c.batch * c.query_len * c.key_len);
   const AttentionOutputs outputs{
       MutableTensorView(out.data(), Shape{c.batch, c.query_len, 64}),
       c.weights ? MutableTensorView(probs.data(), Shape{c.batch, c.query_len, c.key_len})
@@ -118,12 +122,13 @@ TEST_P(Allocations, RepeatedForwardAllocatesOnlyInsideOneDnn) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, Allocations,
-    ::testing::Values(AllocationCase{"self", 2, 100, 100, false, false, false, 2},
-                      AllocationCase{"self_one_thread", 2, 100, 100, true, false, false, 1},
-                      AllocationCase{"small_rows", 1, 20, 20, false, false, false, 1},
-                      AllocationCase{"self_weights", 2, 100, 100, false, true, false, 2},
-                      AllocationCase{"cross", 2, 90, 130, false, false, false, 2},
-                      AllocationCase{"chunked_causal", 2, 130, 130, true, false, true, 2}),
+    ::testing::Values(
+        AllocationCase{"self", 2, 100, 100, false, false, false, 2},
+        AllocationCase{"self_one_thread", 2, 100, 100, true, false, false, 1},
+        AllocationCase{"small_rows", 1, 20, 20, false, false, false, 1},
+        AllocationCase{"self_weights", 2, 100, 100, false, true, false, 2},
+        AllocationCase{"cross", 2, 90, 130, false, false, false, 2},
+        AllocationCase{"chunked_causal", 2, 130, 130, true, false, true, 2}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -25,7 +25,8 @@ enum MaskBits : unsigned {
 enum class WeightsOut { kNone, kPerHead, kAveraged };
 
 struct Case {
-  int64_t batch, query_len, key_len, num_heads, head_dim, query_dim, key_dim, value_dim;
+  int64_t batch, query_len, key_len, num_heads, num_kv_heads, head_dim, query_dim,
+      key_dim, value_dim;
   bool self_attention, batched;
   unsigned masks;
   MaskConvention convention;
@@ -40,10 +41,10 @@ std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
   return "i" + std::to_string(info.index) + "_b" + std::to_string(c.batch) + "_sq" +
          std::to_string(c.query_len) + "_sk" + std::to_string(c.key_len) + "_h" +
-         std::to_string(c.num_heads) + "_d" + std::to_string(c.head_dim) + "_m" +
-         std::to_string(c.masks) + (c.self_attention ? "_self" : "") +
-         (c.batched ? "" : "_unbatched") + (c.chunked ? "_chunked" : "") + "_t" +
-         std::to_string(c.threads);
+         std::to_string(c.num_heads) + "_kv" + std::to_string(c.num_kv_heads) + "_d" +
+         std::to_string(c.head_dim) + "_m" + std::to_string(c.masks) +
+         (c.self_attention ? "_self" : "") + (c.batched ? "" : "_unbatched") +
+         (c.chunked ? "_chunked" : "") + "_t" + std::to_string(c.threads);
 }
 
 std::vector<Case> AllCases() {
@@ -74,7 +75,9 @@ std::vector<Case> AllCases() {
       c.query_len = query_lens[i % 4];
       c.self_attention = i % 3 == 0;
       c.key_len = c.self_attention ? c.query_len : key_lens[i % 5];
-      c.num_heads = 1 + i % 3;
+      // Every fourth case is grouped-query: 4 query heads on 2 KV heads, or MQA.
+      c.num_heads = i % 4 == 1 ? 4 : 1 + i % 3;
+      c.num_kv_heads = i % 4 == 1 ? (i % 8 == 1 ? 2 : 1) : 0;
       c.head_dim = head_dim;
       c.query_dim = (i % 2) ? 24 : 5;
       c.key_dim = c.self_attention || i % 4 < 2 ? 0 : 11;
@@ -176,6 +179,7 @@ TEST_P(AttentionVsReference, MatchesNaiveBaseline) {
   const Case& c = GetParam();
   LayerSpec spec;
   spec.num_heads = c.num_heads;
+  spec.num_kv_heads = c.num_kv_heads;
   spec.head_dim = c.head_dim;
   spec.query_dim = c.query_dim;
   spec.key_dim = c.key_dim;
@@ -247,6 +251,7 @@ struct ChunkedCase {
   bool causal, lengths, output_projection;
   int64_t output_dim;  // 0: the model width
   double budget;
+  int64_t num_kv_heads = 0;
 };
 
 class ChunkedFlow : public ::testing::TestWithParam<ChunkedCase> {};
@@ -255,6 +260,7 @@ TEST_P(ChunkedFlow, MatchesNaiveBaseline) {
   const ChunkedCase& c = GetParam();
   LayerSpec spec;
   spec.num_heads = 3;
+  spec.num_kv_heads = c.num_kv_heads;
   spec.head_dim = 5;
   spec.query_dim = 11;
   spec.output_projection = c.output_projection;
@@ -284,6 +290,8 @@ INSTANTIATE_TEST_SUITE_P(
                       ChunkedCase{"causal_lengths_values_in_output", true, true, true, 0,
                                   11000},
                       ChunkedCase{"budget_sized_chunks", true, false, true, 0, 22920},
+                      // V rows narrower than output rows span batches: reverse order.
+                      ChunkedCase{"mqa_values_in_output", true, false, true, 0, 11000, 1},
                       ChunkedCase{"dense", false, false, true, 0, 11000},
                       ChunkedCase{"no_output_projection", true, false, false, 0, 11000},
                       ChunkedCase{"other_output_width", true, true, true, 9, 11000}),

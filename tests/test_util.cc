@@ -16,15 +16,15 @@ std::vector<float> RandomFloats(size_t count, uint32_t seed, float scale) {
 
 namespace {
 
-Shape InputWeightShape(WeightLayout layout, int64_t in, const LayerSpec& spec) {
-  const int64_t model = spec.num_heads * spec.head_dim;
+Shape InputWeightShape(WeightLayout layout, int64_t in, int64_t heads, int64_t head_dim) {
+  const int64_t width = heads * head_dim;
   switch (layout) {
     case WeightLayout::kOutIn:
-      return Shape{model, in};
+      return Shape{width, in};
     case WeightLayout::kInOut:
-      return Shape{in, model};
+      return Shape{in, width};
     default:
-      return Shape{spec.num_heads, in, spec.head_dim};
+      return Shape{heads, in, head_dim};
   }
 }
 
@@ -32,22 +32,27 @@ Shape InputWeightShape(WeightLayout layout, int64_t in, const LayerSpec& spec) {
 
 OwnedLayer MakeLayer(const LayerSpec& spec, uint32_t seed) {
   OwnedLayer layer;
-  layer.config = {spec.num_heads, spec.head_dim,  spec.query_dim,
-                  spec.key_dim,   spec.value_dim, {}};
+  layer.config = {spec.num_heads,   spec.head_dim,  spec.query_dim,
+                  spec.key_dim,     spec.value_dim, {},
+                  spec.num_kv_heads};
   const int64_t model = spec.num_heads * spec.head_dim;
+  const int64_t heads[3] = {spec.num_heads, layer.config.resolved_num_kv_heads(),
+                            layer.config.resolved_num_kv_heads()};
   const int64_t ins[3] = {spec.query_dim, layer.config.resolved_key_dim(),
                           layer.config.resolved_value_dim()};
   Projection* projections[3] = {&layer.weights.query, &layer.weights.key,
                                 &layer.weights.value};
   const float init = 1.0f / std::sqrt(static_cast<float>(spec.query_dim));
   for (int i = 0; i < 3; ++i) {
-    layer.storage[i] = RandomFloats(ins[i] * model, seed + i, init);
+    const int64_t width = heads[i] * spec.head_dim;
+    layer.storage[i] = RandomFloats(ins[i] * width, seed + i, init);
     projections[i]->weight =
-        TensorView(layer.storage[i].data(), InputWeightShape(spec.layout, ins[i], spec));
+        TensorView(layer.storage[i].data(),
+                   InputWeightShape(spec.layout, ins[i], heads[i], spec.head_dim));
     projections[i]->layout = spec.layout;
     if (spec.qkv_bias) {
-      layer.storage[4 + i] = RandomFloats(model, seed + 10 + i, 0.5f);
-      projections[i]->bias = TensorView(layer.storage[4 + i].data(), Shape{model});
+      layer.storage[4 + i] = RandomFloats(width, seed + 10 + i, 0.5f);
+      projections[i]->bias = TensorView(layer.storage[4 + i].data(), Shape{width});
     }
   }
   if (spec.output_projection) {

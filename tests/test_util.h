@@ -23,6 +23,7 @@ struct OwnedLayer {
 
 struct LayerSpec {
   int64_t num_heads = 2, head_dim = 4;
+  int64_t num_kv_heads = 0;  // 0: num_heads
   int64_t query_dim = 8, key_dim = 0, value_dim = 0;
   WeightLayout layout = WeightLayout::kOutIn;
   bool qkv_bias = true;

@@ -306,8 +306,45 @@ def seed004(name, mask):
     case.finish(out, weights)
 
 
+def gqa(name, num_heads, num_kv_heads, causal):
+    """Grouped-query attention as Llama-style models write it (repeat_interleave of
+    the K/V heads), through mha-run --num-kv-heads. PyTorch 1.13's MHA has no GQA."""
+    torch.manual_seed(7)
+    embed, head_dim, b, s = 16, 4, 2, 7
+    q_proj = nn.Linear(embed, num_heads * head_dim)
+    k_proj = nn.Linear(embed, num_kv_heads * head_dim)
+    v_proj = nn.Linear(embed, num_kv_heads * head_dim)
+    out_proj = nn.Linear(num_heads * head_dim, embed)
+    x = torch.randn(b, s, embed)
+    split = lambda t, h: t.view(b, s, h, head_dim).transpose(1, 2)
+    with torch.no_grad():
+        q = split(q_proj(x), num_heads)
+        k = split(k_proj(x), num_kv_heads).repeat_interleave(num_heads // num_kv_heads, dim=1)
+        v = split(v_proj(x), num_kv_heads).repeat_interleave(num_heads // num_kv_heads, dim=1)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(head_dim)
+        if causal:
+            scores = scores.masked_fill(torch.triu(torch.ones(s, s, dtype=torch.bool), 1),
+                                        float("-inf"))
+        weights = torch.softmax(scores, dim=-1)
+        out = out_proj((weights @ v).transpose(1, 2).reshape(b, s, num_heads * head_dim))
+    case = Case(name)
+    save_safetensors(os.path.join(case.dir, "weights.safetensors"), {
+        "q_proj.weight": q_proj.weight, "q_proj.bias": q_proj.bias,
+        "k_proj.weight": k_proj.weight, "k_proj.bias": k_proj.bias,
+        "v_proj.weight": v_proj.weight, "v_proj.bias": v_proj.bias,
+        "out_proj.weight": out_proj.weight, "out_proj.bias": out_proj.bias})
+    case.args += ["--weights", "weights.safetensors", "--num-heads", str(num_heads),
+                  "--num-kv-heads", str(num_kv_heads)]
+    case.flag("--query", "query.npy", x)
+    if causal:
+        case.flag("--causal")
+    case.finish(out, weights)
+
+
 def main():
     torch_mha_cases()
+    gqa("gqa_8q_2kv_causal", 8, 2, True)
+    gqa("mqa_4q_1kv", 4, 1, False)
     seed000()
     seed001()
     seed002()

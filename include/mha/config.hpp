@@ -11,6 +11,9 @@ namespace mha {
 // may differ from query_dim (seed 002 projects d_in=3 to d_out=2). Biases and the
 // output projection are switched on and off by the weights given (see weights.hpp).
 // Dropout is not modelled: mha is inference-only, where dropout is the identity.
+//
+// Grouped-query attention: num_kv_heads key/value heads (dividing num_heads) each
+// serve num_heads / num_kv_heads consecutive query heads (Llama, Mistral; 1 = MQA).
 struct AttentionConfig {
   int64_t num_heads = 0;
   int64_t head_dim = 0;
@@ -18,8 +21,16 @@ struct AttentionConfig {
   int64_t key_dim = 0;         // 0 means query_dim
   int64_t value_dim = 0;       // 0 means query_dim
   std::optional<float> scale;  // empty means 1 / sqrt(head_dim)
+  int64_t num_kv_heads = 0;    // 0 means num_heads
 
   int64_t model_dim() const { return num_heads * head_dim; }
+  int64_t resolved_num_kv_heads() const {
+    return num_kv_heads ? num_kv_heads : num_heads;
+  }
+  // Width of the projected keys and values: num_kv_heads * head_dim.
+  int64_t kv_dim() const { return resolved_num_kv_heads() * head_dim; }
+  // Query heads per key/value head.
+  int64_t group_size() const { return num_heads / resolved_num_kv_heads(); }
   int64_t resolved_key_dim() const { return key_dim ? key_dim : query_dim; }
   int64_t resolved_value_dim() const { return value_dim ? value_dim : query_dim; }
 };

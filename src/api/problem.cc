@@ -52,6 +52,11 @@ void ValidateConfig(const AttentionConfig& config) {
     Fail("config: num_heads * head_dim too large (num_heads=", config.num_heads,
          ", head_dim=", config.head_dim, ")");
   }
+  if (config.num_kv_heads < 0 ||
+      (config.num_kv_heads && config.num_heads % config.num_kv_heads != 0)) {
+    Fail("config.num_kv_heads: must divide num_heads ", config.num_heads, ", got ",
+         config.num_kv_heads);
+  }
   if (config.scale && !(std::isfinite(*config.scale) && *config.scale != 0.0f)) {
     Fail("config.scale: must be finite and non-zero, got ", *config.scale);
   }

@@ -117,14 +117,14 @@ MultiheadAttention::Impl::Impl(const AttentionConfig& layer_config,
       packed(layer_config, weights, output_dim),
       engine(dnnl::engine::kind::cpu, 0),
       workspaces(engine) {
-  const int64_t model_dim = config.model_dim();
   for (int input = PackedWeights::kQuery; input <= PackedWeights::kValue; ++input) {
-    linears[input] = MakeLinear(
-        engine, packed.InputProjection(static_cast<PackedWeights::Input>(input)),
-        model_dim);
+    const PackedProjection projection =
+        packed.InputProjection(static_cast<PackedWeights::Input>(input));
+    linears[input] = MakeLinear(engine, projection, projection.out_dim);
   }
   if (packed.qkv_fused()) {
-    linears[kFusedLinear] = MakeLinear(engine, packed.FusedQkv(), 3 * model_dim);
+    const PackedProjection fused = packed.FusedQkv();
+    linears[kFusedLinear] = MakeLinear(engine, fused, fused.out_dim);
   }
   has_output = packed.OutputProjection().weights != nullptr;
   if (has_output) {
@@ -153,9 +153,10 @@ void MultiheadAttention::Impl::Attend(const Problem& problem,
         task.key_len = problem.key_len;
         task.head_dim = head_dim;
         const int64_t column = task.head * head_dim;
+        const int64_t kv_column = task.head / config.group_size() * head_dim;
         task.query = slab.query.Row(task.batch, 0) + column;
-        task.key = slab.key.Row(task.batch, 0) + column;
-        task.value = slab.value.Row(task.batch, 0) + column;
+        task.key = slab.key.Row(task.batch, 0) + kv_column;
+        task.value = slab.value.Row(task.batch, 0) + kv_column;
         task.context = slab.context.Row(task.batch, 0) + column;
         task.query_stride = slab.query.row_stride;
         task.key_stride = slab.key.row_stride;
@@ -177,28 +178,30 @@ void MultiheadAttention::Impl::ForwardWhole(const Problem& problem,
                                             const internal::MaskPlan& masks,
                                             const AttentionOutputs& outputs, bool average,
                                             Workspace& workspace) const {
-  const int64_t model_dim = config.model_dim();
+  const int64_t model_dim = config.model_dim(), kv_dim = config.kv_dim();
   const int64_t sq = problem.query_len, sk = problem.key_len;
   const int64_t query_rows = problem.batch_size * sq, key_rows = problem.batch_size * sk;
   AttendSlab slab{0,  problem.batch_size,       0, sq, {}, {}, {},
                   {}, outputs.attn_weights.data};
   Rows<const float>* parts[3] = {&slab.query, &slab.key, &slab.value};
   if (problem.self_attention && packed.qkv_fused()) {
-    float* qkv = Workspace::Reserve(workspace.projections, query_rows * 3 * model_dim);
+    const int64_t width = model_dim + 2 * kv_dim;
+    float* qkv = Workspace::Reserve(workspace.projections, query_rows * width);
     Linear(kFusedLinear, problem.query.floats(), query_rows, qkv, workspace);
     for (int input = 0; input < 3; ++input) {
-      *parts[input] = {qkv + input * model_dim, sq * 3 * model_dim, 3 * model_dim};
+      const int64_t column = packed.FusedColumn(static_cast<PackedWeights::Input>(input));
+      *parts[input] = {qkv + column, sq * width, width};
     }
   } else {
     const TensorView* sources[3] = {&problem.query, &problem.key, &problem.value};
-    const int64_t lengths[3] = {sq, sk, sk};
+    const int64_t lengths[3] = {sq, sk, sk}, widths[3] = {model_dim, kv_dim, kv_dim};
     float* next = Workspace::Reserve(workspace.projections,
-                                     (query_rows + 2 * key_rows) * model_dim);
+                                     query_rows * model_dim + 2 * key_rows * kv_dim);
     for (int input = 0; input < 3; ++input) {
       const int64_t rows = problem.batch_size * lengths[input];
       Linear(input, sources[input]->floats(), rows, next, workspace);
-      *parts[input] = {next, lengths[input] * model_dim, model_dim};
-      next += rows * model_dim;
+      *parts[input] = {next, lengths[input] * widths[input], widths[input]};
+      next += rows * widths[input];
     }
   }
   // Without an output projection the heads merge straight into the output.
@@ -221,45 +224,45 @@ void MultiheadAttention::Impl::ForwardWhole(const Problem& problem,
 
 // Bounded memory for long sequences: K and V projected once, queries in chunks of
 // chunk_rows (Q projection, attention, output projection). For causal self-attention
-// shapes, V lives in the output buffer and chunks run last to first: the output rows
-// a finished chunk overwrites hold values that no earlier query can see.
+// shapes V can live in the output buffer: chunks then run last to first over all
+// (batch, row) positions, so every output row written covers only values that no
+// query still to come can see.
 void MultiheadAttention::Impl::ForwardInChunks(const Problem& problem,
                                                const internal::MaskPlan& masks,
                                                bool values_in_output, int64_t chunk_rows,
                                                const AttentionOutputs& outputs,
                                                Workspace& workspace) const {
-  const int64_t model_dim = config.model_dim();
+  const int64_t model_dim = config.model_dim(), kv_dim = config.kv_dim();
   const int64_t sq = problem.query_len, sk = problem.key_len;
   const int64_t key_rows = problem.batch_size * sk;
   float* keys = Workspace::Reserve(workspace.projections,
-                                   (values_in_output ? 1 : 2) * key_rows * model_dim);
-  float* values = values_in_output ? outputs.output.data : keys + key_rows * model_dim;
+                                   (values_in_output ? 1 : 2) * key_rows * kv_dim);
+  float* values = values_in_output ? outputs.output.data : keys + key_rows * kv_dim;
   Linear(kKeyLinear, problem.key.floats(), key_rows, keys, workspace);
   Linear(kValueLinear, problem.value.floats(), key_rows, values, workspace);
 
   float* chunk = Workspace::Reserve(workspace.chunks, 2 * chunk_rows * model_dim);
   AttendSlab slab;
-  slab.key = {keys, sk * model_dim, model_dim};
-  slab.value = {values, sk * model_dim, model_dim};
+  slab.key = {keys, sk * kv_dim, kv_dim};
+  slab.value = {values, sk * kv_dim, kv_dim};
   slab.query = {chunk, 0, model_dim};
-  const int64_t chunks = (sq + chunk_rows - 1) / chunk_rows;
-  for (int64_t b = 0; b < problem.batch_size; ++b) {
-    for (int64_t n = 0; n < chunks; ++n) {
-      const int64_t first = (values_in_output ? chunks - 1 - n : n) * chunk_rows;
-      const int64_t count = std::min(chunk_rows, sq - first);
-      float* out = outputs.output.data + (b * sq + first) * output_dim;
-      Linear(kQueryLinear, problem.query.floats() + (b * sq + first) * config.query_dim,
-             count, chunk, workspace);
-      slab.batch_begin = b;
-      slab.batch_end = b + 1;
-      slab.first_query = first;
-      slab.query_count = count;
-      slab.context = has_output
-                         ? Rows<float>{chunk + chunk_rows * model_dim, 0, model_dim}
-                         : Rows<float>{out, 0, output_dim};
-      Attend(problem, masks, slab, workspace);
-      if (has_output) Linear(kOutputLinear, slab.context.data, count, out, workspace);
-    }
+  const int64_t per_batch = (sq + chunk_rows - 1) / chunk_rows;
+  const int64_t chunks = problem.batch_size * per_batch;
+  for (int64_t n = 0; n < chunks; ++n) {
+    const int64_t index = values_in_output ? chunks - 1 - n : n;
+    const int64_t b = index / per_batch, first = index % per_batch * chunk_rows;
+    const int64_t count = std::min(chunk_rows, sq - first);
+    float* out = outputs.output.data + (b * sq + first) * output_dim;
+    Linear(kQueryLinear, problem.query.floats() + (b * sq + first) * config.query_dim,
+           count, chunk, workspace);
+    slab.batch_begin = b;
+    slab.batch_end = b + 1;
+    slab.first_query = first;
+    slab.query_count = count;
+    slab.context = has_output ? Rows<float>{chunk + chunk_rows * model_dim, 0, model_dim}
+                              : Rows<float>{out, 0, output_dim};
+    Attend(problem, masks, slab, workspace);
+    if (has_output) Linear(kOutputLinear, slab.context.data, count, out, workspace);
   }
 }
 
@@ -282,21 +285,22 @@ void MultiheadAttention::Impl::Forward(const AttentionInputs& inputs,
   // Everything is checked: from here on outputs are written.
   const internal::ScopedThreadCount thread_count(ThreadsFor(problem, options));
   const internal::WorkspacePool::Lease workspace = workspaces.Acquire();
-  const double row_bytes = 4.0 * config.model_dim();
-  const double whole_bytes =
-      row_bytes * problem.batch_size * (2.0 * problem.query_len + 2.0 * problem.key_len);
+  const double row_bytes = 4.0 * config.model_dim(), kv_row_bytes = 4.0 * config.kv_dim();
+  const double whole_bytes = problem.batch_size * (2.0 * row_bytes * problem.query_len +
+                                                   2.0 * kv_row_bytes * problem.key_len);
   if (whole_bytes <= options.workspace_budget_bytes || outputs.attn_weights.present()) {
     const bool average = outputs.attn_weights.present() && options.average_attn_weights;
     ForwardWhole(problem, mask_plan, outputs, average, *workspace);
     return;
   }
-  // Causal self-attention can keep V in the output buffer (see ForwardInChunks).
+  // Causal self-attention can keep V in the output buffer (see ForwardInChunks): its
+  // rows must be no wider than the output's.
   const bool values_in_output = masks.is_causal && has_output &&
                                 problem.query_len == problem.key_len &&
-                                output_dim == config.model_dim();
+                                output_dim >= config.kv_dim();
   // Q and context rows of one chunk share what the budget leaves beside K and V.
-  const double kv_bytes =
-      (values_in_output ? 1.0 : 2.0) * row_bytes * problem.batch_size * problem.key_len;
+  const double kv_bytes = (values_in_output ? 1.0 : 2.0) * kv_row_bytes *
+                          problem.batch_size * problem.key_len;
   const double chunk_rows =
       (options.workspace_budget_bytes - kv_bytes) / (2.0 * row_bytes);
   ForwardInChunks(problem, mask_plan, values_in_output,

@@ -18,7 +18,9 @@ LinearPrimitive::LinearPrimitive(const dnnl::engine& engine, const LinearShape& 
     : shape_(shape), engine_(engine) {
   weights_ = memory(Matrix(shape.in_dim, shape.out_dim, shape.weight_stride), engine,
                     const_cast<float*>(weights));
-  if (bias) bias_ = memory(Matrix(1, shape.out_dim, shape.out_dim), engine, const_cast<float*>(bias));
+  if (bias)
+    bias_ =
+        memory(Matrix(1, shape.out_dim, shape.out_dim), engine, const_cast<float*>(bias));
   const dnnl::matmul::primitive_desc pd = Describe(DNNL_RUNTIME_DIM_VAL);
   runtime_rows_ = dnnl::matmul(pd);
   runtime_scratchpad_ = pd.scratchpad_desc();
@@ -29,8 +31,8 @@ dnnl::matmul::primitive_desc LinearPrimitive::Describe(memory::dim rows) const {
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   const memory::desc bias = bias_ ? bias_.get_desc() : memory::desc();
   return dnnl::matmul::primitive_desc(
-      dnnl::matmul::desc(Matrix(rows, shape_.in_dim, shape_.in_dim), weights_.get_desc(), bias,
-                         Matrix(rows, shape_.out_dim, shape_.output_stride)),
+      dnnl::matmul::desc(Matrix(rows, shape_.in_dim, shape_.in_dim), weights_.get_desc(),
+                         bias, Matrix(rows, shape_.out_dim, shape_.output_stride)),
       attr, engine_);
 }
 
@@ -49,7 +51,8 @@ LinearCall::Entry& LinearPrimitive::Prepare(LinearCall& call, int64_t rows) cons
     entry.scratchpad = memory(runtime_scratchpad_, engine_, nullptr);
   }
   entry.input = memory(Matrix(rows, shape_.in_dim, shape_.in_dim), engine_, nullptr);
-  entry.output = memory(Matrix(rows, shape_.out_dim, shape_.output_stride), engine_, nullptr);
+  entry.output =
+      memory(Matrix(rows, shape_.out_dim, shape_.output_stride), engine_, nullptr);
   entry.rows = rows;
   return entry;
 }

@@ -10,6 +10,8 @@ namespace mha::internal {
 PackedWeights::PackedWeights(const AttentionConfig& config,
                              const AttentionWeights& weights, int64_t output_dim)
     : in_dims_{config.query_dim, config.resolved_key_dim(), config.resolved_value_dim()},
+      out_dims_{config.model_dim(), config.kv_dim(), config.kv_dim()},
+      fused_width_(config.model_dim() + 2 * config.kv_dim()),
       model_dim_(config.model_dim()),
       output_dim_(output_dim) {
   qkv_fused_ = in_dims_[kQuery] == in_dims_[kKey] && in_dims_[kKey] == in_dims_[kValue];
@@ -25,21 +27,25 @@ void PackedWeights::PackInputs(const AttentionConfig& config,
                           : 1.0f / std::sqrt(static_cast<float>(config.head_dim));
   const bool has_bias = sources[0]->bias.present() || sources[1]->bias.present() ||
                         sources[2]->bias.present();
-  input_weights_.assign((in_dims_[0] + in_dims_[1] + in_dims_[2]) * model_dim_, 0.0f);
-  if (has_bias) input_bias_.assign(3 * model_dim_, 0.0f);
+  int64_t total = 0;
+  for (int input = kQuery; input <= kValue; ++input)
+    total += in_dims_[input] * out_dims_[input];
+  input_weights_.assign(total, 0.0f);
+  if (has_bias) input_bias_.assign(fused_width_, 0.0f);
   for (int input = kQuery; input <= kValue; ++input) {
-    const WeightReader reader(*sources[input], in_dims_[input], model_dim_,
-                              config.head_dim);
+    const Input which = static_cast<Input>(input);
+    const int64_t out_dim = out_dims_[input];
+    const WeightReader reader(*sources[input], in_dims_[input], out_dim, config.head_dim);
     const float factor = input == kQuery ? scale : 1.0f;
-    float* out = input_weights_.data() + InputOffset(static_cast<Input>(input));
+    float* out = input_weights_.data() + InputOffset(which);
     for (int64_t in = 0; in < in_dims_[input]; ++in) {
-      for (int64_t col = 0; col < model_dim_; ++col) {
-        out[in * InputStride() + col] = reader.At(col, in) * factor;
+      for (int64_t col = 0; col < out_dim; ++col) {
+        out[in * InputStride(which) + col] = reader.At(col, in) * factor;
       }
     }
     if (has_bias) {
-      for (int64_t col = 0; col < model_dim_; ++col) {
-        input_bias_[input * model_dim_ + col] = reader.BiasAt(col) * factor;
+      for (int64_t col = 0; col < out_dim; ++col) {
+        input_bias_[FusedColumn(which) + col] = reader.BiasAt(col) * factor;
       }
     }
   }
@@ -61,29 +67,35 @@ void PackedWeights::PackOutput(const AttentionWeights& weights, int64_t model_di
   }
 }
 
-PackedProjection PackedWeights::FusedQkv() const {
-  return {input_weights_.data(), input_bias_.empty() ? nullptr : input_bias_.data(),
-          in_dims_[kQuery], 3 * model_dim_, 3 * model_dim_};
+int64_t PackedWeights::FusedColumn(Input input) const {
+  int64_t column = 0;
+  for (int previous = kQuery; previous < input; ++previous) column += out_dims_[previous];
+  return column;
 }
 
 int64_t PackedWeights::InputOffset(Input input) const {
-  // Fused: column block `input` of the shared [in, 3 * model_dim] matrix.
-  if (qkv_fused_) return input * model_dim_;
+  // Fused: column block `input` of the shared [in, fused_width] matrix.
+  if (qkv_fused_) return FusedColumn(input);
   int64_t offset = 0;
   for (int previous = kQuery; previous < input; ++previous) {
-    offset += in_dims_[previous] * model_dim_;
+    offset += in_dims_[previous] * out_dims_[previous];
   }
   return offset;
 }
 
-int64_t PackedWeights::InputStride() const {
-  return qkv_fused_ ? 3 * model_dim_ : model_dim_;
+int64_t PackedWeights::InputStride(Input input) const {
+  return qkv_fused_ ? fused_width_ : out_dims_[input];
+}
+
+PackedProjection PackedWeights::FusedQkv() const {
+  return {input_weights_.data(), input_bias_.empty() ? nullptr : input_bias_.data(),
+          in_dims_[kQuery], fused_width_, fused_width_};
 }
 
 PackedProjection PackedWeights::InputProjection(Input input) const {
   return {input_weights_.data() + InputOffset(input),
-          input_bias_.empty() ? nullptr : input_bias_.data() + input * model_dim_,
-          in_dims_[input], model_dim_, InputStride()};
+          input_bias_.empty() ? nullptr : input_bias_.data() + FusedColumn(input),
+          in_dims_[input], out_dims_[input], InputStride(input)};
 }
 
 PackedProjection PackedWeights::OutputProjection() const {

@@ -1,8 +1,8 @@
 // PackedWeights: the layer's own copy of its weights, packed at construction into
 // the layout the oneDNN projections read: W as [in, out] row-major, the softmax
 // scale folded into the query weights and bias (so the kernels never multiply by
-// it), and Q/K/V side by side as [in, 3 * model_dim] when they share an input
-// width, so that self-attention projects all three with one GEMM.
+// it), and Q/K/V side by side as [in, model_dim + 2 * kv_dim] when they share an
+// input width, so that self-attention projects all three with one GEMM.
 #pragma once
 
 #include <cstdint>
@@ -28,20 +28,24 @@ class PackedWeights {
   PackedWeights(const AttentionConfig& config, const AttentionWeights& weights,
                 int64_t output_dim);
 
-  // Q, K and V share one [in, 3 * model_dim] matrix.
+  // Q, K and V share one [in, model_dim + 2 * kv_dim] matrix.
   bool qkv_fused() const { return qkv_fused_; }
   PackedProjection FusedQkv() const;  // only when qkv_fused()
   PackedProjection InputProjection(Input input) const;
   PackedProjection OutputProjection() const;
+  // First column of `input` in the fused matrix (and in its bias).
+  int64_t FusedColumn(Input input) const;
 
  private:
   void PackInputs(const AttentionConfig& config, const AttentionWeights& weights);
   void PackOutput(const AttentionWeights& weights, int64_t model_dim);
   int64_t InputOffset(Input input) const;  // first element of W_input
-  int64_t InputStride() const;             // row stride of every W_input
+  int64_t InputStride(Input input) const;  // row stride of W_input
 
   bool qkv_fused_ = false;
   int64_t in_dims_[3] = {};
+  int64_t out_dims_[3] = {};  // model_dim, kv_dim, kv_dim
+  int64_t fused_width_ = 0;   // model_dim + 2 * kv_dim
   int64_t model_dim_ = 0, output_dim_ = 0;
   std::vector<float> input_weights_, input_bias_, output_weights_, output_bias_;
 };

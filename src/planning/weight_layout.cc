@@ -92,9 +92,9 @@ int64_t ValidateLayer(const AttentionConfig& config, const AttentionWeights& wei
   ValidateInputProjection("weights.query", weights.query, config.query_dim,
                           config.num_heads, config.head_dim);
   ValidateInputProjection("weights.key", weights.key, config.resolved_key_dim(),
-                          config.num_heads, config.head_dim);
+                          config.resolved_num_kv_heads(), config.head_dim);
   ValidateInputProjection("weights.value", weights.value, config.resolved_value_dim(),
-                          config.num_heads, config.head_dim);
+                          config.resolved_num_kv_heads(), config.head_dim);
   return ValidateOutputProjection(weights.output, config.model_dim());
 }
 

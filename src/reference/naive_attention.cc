@@ -99,7 +99,7 @@ struct HeadRowInputs {
   const internal::MaskPlan& tensor_masks;
   const AttentionMasks& masks;
   const Problem& p;
-  int64_t model, head_dim;
+  int64_t model, kv_dim, head_dim, group_size;
   double scale;
 };
 
@@ -109,7 +109,8 @@ void AttentionRow(const HeadRowInputs& in, int64_t b, int64_t h, int64_t i,
   const int64_t length = KeyLength(in.masks.key_lengths, b, p.key_len);
   const double* qi = &in.q[(b * p.query_len + i) * in.model + h * in.head_dim];
   for (int64_t j = 0; j < p.key_len; ++j) {
-    const double* kj = &in.k[(b * p.key_len + j) * in.model + h * in.head_dim];
+    const double* kj =
+        &in.k[(b * p.key_len + j) * in.kv_dim + h / in.group_size * in.head_dim];
     const bool masked = (in.masks.is_causal && j > i) || j >= length;
     scores[j] = masked ? -std::numeric_limits<double>::infinity()
                        : Dot(qi, kj, in.head_dim) * in.scale +
@@ -130,18 +131,19 @@ void NaiveMultiheadAttention(const AttentionConfig& config,
       internal::ValidateForward(config, output_dim, inputs, outputs, options);
   const internal::MaskPlan tensor_masks(masks, p, config.num_heads);
   const int64_t heads = config.num_heads, head_dim = config.head_dim;
-  const int64_t model = config.model_dim();
-  const auto project = [&](const TensorView& x, int64_t len, int64_t dim,
+  const int64_t model = config.model_dim(), kv_dim = config.kv_dim();
+  const int64_t group_size = config.group_size();
+  const auto project = [&](const TensorView& x, int64_t len, int64_t dim, int64_t width,
                            const Projection& w) {
     return Linear(x.floats(), p.batch_size * len, dim,
-                  WeightReader(w, dim, model, head_dim), model);
+                  WeightReader(w, dim, width, head_dim), width);
   };
   const std::vector<double> q =
-      project(p.query, p.query_len, config.query_dim, weights.query);
+      project(p.query, p.query_len, config.query_dim, model, weights.query);
   const std::vector<double> k =
-      project(p.key, p.key_len, config.resolved_key_dim(), weights.key);
+      project(p.key, p.key_len, config.resolved_key_dim(), kv_dim, weights.key);
   const std::vector<double> v =
-      project(p.value, p.key_len, config.resolved_value_dim(), weights.value);
+      project(p.value, p.key_len, config.resolved_value_dim(), kv_dim, weights.value);
   const HeadRowInputs row_inputs{
       q,
       k,
@@ -149,7 +151,9 @@ void NaiveMultiheadAttention(const AttentionConfig& config,
       masks,
       p,
       model,
+      kv_dim,
       head_dim,
+      group_size,
       config.scale ? *config.scale : 1.0 / std::sqrt(static_cast<double>(head_dim))};
 
   std::vector<double> context(p.batch_size * p.query_len * model);
@@ -162,7 +166,8 @@ void NaiveMultiheadAttention(const AttentionConfig& config,
         for (int64_t d = 0; d < head_dim; ++d) {
           double sum = 0.0;
           for (int64_t j = 0; j < p.key_len; ++j) {
-            sum += scores[j] * v[(b * p.key_len + j) * model + h * head_dim + d];
+            sum += scores[j] *
+                   v[(b * p.key_len + j) * kv_dim + h / group_size * head_dim + d];
           }
           context[(b * p.query_len + i) * model + h * head_dim + d] = sum;
         }

@@ -59,7 +59,7 @@ int64_t Columns(const Safetensors& file, const char* what, const TensorView& wei
 
 }  // namespace
 
-LoadedLayer LoadLayer(const std::string& path, int64_t num_heads) {
+LoadedLayer LoadLayer(const std::string& path, int64_t num_heads, int64_t num_kv_heads) {
   LoadedLayer layer{Safetensors::Read(path), {}, {}};
   layer.weights = FindInputWeights(layer.file);
   layer.weights.output.weight = layer.file.Find("out_proj.weight");
@@ -76,6 +76,7 @@ LoadedLayer LoadLayer(const std::string& path, int64_t num_heads) {
   }
   config.num_heads = num_heads;
   config.head_dim = model_dim / num_heads;
+  config.num_kv_heads = num_kv_heads;
   return layer;
 }
 

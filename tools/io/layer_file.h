@@ -21,7 +21,9 @@ struct LoadedLayer {
 // separate nn.Linear names (q_proj.weight, k_proj.weight, v_proj.weight,
 // out_proj.weight, each with an optional .bias), all [out, in]. A missing bias means
 // none; a missing out_proj.weight means no output projection. head_dim is the query
-// projection's rows / num_heads.
-LoadedLayer LoadLayer(const std::string& path, int64_t num_heads);
+// projection's rows / num_heads; num_kv_heads 0 means num_heads (key and value
+// projections then have num_kv_heads * head_dim rows).
+LoadedLayer LoadLayer(const std::string& path, int64_t num_heads,
+                      int64_t num_kv_heads = 0);
 
 }  // namespace mha::io

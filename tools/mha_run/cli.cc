@@ -14,7 +14,7 @@ namespace mha::cli {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: mha-run --weights W.safetensors --num-heads H\n"
+    "usage: mha-run --weights W.safetensors --num-heads H [--num-kv-heads G]\n"
     "               --query Q.npy [--key K.npy] [--value V.npy]\n"
     "               [--causal] [--attn-mask M.npy] [--key-padding-mask P.npy]\n"
     "               [--key-lengths L.npy] [--mask-convention torch|zero-means-masked]\n"
@@ -28,7 +28,7 @@ class UsageError : public std::runtime_error {
 
 struct Options {
   std::map<std::string, std::string> files;  // flag -> path
-  int64_t num_heads = 0;
+  int64_t num_heads = 0, num_kv_heads = 0;
   int threads = 0;
   bool causal = false, average_heads = false;
   MaskConvention convention = MaskConvention::kTorch;
@@ -69,6 +69,8 @@ Options Parse(const std::vector<std::string>& args) {
       options.files[flag] = value;
     } else if (flag == "--num-heads") {
       options.num_heads = ParseCount(flag, value);
+    } else if (flag == "--num-kv-heads") {
+      options.num_kv_heads = ParseCount(flag, value);
     } else if (flag == "--threads") {
       options.threads =
           static_cast<int>(std::min<int64_t>(ParseCount(flag, value), 4096));
@@ -100,8 +102,8 @@ TensorView View(const std::optional<io::Array>& array) {
 }
 
 int Run(const Options& options) {
-  const io::LoadedLayer layer =
-      io::LoadLayer(options.files.at("--weights"), options.num_heads);
+  const io::LoadedLayer layer = io::LoadLayer(options.files.at("--weights"),
+                                              options.num_heads, options.num_kv_heads);
   const MultiheadAttention attention(layer.config, layer.weights);
   const auto query = Load(options, "--query"), key = Load(options, "--key"),
              value = Load(options, "--value"), attn_mask = Load(options, "--attn-mask"),
