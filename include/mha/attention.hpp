@@ -5,6 +5,7 @@
 
 #include "mha/config.hpp"
 #include "mha/error.hpp"
+#include "mha/kv_cache.hpp"
 #include "mha/masks.hpp"
 #include "mha/tensor.hpp"
 #include "mha/weights.hpp"
@@ -51,6 +52,22 @@ class MultiheadAttention {
   // several threads at once on one object.
   void Forward(const AttentionInputs& inputs, const AttentionMasks& masks,
                const AttentionOutputs& outputs, const ForwardOptions& options = {}) const;
+
+  // Decoding with a KV cache, for self-attention layers (key_dim = value_dim =
+  // query_dim): appends each sequence's new tokens to `cache` and attends causally
+  // over everything cached, bottom-right aligned: new token i of sequence b sits at
+  // position cache.length(b) + i and sees positions 0 .. cache.length(b) + i.
+  // query is [B, S_new, query_dim] (or [S_new, query_dim] for sequence 0) with
+  // B <= cache.max_batch(); row b of the batch is sequence b of the cache.
+  // new_lengths ([B] int32/int64, optional) gives how many of the S_new tokens of
+  // each sequence are real (ragged batches): the rest are padding, are not cached,
+  // and get output 0. Prefill, decode (S_new = 1) and chunked prefill all match one
+  // causal Forward over the whole sequence. Attention masks other than causal are not
+  // taken here. Throws mha::Error, leaving cache and output as they were, when a
+  // sequence would exceed max_seq_len or the cache was made for another layer shape.
+  void ForwardWithCache(const TensorView& query, const TensorView& new_lengths,
+                        KvCache& cache, const MutableTensorView& output,
+                        const ForwardOptions& options = {}) const;
 
   const AttentionConfig& config() const;
   int64_t output_dim() const;

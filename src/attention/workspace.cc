@@ -4,7 +4,8 @@
 namespace mha::internal {
 
 size_t Workspace::bytes() const {
-  size_t total = scratchpad.capacity();
+  size_t total = scratchpad.capacity() +
+                 (positions.capacity() + new_lengths.capacity()) * sizeof(int64_t);
   for (const std::vector<float>* buffer :
        {&projections, &merged_heads, &per_head_weights, &head_scratch, &chunks}) {
     total += buffer->capacity() * sizeof(float);

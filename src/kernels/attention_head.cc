@@ -34,14 +34,16 @@ size_t RoundUp(size_t n, size_t multiple) {
 class QueryBlock {
  public:
   QueryBlock(const HeadTask& task, const MaskPlan& masks, const HeadScratch& layout,
-             float* scratch, int64_t first_row, size_t rows)
+             float* scratch, const float* keys, size_t key_stride, const float* values,
+             int64_t first_row, size_t rows)
       : task_(task),
         masks_(masks),
         layout_(layout),
         first_row_(first_row),
         rows_(rows),
-        keys_(scratch + layout.key_panel),
-        values_(scratch + layout.value_panel),
+        keys_(keys),
+        key_stride_(key_stride),
+        values_(values),
         scores_(scratch + layout.scores),
         context_(scratch + layout.context),
         maxes_(scratch + layout.row_stats),
@@ -73,8 +75,7 @@ class QueryBlock {
     const size_t head_dim = static_cast<size_t>(task_.head_dim);
     const size_t dim = layout_.padded_head_dim, stride = layout_.key_block;
     TileMatMul(d, rows_, padded, head_dim, task_.query + first_row_ * task_.query_stride,
-               task_.query_stride, keys_ + first_key, layout_.padded_keys, scores_,
-               stride,
+               task_.query_stride, keys_ + first_key, key_stride_, scores_, stride,
                /*accumulate=*/false);
     for (size_t i = 0; i < rows_; ++i) {
       float* row = scores_ + i * stride;
@@ -117,7 +118,8 @@ class QueryBlock {
   const HeadScratch& layout_;
   const int64_t first_row_;
   const size_t rows_;
-  const float* keys_;
+  const float* keys_;  // K^T panel
+  const size_t key_stride_;
   const float* values_;
   float* scores_;
   float* context_;
@@ -128,20 +130,29 @@ class QueryBlock {
 void AttendHead(const HeadTask& task, const MaskPlan& masks, const HeadScratch& layout,
                 float* scratch) {
   const hn::ScalableTag<float> d;
-  // Keys no query of the task can see (causal, lengths) are never copied.
-  const size_t keys = static_cast<size_t>(
-      masks.KeyEnd(task.batch, task.first_query + task.query_len - 1));
-  const size_t padded_keys = RoundUp(keys, HeadScratch::kPanelAlign);
-  const size_t head_dim = static_cast<size_t>(task.head_dim);
-  SplitHeadTransposed(d, task.key, task.key_stride, keys, padded_keys, head_dim,
-                      scratch + layout.key_panel, layout.padded_keys);
-  SplitHead(d, task.value, task.value_stride, keys, padded_keys, head_dim,
-            scratch + layout.value_panel, layout.padded_head_dim);
+  const float* keys = task.key_panel;
+  const float* values = task.value_panel;
+  size_t key_stride = static_cast<size_t>(task.key_panel_stride);
+  if (!keys) {
+    // Keys no query of the task can see (causal, lengths) are never copied.
+    const size_t count = static_cast<size_t>(
+        masks.KeyEnd(task.batch, task.first_query + task.query_len - 1));
+    const size_t padded = RoundUp(count, HeadScratch::kPanelAlign);
+    const size_t head_dim = static_cast<size_t>(task.head_dim);
+    SplitHeadTransposed(d, task.key, task.key_stride, count, padded, head_dim,
+                        scratch + layout.key_panel, layout.padded_keys);
+    SplitHead(d, task.value, task.value_stride, count, padded, head_dim,
+              scratch + layout.value_panel, layout.padded_head_dim);
+    keys = scratch + layout.key_panel;
+    values = scratch + layout.value_panel;
+    key_stride = layout.padded_keys;
+  }
   for (int64_t first = 0; first < task.query_len;
        first += static_cast<int64_t>(HeadScratch::kQueryBlock)) {
     const size_t rows =
         std::min<size_t>(HeadScratch::kQueryBlock, task.query_len - first);
-    QueryBlock(task, masks, layout, scratch, first, rows).Run(d);
+    QueryBlock(task, masks, layout, scratch, keys, key_stride, values, first, rows)
+        .Run(d);
   }
 }
 
@@ -162,13 +173,15 @@ size_t Padded(int64_t n) {
 }
 }  // namespace
 
-HeadScratch::HeadScratch(int64_t key_len, int64_t head_dim, bool with_probabilities)
+HeadScratch::HeadScratch(int64_t key_len, int64_t head_dim, bool with_probabilities,
+                         bool split_panels)
     : padded_keys(Padded(key_len)),
       padded_head_dim(Padded(head_dim)),
       key_block(with_probabilities ? padded_keys : std::min(kKeyBlock, padded_keys)) {
+  const size_t panel_keys = split_panels ? padded_keys : 0;
   key_panel = 0;
-  value_panel = key_panel + static_cast<size_t>(head_dim) * padded_keys;
-  scores = value_panel + padded_keys * padded_head_dim;
+  value_panel = key_panel + static_cast<size_t>(head_dim) * panel_keys;
+  scores = value_panel + panel_keys * padded_head_dim;
   context = scores + kQueryBlock * key_block;
   row_stats = context + kQueryBlock * padded_head_dim;
   total_floats = row_stats + 2 * kQueryBlock;

@@ -29,6 +29,12 @@ struct HeadTask {
   int64_t context_stride = 0;
   // Optional [query_len, Sk] attention probabilities of these queries.
   float* probabilities = nullptr;
+  // Keys and values already split into panels (a KV cache): K^T [head_dim,
+  // key_panel_stride] and V [keys, HeadScratch padded_head_dim], zero-padded. When
+  // set, the key/value rows above are not read and nothing is copied.
+  const float* key_panel = nullptr;
+  const float* value_panel = nullptr;
+  int64_t key_panel_stride = 0;
 };
 
 // Where AttendHead keeps its per-thread panels and tiles, in floats. Rows are padded
@@ -38,7 +44,10 @@ struct HeadScratch {
   static constexpr size_t kQueryBlock = 48;  // rows of Q per tile (a multiple of 6)
   static constexpr size_t kKeyBlock = 128;   // keys per tile without attention weights
 
-  HeadScratch(int64_t key_len, int64_t head_dim, bool with_probabilities);
+  // split_panels: room for the K^T and V panels AttendHead copies from projection
+  // rows (not needed when tasks bring their own panels).
+  HeadScratch(int64_t key_len, int64_t head_dim, bool with_probabilities,
+              bool split_panels = true);
 
   size_t padded_keys, padded_head_dim;
   size_t key_block;  // all keys at once when probabilities are written

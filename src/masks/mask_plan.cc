@@ -47,6 +47,14 @@ MaskPlan::MaskPlan(const AttentionMasks& masks, const Problem& problem, int64_t 
   if (masks.key_lengths.present()) PlanKeyLengths(masks.key_lengths, problem);
 }
 
+MaskPlan MaskPlan::ForCache(const int64_t* first_positions, int64_t key_capacity) {
+  MaskPlan plan;
+  plan.is_causal_ = true;
+  plan.key_len_ = key_capacity;
+  plan.first_positions_ = first_positions;
+  return plan;
+}
+
 MaskPlan::StridedMask MaskPlan::PlanAttnMask(const TensorView& mask,
                                              const Problem& problem, int64_t num_heads) {
   CheckMaskDType("masks.attn_mask", mask);

@@ -16,10 +16,16 @@ class MaskPlan {
  public:
   MaskPlan(const AttentionMasks& masks, const Problem& problem, int64_t num_heads);
 
+  // Decoding over a KV cache: causal, bottom-right aligned. Query i of batch b sits at
+  // position first_positions[b] + i and sees keys 0 .. first_positions[b] + i.
+  static MaskPlan ForCache(const int64_t* first_positions, int64_t key_capacity);
+
   // Keys at index >= KeyEnd(batch, query) are masked (by is_causal or key_lengths).
   int64_t KeyEnd(int64_t batch, int64_t query) const {
     const int64_t end = key_lengths_ ? std::min(KeyLength(batch), key_len_) : key_len_;
-    return is_causal_ ? std::min(end, query + 1) : end;
+    if (!is_causal_) return end;
+    const int64_t position = (first_positions_ ? first_positions_[batch] : 0) + query;
+    return std::min(end, position + 1);
   }
 
   // True when attn_mask or key_padding_mask is given.
@@ -34,6 +40,8 @@ class MaskPlan {
                       int64_t count, float* row) const;
 
  private:
+  MaskPlan() = default;
+
   // A bool or float mask addressed by (batch, head, query, key) strides; a zero
   // stride broadcasts that axis.
   struct StridedMask {
@@ -51,6 +59,7 @@ class MaskPlan {
 
   bool is_causal_ = false;
   int64_t key_len_ = 0;
+  const int64_t* first_positions_ = nullptr;  // per batch, with ForCache
   const void* key_lengths_ = nullptr;
   DType key_lengths_dtype_ = DType::kInt64;
   MaskConvention convention_ = MaskConvention::kTorch;

@@ -1,0 +1,80 @@
+// KvCache: allocation, lengths and resets.
+#include "mha/kv_cache.hpp"
+
+#include <algorithm>
+
+#include "src/api/check.h"
+#include "src/api/problem.h"
+#include "src/attention/kv_cache_storage.h"
+#include "src/kernels/attention_head.h"
+
+namespace mha {
+
+using internal::Fail;
+
+namespace {
+int64_t Padded(int64_t n) {
+  const int64_t align = internal::HeadScratch::kPanelAlign;
+  return (n + align - 1) / align * align;
+}
+}  // namespace
+
+KvCache::Impl::Impl(const AttentionConfig& config, int64_t batch, int64_t seq_len)
+    : num_kv_heads(config.resolved_num_kv_heads()),
+      head_dim(config.head_dim),
+      max_batch(batch),
+      max_seq_len(seq_len),
+      capacity(Padded(seq_len)),
+      padded_head_dim(Padded(config.head_dim)),
+      lengths(batch, 0) {
+  // Zero-filled: padded rows and columns must read as 0 (a 0 weight times a NaN
+  // left over in memory would still be NaN).
+  const int64_t panels = batch * num_kv_heads;
+  keys.assign(
+      internal::CheckedNumElements("KvCache", Shape{panels, head_dim, capacity}, 4),
+      0.0f);
+  values.assign(internal::CheckedNumElements("KvCache",
+                                             Shape{panels, capacity, padded_head_dim}, 4),
+                0.0f);
+}
+
+KvCache::KvCache(const AttentionConfig& config, int64_t max_batch, int64_t max_seq_len) {
+  internal::ValidateConfig(config);
+  if (max_batch < 1) Fail("KvCache: max_batch must be >= 1, got ", max_batch);
+  if (max_seq_len < 1) Fail("KvCache: max_seq_len must be >= 1, got ", max_seq_len);
+  impl_ = std::make_unique<Impl>(config, max_batch, max_seq_len);
+}
+
+KvCache::~KvCache() = default;
+KvCache::KvCache(KvCache&&) noexcept = default;
+KvCache& KvCache::operator=(KvCache&&) noexcept = default;
+
+int64_t KvCache::max_batch() const { return impl_->max_batch; }
+int64_t KvCache::max_seq_len() const { return impl_->max_seq_len; }
+
+int64_t KvCache::length(int64_t sequence) const {
+  if (sequence < 0 || sequence >= impl_->max_batch) {
+    Fail("KvCache::length: sequence must be in [0, ", impl_->max_batch, "), got ",
+         sequence);
+  }
+  return impl_->lengths[sequence];
+}
+
+void KvCache::Reset() {
+  for (int64_t sequence = 0; sequence < impl_->max_batch; ++sequence) Reset(sequence);
+}
+
+void KvCache::Reset(int64_t sequence) {
+  if (sequence < 0 || sequence >= impl_->max_batch) {
+    Fail("KvCache::Reset: sequence must be in [0, ", impl_->max_batch, "), got ",
+         sequence);
+  }
+  // Values past a sequence's length are multiplied by 0: keep them finite.
+  for (int64_t kv_head = 0; kv_head < impl_->num_kv_heads; ++kv_head) {
+    float* values = impl_->ValuePanel(sequence, kv_head);
+    std::fill(values, values + impl_->lengths[sequence] * impl_->padded_head_dim, 0.0f);
+  }
+  impl_->lengths[sequence] = 0;
+}
+
+}  // namespace mha

@@ -1,0 +1,23 @@
+// AppendToPanels: writes new key and value rows of one KV head into a KV cache's
+// panels (K^T columns and V rows), dispatched to the best SIMD target.
+#pragma once
+
+#include <cstdint>
+
+namespace mha::internal {
+
+struct PanelAppend {
+  // `rows` new rows of one head: row r at keys/values + r * stride, head_dim floats.
+  const float* keys = nullptr;
+  const float* values = nullptr;
+  int64_t stride = 0, rows = 0, head_dim = 0;
+  // Destination: K^T panel [head_dim, key_panel_stride] and V panel
+  // [.., value_panel_stride]; the new rows land at position `first`.
+  float* key_panel = nullptr;
+  float* value_panel = nullptr;
+  int64_t key_panel_stride = 0, value_panel_stride = 0, first = 0;
+};
+
+void AppendToPanels(const PanelAppend& append);
+
+}  // namespace mha::internal

@@ -1,0 +1,234 @@
+// KV-cache decoding: prefill, token-by-token decode and chunked prefill give the
+// same outputs as one causal Forward over the whole sequence (MHA, GQA, MQA);
+// ragged batches keep sequences apart and padding out of results; errors leave the
+// cache and the output exactly as they were.
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "tests/test_util.h"
+
+namespace mha::testing {
+namespace {
+
+constexpr int64_t kEmbed = 24;
+
+OwnedLayer DecoderLayer(int64_t num_kv_heads) {
+  LayerSpec spec;
+  spec.num_heads = 4;
+  spec.num_kv_heads = num_kv_heads;
+  spec.head_dim = 8;
+  spec.query_dim = kEmbed;
+  return MakeLayer(spec, 11);
+}
+
+// One causal Forward over x [batch, length, kEmbed]: the expected outputs.
+std::vector<float> FullCausal(const MultiheadAttention& attention, const float* x,
+                              int64_t batch, int64_t length) {
+  std::vector<float> out(batch * length * kEmbed);
+  AttentionMasks masks;
+  masks.is_causal = true;
+  attention.Forward({TensorView(x, Shape{batch, length, kEmbed}), {}, {}}, masks,
+                    {MutableTensorView(out.data(), Shape{batch, length, kEmbed}), {}});
+  return out;
+}
+
+// Rows [first, first + count) of every batch element of x [batch, length, kEmbed].
+std::vector<float> Slice(const std::vector<float>& x, int64_t batch, int64_t length,
+                         int64_t first, int64_t count) {
+  std::vector<float> slice;
+  for (int64_t b = 0; b < batch; ++b) {
+    const auto row = x.begin() + (b * length + first) * kEmbed;
+    slice.insert(slice.end(), row, row + count * kEmbed);
+  }
+  return slice;
+}
+
+struct Schedule {
+  const char* name;
+  int64_t num_kv_heads;
+  std::vector<int64_t> chunks;  // tokens appended per step
+};
+
+class CacheMatchesCausalForward : public ::testing::TestWithParam<Schedule> {};
+
+TEST_P(CacheMatchesCausalForward, EveryStep) {
+  const Schedule& schedule = GetParam();
+  const int64_t batch = 2;
+  const int64_t length =
+      std::accumulate(schedule.chunks.begin(), schedule.chunks.end(), 0);
+  const OwnedLayer layer = DecoderLayer(schedule.num_kv_heads);
+  const MultiheadAttention attention(layer.config, layer.weights);
+  const std::vector<float> x = RandomFloats(batch * length * kEmbed, 5);
+  const std::vector<float> expected = FullCausal(attention, x.data(), batch, length);
+
+  KvCache cache(layer.config, batch, length + 3);
+  int64_t position = 0;
+  for (int64_t count : schedule.chunks) {
+    const std::vector<float> step = Slice(x, batch, length, position, count);
+    std::vector<float> out(step.size());
+    attention.ForwardWithCache(
+        TensorView(step.data(), Shape{batch, count, kEmbed}), {}, cache,
+        MutableTensorView(out.data(), Shape{batch, count, kEmbed}));
+    position += count;
+    ExpectClose(out, Slice(expected, batch, length, position - count, count),
+                schedule.name);
+    EXPECT_EQ(cache.length(0), position);
+    EXPECT_EQ(cache.length(1), position);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Schedules, CacheMatchesCausalForward,
+    ::testing::Values(Schedule{"prefill", 4, {23}},
+                      Schedule{"decode", 4, std::vector<int64_t>(23, 1)},
+                      Schedule{"chunked_prefill", 4, {5, 5, 5, 5, 3}},
+                      Schedule{"prefill_then_decode_gqa", 2, {17, 1, 1, 1, 1, 1, 1}},
+                      Schedule{"chunked_mqa", 1, {3, 9, 1, 60, 1}}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(KvCache, RaggedBatchKeepsSequencesApartAndPaddingOut) {
+  const OwnedLayer layer = DecoderLayer(2);
+  const MultiheadAttention attention(layer.config, layer.weights);
+  // Three sequences with their own tokens; steps append ragged counts (0 allowed).
+  const std::vector<std::vector<int64_t>> steps = {{5, 9, 2}, {3, 0, 6}, {1, 1, 1}};
+  const int64_t totals[3] = {9, 10, 9};
+  std::vector<std::vector<float>> tokens, expected;
+  for (int s = 0; s < 3; ++s) {
+    tokens.push_back(RandomFloats(totals[s] * kEmbed, 20 + s));
+    expected.push_back(FullCausal(attention, tokens[s].data(), 1, totals[s]));
+  }
+  KvCache cache(layer.config, 4, 16);
+  int64_t positions[3] = {0, 0, 0};
+  for (const std::vector<int64_t>& counts : steps) {
+    const int64_t width = *std::max_element(counts.begin(), counts.end());
+    std::vector<float> batch(3 * width * kEmbed, 1e6f);  // padding: large, must not leak
+    for (int s = 0; s < 3; ++s) {
+      std::copy_n(tokens[s].begin() + positions[s] * kEmbed, counts[s] * kEmbed,
+                  batch.begin() + s * width * kEmbed);
+    }
+    std::vector<float> out(batch.size(), -7.0f);
+    attention.ForwardWithCache(TensorView(batch.data(), Shape{3, width, kEmbed}),
+                               TensorView(counts.data(), DType::kInt64, Shape{3}), cache,
+                               MutableTensorView(out.data(), Shape{3, width, kEmbed}));
+    for (int s = 0; s < 3; ++s) {
+      const auto got = out.begin() + s * width * kEmbed;
+      ExpectClose(
+          std::vector<float>(got, got + counts[s] * kEmbed),
+          std::vector<float>(expected[s].begin() + positions[s] * kEmbed,
+                             expected[s].begin() + (positions[s] + counts[s]) * kEmbed),
+          "ragged sequence");
+      for (auto it = got + counts[s] * kEmbed; it != got + width * kEmbed; ++it) {
+        ASSERT_EQ(*it, 0.0f) << "padding row of sequence " << s << " is not zero";
+      }
+      positions[s] += counts[s];
+      EXPECT_EQ(cache.length(s), positions[s]);
+    }
+  }
+  EXPECT_EQ(cache.length(3), 0);
+}
+
+TEST(KvCache, ResetSequenceStartsOver) {
+  const OwnedLayer layer = DecoderLayer(4);
+  const MultiheadAttention attention(layer.config, layer.weights);
+  const std::vector<float> x = RandomFloats(6 * kEmbed, 3),
+                           other = RandomFloats(9 * kEmbed, 4);
+  const std::vector<float> expected = FullCausal(attention, x.data(), 1, 6);
+  KvCache cache(layer.config, 1, 12);
+  std::vector<float> out(9 * kEmbed);
+  attention.ForwardWithCache(TensorView(other.data(), Shape{9, kEmbed}), {}, cache,
+                             MutableTensorView(out.data(), Shape{9, kEmbed}));
+  cache.Reset(0);
+  EXPECT_EQ(cache.length(0), 0);
+  out.resize(6 * kEmbed);
+  attention.ForwardWithCache(TensorView(x.data(), Shape{6, kEmbed}), {}, cache,
+                             MutableTensorView(out.data(), Shape{6, kEmbed}));
+  ExpectClose(out, expected, "after reset");
+}
+
+// Expects `run` to throw mha::Error mentioning `part`.
+template <class F>
+void ExpectErrorMentioning(const F& run, const std::string& part) {
+  try {
+    run();
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
+}
+
+TEST(KvCache, FailedAppendLeavesCacheAndOutputAsTheyWere) {
+  const OwnedLayer layer = DecoderLayer(2);
+  const MultiheadAttention attention(layer.config, layer.weights);
+  const std::vector<float> x = RandomFloats(12 * kEmbed, 8);
+  const std::vector<float> expected = FullCausal(attention, x.data(), 1, 9);
+  KvCache cache(layer.config, 1, 9);
+  std::vector<float> out(8 * kEmbed);
+  attention.ForwardWithCache(TensorView(x.data(), Shape{8, kEmbed}), {}, cache,
+                             MutableTensorView(out.data(), Shape{8, kEmbed}));
+
+  std::vector<float> sentinel(3 * kEmbed, 42.0f);
+  ExpectErrorMentioning(
+      [&] {
+        attention.ForwardWithCache(TensorView(x.data() + 8 * kEmbed, Shape{3, kEmbed}),
+                                   {}, cache,
+                                   MutableTensorView(sentinel.data(), Shape{3, kEmbed}));
+      },
+      "sequence 0 holds 8 tokens; appending 3 exceeds max_seq_len 9");
+  EXPECT_EQ(cache.length(0), 8);
+  for (float v : sentinel) ASSERT_EQ(v, 42.0f);
+
+  KvCache other_shape(DecoderLayer(1).config, 1, 9);
+  ExpectErrorMentioning(
+      [&] {
+        attention.ForwardWithCache(TensorView(x.data(), Shape{1, kEmbed}), {},
+                                   other_shape,
+                                   MutableTensorView(sentinel.data(), Shape{1, kEmbed}));
+      },
+      "cache: made for num_kv_heads=1 head_dim=8, this layer has num_kv_heads=2");
+  EXPECT_EQ(other_shape.length(0), 0);
+
+  const int64_t too_many[1] = {2};
+  ExpectErrorMentioning(
+      [&] {
+        attention.ForwardWithCache(
+            TensorView(x.data(), Shape{1, 1, kEmbed}),
+            TensorView(too_many, DType::kInt64, Shape{1}), cache,
+            MutableTensorView(sentinel.data(), Shape{1, 1, kEmbed}));
+      },
+      "new_lengths[0]: must be in [0, 1], got 2");
+  ExpectErrorMentioning(
+      [&] {
+        attention.ForwardWithCache(
+            TensorView(x.data(), Shape{2, 1, kEmbed}), {}, cache,
+            MutableTensorView(sentinel.data(), Shape{2, 1, kEmbed}));
+      },
+      "batch 2 exceeds the cache's max_batch 1");
+  EXPECT_EQ(cache.length(0), 8);
+
+  // The cache still works as if the failed calls never happened.
+  out.resize(kEmbed);
+  attention.ForwardWithCache(TensorView(x.data() + 8 * kEmbed, Shape{1, kEmbed}), {},
+                             cache, MutableTensorView(out.data(), Shape{1, kEmbed}));
+  ExpectClose(out, std::vector<float>(expected.end() - kEmbed, expected.end()),
+              "after errors");
+}
+
+TEST(KvCache, CrossAttentionLayerIsRejected) {
+  LayerSpec spec;
+  spec.query_dim = 8;
+  spec.key_dim = 5;
+  const OwnedLayer layer = MakeLayer(spec, 2);
+  const MultiheadAttention attention(layer.config, layer.weights);
+  KvCache cache(layer.config, 1, 4);
+  std::vector<float> x(8), out(8);
+  ExpectErrorMentioning(
+      [&] {
+        attention.ForwardWithCache(TensorView(x.data(), Shape{1, 8}), {}, cache,
+                                   MutableTensorView(out.data(), Shape{1, 8}));
+      },
+      "needs a self-attention layer");
+}
+
+}  // namespace
+}  // namespace mha::testing
