@@ -1,0 +1,207 @@
+// The C API: each entry point converts its arguments to the C++ API's and turns every
+// exception into a status and a thread-local message.
+#include "mha/mha.h"
+
+#include <new>
+#include <string>
+
+#include "mha/mha.hpp"
+
+struct mha_layer {
+  mha::MultiheadAttention attention;
+};
+
+struct mha_kv_cache {
+  mha::KvCache cache;
+};
+
+namespace {
+
+thread_local std::string t_last_error;
+
+template <class F>
+mha_status Guard(const F& body) {
+  try {
+    body();
+    return MHA_OK;
+  } catch (const mha::Error& e) {
+    t_last_error = e.what();
+    return MHA_INVALID_ARGUMENT;
+  } catch (const std::bad_alloc&) {
+    t_last_error = "mha: out of memory";
+    return MHA_OUT_OF_MEMORY;
+  } catch (const std::exception& e) {
+    t_last_error = std::string("mha: internal error: ") + e.what();
+    return MHA_INTERNAL_ERROR;
+  } catch (...) {
+    t_last_error = "mha: internal error";
+    return MHA_INTERNAL_ERROR;
+  }
+}
+
+void Require(const void* pointer, const char* name) {
+  if (!pointer) throw mha::Error(std::string("mha: ") + name + ": must not be NULL");
+}
+
+mha::AttentionConfig ToConfig(const mha_config& c) {
+  mha::AttentionConfig config{c.num_heads, c.head_dim, c.query_dim,   c.key_dim,
+                              c.value_dim, {},         c.num_kv_heads};
+  if (c.scale != 0.0f) config.scale = c.scale;
+  return config;
+}
+
+// A projection of `heads` heads reading `in` features; shapes follow the layout.
+mha::Projection ToProjection(const mha_projection& p, int64_t in, int64_t heads,
+                             int64_t head_dim) {
+  mha::Projection projection;
+  projection.layout = static_cast<mha::WeightLayout>(p.layout);
+  const int64_t out = heads * head_dim;
+  mha::Shape shape{out, in};
+  if (p.layout == MHA_LAYOUT_IN_OUT) shape = mha::Shape{in, out};
+  if (p.layout == MHA_LAYOUT_HEADS_IN_HEAD_DIM) shape = mha::Shape{heads, in, head_dim};
+  if (p.weight) projection.weight = mha::TensorView(p.weight, shape);
+  if (p.bias) projection.bias = mha::TensorView(p.bias, mha::Shape{out});
+  return projection;
+}
+
+mha::AttentionWeights ToWeights(const mha::AttentionConfig& config,
+                                const mha_weights& w) {
+  mha::AttentionWeights weights;
+  const int64_t kv_heads = config.resolved_num_kv_heads(), d = config.head_dim;
+  weights.query = ToProjection(w.query, config.query_dim, config.num_heads, d);
+  weights.key = ToProjection(w.key, config.resolved_key_dim(), kv_heads, d);
+  weights.value = ToProjection(w.value, config.resolved_value_dim(), kv_heads, d);
+  if (w.output.weight) {
+    const int64_t model = config.model_dim(), out = w.output_dim ? w.output_dim : model;
+    weights.output.layout = static_cast<mha::WeightLayout>(w.output.layout);
+    weights.output.weight = mha::TensorView(
+        w.output.weight, w.output.layout == MHA_LAYOUT_IN_OUT ? mha::Shape{model, out}
+                                                              : mha::Shape{out, model});
+    if (w.output.bias)
+      weights.output.bias = mha::TensorView(w.output.bias, mha::Shape{out});
+  }
+  return weights;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* mha_last_error(void) { return t_last_error.c_str(); }
+
+mha_status mha_layer_create(const mha_config* config, const mha_weights* weights,
+                            mha_layer** layer) {
+  return Guard([&] {
+    Require(config, "config");
+    Require(weights, "weights");
+    Require(layer, "layer");
+    const mha::AttentionConfig cpp_config = ToConfig(*config);
+    *layer = new mha_layer{
+        mha::MultiheadAttention(cpp_config, ToWeights(cpp_config, *weights))};
+  });
+}
+
+void mha_layer_destroy(mha_layer* layer) { delete layer; }
+
+int64_t mha_layer_output_dim(const mha_layer* layer) {
+  return layer ? layer->attention.output_dim() : 0;
+}
+
+mha_status mha_forward(const mha_layer* layer, const mha_forward_args* args) {
+  return Guard([&] {
+    Require(layer, "layer");
+    Require(args, "args");
+    const mha::AttentionConfig& config = layer->attention.config();
+    const int64_t b = args->batch, sq = args->query_len, sk = args->key_len;
+    mha::AttentionInputs inputs;
+    inputs.query = mha::TensorView(args->query, mha::Shape{b, sq, config.query_dim});
+    if (args->key) {
+      inputs.key =
+          mha::TensorView(args->key, mha::Shape{b, sk, config.resolved_key_dim()});
+    }
+    if (args->value) {
+      inputs.value =
+          mha::TensorView(args->value, mha::Shape{b, sk, config.resolved_value_dim()});
+    }
+    mha::AttentionMasks masks;
+    masks.is_causal = args->is_causal != 0;
+    if (args->key_lengths) {
+      masks.key_lengths =
+          mha::TensorView(args->key_lengths, mha::DType::kInt64, mha::Shape{b});
+    }
+    if (args->key_padding_mask) {
+      masks.key_padding_mask =
+          mha::TensorView(args->key_padding_mask, mha::DType::kBool, mha::Shape{b, sk});
+    }
+    if (args->attn_mask)
+      masks.attn_mask = mha::TensorView(args->attn_mask, mha::Shape{sq, sk});
+    mha::ForwardOptions options;
+    options.average_attn_weights = args->average_attn_weights != 0;
+    options.num_threads = args->num_threads;
+    mha::AttentionOutputs outputs;
+    outputs.output = mha::MutableTensorView(
+        args->output, mha::Shape{b, sq, layer->attention.output_dim()});
+    if (args->attn_weights) {
+      outputs.attn_weights = mha::MutableTensorView(
+          args->attn_weights, options.average_attn_weights
+                                  ? mha::Shape{b, sq, sk}
+                                  : mha::Shape{b, config.num_heads, sq, sk});
+    }
+    layer->attention.Forward(inputs, masks, outputs, options);
+  });
+}
+
+mha_status mha_kv_cache_create(const mha_layer* layer, int64_t max_batch,
+                               int64_t max_seq_len, mha_kv_cache** cache) {
+  return Guard([&] {
+    Require(layer, "layer");
+    Require(cache, "cache");
+    *cache =
+        new mha_kv_cache{mha::KvCache(layer->attention.config(), max_batch, max_seq_len)};
+  });
+}
+
+void mha_kv_cache_destroy(mha_kv_cache* cache) { delete cache; }
+
+mha_status mha_kv_cache_reset(mha_kv_cache* cache, int64_t sequence) {
+  return Guard([&] {
+    Require(cache, "cache");
+    if (sequence == -1) {
+      cache->cache.Reset();
+    } else {
+      cache->cache.Reset(sequence);
+    }
+  });
+}
+
+int64_t mha_kv_cache_length(const mha_kv_cache* cache, int64_t sequence) {
+  int64_t length = -1;
+  Guard([&] {
+    Require(cache, "cache");
+    length = cache->cache.length(sequence);
+  });
+  return length;
+}
+
+mha_status mha_forward_with_cache(const mha_layer* layer, mha_kv_cache* cache,
+                                  int64_t batch, int64_t new_tokens, const float* query,
+                                  const int64_t* new_lengths, float* output,
+                                  int num_threads) {
+  return Guard([&] {
+    Require(layer, "layer");
+    Require(cache, "cache");
+    const int64_t dim = layer->attention.config().query_dim;
+    mha::ForwardOptions options;
+    options.num_threads = num_threads;
+    layer->attention.ForwardWithCache(
+        mha::TensorView(query, mha::Shape{batch, new_tokens, dim}),
+        new_lengths ? mha::TensorView(new_lengths, mha::DType::kInt64, mha::Shape{batch})
+                    : mha::TensorView(),
+        cache->cache,
+        mha::MutableTensorView(
+            output, mha::Shape{batch, new_tokens, layer->attention.output_dim()}),
+        options);
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,149 @@
+/* The C API from C: a forward checked against a naive C implementation, errors as
+ * status codes with messages, and KV-cache decoding against a causal forward. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mha/mha.h"
+
+enum { B = 2, S = 5, E = 8, H = 2, D = 4 };
+
+static int g_passed, g_failed;
+
+static void Check(int ok, const char* what) {
+  if (ok) {
+    ++g_passed;
+  } else {
+    ++g_failed;
+    printf("FAILED: %s (last error: %s)\n", what, mha_last_error());
+  }
+}
+
+static float Close(const float* a, const float* b, int n) {
+  float worst = 0.0f;
+  for (int i = 0; i < n; ++i) worst = fmaxf(worst, fabsf(a[i] - b[i]));
+  return worst;
+}
+
+/* y[r][o] = sum_i x[r][i] w[o][i] + bias[o]  (nn.Linear layout) */
+static void Linear(const float* x, int rows, int in, const float* w, const float* bias,
+                   int out, float* y) {
+  for (int r = 0; r < rows; ++r)
+    for (int o = 0; o < out; ++o) {
+      double sum = bias[o];
+      for (int i = 0; i < in; ++i) sum += (double)x[r * in + i] * w[o * in + i];
+      y[r * out + o] = (float)sum;
+    }
+}
+
+/* Naive causal-or-not self-attention with projections, for the check. */
+static void Naive(const float* x, const float* w[4], const float* bias[4], int causal,
+                  float* out) {
+  float q[B * S * E], k[B * S * E], v[B * S * E], ctx[B * S * E];
+  Linear(x, B * S, E, w[0], bias[0], E, q);
+  Linear(x, B * S, E, w[1], bias[1], E, k);
+  Linear(x, B * S, E, w[2], bias[2], E, v);
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h)
+      for (int i = 0; i < S; ++i) {
+        double p[S], max = -1e30, sum = 0.0;
+        for (int j = 0; j < S; ++j) {
+          double dot = 0.0;
+          for (int d = 0; d < D; ++d)
+            dot += q[(b * S + i) * E + h * D + d] * k[(b * S + j) * E + h * D + d];
+          p[j] = (causal && j > i) ? -1e30 : dot / sqrt((double)D);
+          if (p[j] > max) max = p[j];
+        }
+        for (int j = 0; j < S; ++j)
+          sum += (p[j] = (p[j] <= -1e29) ? 0.0 : exp(p[j] - max));
+        for (int d = 0; d < D; ++d) {
+          double acc = 0.0;
+          for (int j = 0; j < S; ++j) acc += p[j] / sum * v[(b * S + j) * E + h * D + d];
+          ctx[(b * S + i) * E + h * D + d] = (float)acc;
+        }
+      }
+  Linear(ctx, B * S, E, w[3], bias[3], E, out);
+}
+
+int main(void) {
+  static float weights[4][E * E], biases[4][E], x[B * S * E];
+  srand(7);
+  for (int p = 0; p < 4; ++p) {
+    for (int i = 0; i < E * E; ++i) weights[p][i] = (float)rand() / RAND_MAX - 0.5f;
+    for (int i = 0; i < E; ++i) biases[p][i] = (float)rand() / RAND_MAX - 0.5f;
+  }
+  for (int i = 0; i < B * S * E; ++i) x[i] = (float)rand() / RAND_MAX * 2.0f - 1.0f;
+
+  mha_config config = {H, D, E, 0, 0, 0, 0.0f};
+  mha_weights w;
+  memset(&w, 0, sizeof(w));
+  mha_projection* parts[4] = {&w.query, &w.key, &w.value, &w.output};
+  for (int p = 0; p < 4; ++p) {
+    parts[p]->weight = weights[p];
+    parts[p]->bias = biases[p];
+    parts[p]->layout = MHA_LAYOUT_OUT_IN;
+  }
+  mha_layer* layer = NULL;
+  Check(mha_layer_create(&config, &w, &layer) == MHA_OK, "create layer");
+  Check(mha_layer_output_dim(layer) == E, "output_dim");
+
+  /* Forward against the naive C implementation, causal and not. */
+  const float* wp[4] = {weights[0], weights[1], weights[2], weights[3]};
+  const float* bp[4] = {biases[0], biases[1], biases[2], biases[3]};
+  for (int causal = 0; causal < 2; ++causal) {
+    float out[B * S * E], expected[B * S * E];
+    mha_forward_args args;
+    memset(&args, 0, sizeof(args));
+    args.batch = B;
+    args.query_len = args.key_len = S;
+    args.query = x;
+    args.is_causal = causal;
+    args.output = out;
+    Check(mha_forward(layer, &args) == MHA_OK, "forward");
+    Naive(x, wp, bp, causal, expected);
+    Check(Close(out, expected, B * S * E) < 1e-4f, causal ? "causal output" : "output");
+
+    /* Decoding token by token through a cache gives the causal outputs. */
+    if (causal) {
+      mha_kv_cache* cache = NULL;
+      Check(mha_kv_cache_create(layer, B, S, &cache) == MHA_OK, "create cache");
+      for (int t = 0; t < S; ++t) {
+        float token[B * E], step[B * E], want[B * E];
+        for (int b = 0; b < B; ++b) {
+          memcpy(token + b * E, x + (b * S + t) * E, sizeof(float) * E);
+          memcpy(want + b * E, expected + (b * S + t) * E, sizeof(float) * E);
+        }
+        Check(mha_forward_with_cache(layer, cache, B, 1, token, NULL, step, 0) == MHA_OK,
+              "decode step");
+        Check(Close(step, want, B * E) < 1e-4f, "decode output");
+      }
+      Check(mha_kv_cache_length(cache, 1) == S, "cache length");
+      /* A full cache refuses more and stays as it was. */
+      float token[B * E] = {0}, step[B * E];
+      Check(mha_forward_with_cache(layer, cache, B, 1, token, NULL, step, 0) ==
+                MHA_INVALID_ARGUMENT,
+            "overflow refused");
+      Check(strstr(mha_last_error(), "exceeds max_seq_len") != NULL, "overflow message");
+      Check(mha_kv_cache_length(cache, 0) == S, "length kept");
+      Check(mha_kv_cache_reset(cache, -1) == MHA_OK && mha_kv_cache_length(cache, 0) == 0,
+            "reset");
+      Check(mha_kv_cache_length(cache, 9) == -1, "bad sequence index");
+      mha_kv_cache_destroy(cache);
+    }
+  }
+
+  /* Errors are status codes with messages naming the argument. */
+  mha_config bad = config;
+  bad.num_heads = 0;
+  mha_layer* none = NULL;
+  Check(mha_layer_create(&bad, &w, &none) == MHA_INVALID_ARGUMENT && none == NULL,
+        "bad config refused");
+  Check(strstr(mha_last_error(), "num_heads") != NULL, "bad config message");
+  Check(mha_forward(layer, NULL) == MHA_INVALID_ARGUMENT, "NULL args refused");
+  Check(strstr(mha_last_error(), "args") != NULL, "NULL args message");
+
+  mha_layer_destroy(layer);
+  printf("%d passed, %d failed\n", g_passed, g_failed);
+  return g_failed == 0 ? 0 : 1;
+}
