@@ -1,0 +1,101 @@
+// One layer shared by several request threads, each with its own inputs and KV
+// cache, gives exactly the serial results; and calls from inside the caller's own
+// OpenMP parallel region run on the calling thread (no nested teams). Also built
+// with ThreadSanitizer in CI.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <thread>
+
+#include "src/threading/parallel_for.h"
+#include "tests/test_util.h"
+
+namespace mha::testing {
+namespace {
+
+constexpr int64_t kEmbed = 32, kLength = 19;
+constexpr int kRequests = 4;
+
+struct Request {
+  std::vector<float> input = RandomFloats(2 * kLength * kEmbed, 40);
+  std::vector<float> output = std::vector<float>(2 * kLength * kEmbed);
+  std::vector<float> decoded = std::vector<float>(2 * kLength * kEmbed);
+};
+
+OwnedLayer SharedLayer() {
+  LayerSpec spec;
+  spec.num_heads = 4;
+  spec.num_kv_heads = 2;
+  spec.head_dim = 8;
+  spec.query_dim = kEmbed;
+  return MakeLayer(spec, 17);
+}
+
+// One request: a causal forward, then the same tokens decoded through a cache.
+void Serve(const MultiheadAttention& attention, Request& request, uint32_t seed,
+           int num_threads = 1) {
+  request.input = RandomFloats(2 * kLength * kEmbed, seed);
+  AttentionMasks masks;
+  masks.is_causal = true;
+  ForwardOptions options;
+  options.num_threads = num_threads;
+  attention.Forward({TensorView(request.input.data(), Shape{2, kLength, kEmbed}), {}, {}},
+                    masks,
+                    {MutableTensorView(request.output.data(), Shape{2, kLength, kEmbed}), {}},
+                    options);
+  KvCache cache(attention.config(), 2, kLength);
+  for (int64_t t = 0; t < kLength; ++t) {
+    float token[2 * kEmbed], out[2 * kEmbed];
+    for (int b = 0; b < 2; ++b) {
+      std::copy_n(request.input.begin() + (b * kLength + t) * kEmbed, kEmbed, token + b * kEmbed);
+    }
+    attention.ForwardWithCache(TensorView(token, Shape{2, 1, kEmbed}), {}, cache,
+                               MutableTensorView(out, Shape{2, 1, kEmbed}), options);
+    for (int b = 0; b < 2; ++b) {
+      std::copy_n(out + b * kEmbed, kEmbed,
+                  request.decoded.begin() + (b * kLength + t) * kEmbed);
+    }
+  }
+}
+
+TEST(Concurrency, RequestThreadsMatchSerialResults) {
+  const OwnedLayer layer = SharedLayer();
+  const MultiheadAttention attention(layer.config, layer.weights);
+  Request serial[kRequests], concurrent[kRequests];
+  for (int r = 0; r < kRequests; ++r) Serve(attention, serial[r], 100 + r);
+
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRequests; ++r) {
+    threads.emplace_back([&, r] {
+      for (int repeat = 0; repeat < 3; ++repeat) Serve(attention, concurrent[r], 100 + r);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (int r = 0; r < kRequests; ++r) {
+    EXPECT_EQ(concurrent[r].output, serial[r].output) << "request " << r;
+    EXPECT_EQ(concurrent[r].decoded, serial[r].decoded) << "request " << r;
+    ExpectClose(concurrent[r].decoded, concurrent[r].output, "decode vs forward");
+  }
+}
+
+TEST(Concurrency, InsideCallersParallelRegionRunsOnCallingThread) {
+  const OwnedLayer layer = SharedLayer();
+  const MultiheadAttention attention(layer.config, layer.weights);
+  Request serial[2], inside[2];
+  for (int r = 0; r < 2; ++r) Serve(attention, serial[r], 200 + r);
+  int team_sizes[2] = {0, 0};
+#pragma omp parallel num_threads(2)
+  {
+    const int r = omp_get_thread_num();
+    team_sizes[r] = internal::TeamSize();
+    Serve(attention, inside[r], 200 + r, /*num_threads=*/0);
+  }
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(team_sizes[r], 1) << "a nested team would oversubscribe";
+    ExpectClose(inside[r].output, serial[r].output, "inside a parallel region");
+    ExpectClose(inside[r].decoded, serial[r].decoded, "decoded inside a parallel region");
+  }
+}
+
+}  // namespace
+}  // namespace mha::testing

@@ -1,0 +1,32 @@
+/* A C program linked with `pkg-config --static --libs mha`. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "mha/mha.h"
+
+int main(void) {
+  enum { E = 8, S = 3 };
+  static float w[E * E], x[S * E], out[S * E];
+  for (int i = 0; i < E * E; ++i) w[i] = 0.01f * (float)(i % 7);
+  for (int i = 0; i < S * E; ++i) x[i] = sinf((float)i);
+  mha_config config = {2, E / 2, E, 0, 0, 0, 0.0f};
+  mha_weights weights;
+  memset(&weights, 0, sizeof(weights));
+  weights.query.weight = weights.key.weight = weights.value.weight = w;
+  mha_layer* layer = NULL;
+  if (mha_layer_create(&config, &weights, &layer) != MHA_OK) {
+    printf("create failed: %s\n", mha_last_error());
+    return 1;
+  }
+  mha_forward_args args;
+  memset(&args, 0, sizeof(args));
+  args.batch = 1;
+  args.query_len = args.key_len = S;
+  args.query = x;
+  args.output = out;
+  const int ok = mha_forward(layer, &args) == MHA_OK && isfinite(out[0]);
+  mha_layer_destroy(layer);
+  printf("pkg-config consumer: %s, out[0] = %f\n", ok ? "ok" : "FAILED", out[0]);
+  return ok ? 0 : 1;
+}
