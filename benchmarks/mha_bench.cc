@@ -4,6 +4,7 @@
 #include <benchmark/benchmark.h>
 
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
@@ -158,6 +159,60 @@ void BM_GemmPeak(benchmark::State& state) {
   SetGflops(state, 2.0 * n * n * n);
 }
 
+// STREAM-like copy on every core: the memory bandwidth decoding can reach.
+void BM_StreamCopy(benchmark::State& state) {
+  const size_t count = size_t{64} << 20;  // 256 MiB per array, far beyond the caches
+  std::vector<float> source(count, 1.0f), destination(count);
+  for (auto _ : state) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < static_cast<int64_t>(count); ++i) destination[i] = source[i];
+    benchmark::DoNotOptimize(destination.data());
+  }
+  state.counters["GBps"] = benchmark::Counter(
+      2.0 * count * sizeof(float) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// One decode step at cached length 2048: 32 query heads on 8 KV heads of 128 (a
+// Llama-style layer), batch 1 or 8. embed 4096 is the whole layer, whose weights
+// (168 MB) dominate the bytes read; embed 64 shrinks the projections so the step is
+// the attention over the cache. GBps counters: K/V bytes, and K/V plus weights.
+void BM_Decode(benchmark::State& state, int64_t batch, int64_t embed) {
+  constexpr int64_t kHeads = 32, kKvHeads = 8, kHeadDim = 128, kCached = 2048;
+  const int64_t model = kHeads * kHeadDim, kv = kKvHeads * kHeadDim;
+  const mha::AttentionConfig config{kHeads, kHeadDim, embed, 0, 0, {}, kKvHeads};
+  const float scale = 1.0f / std::sqrt(static_cast<float>(embed));
+  const std::vector<float> wq = Random(model * embed, 1, scale),
+                           wk = Random(kv * embed, 2, scale),
+                           wv = Random(kv * embed, 3, scale),
+                           wo = Random(embed * model, 4, 0.01f);
+  mha::AttentionWeights weights;
+  weights.query.weight = {wq.data(), mha::Shape{model, embed}};
+  weights.key.weight = {wk.data(), mha::Shape{kv, embed}};
+  weights.value.weight = {wv.data(), mha::Shape{kv, embed}};
+  weights.output.weight = {wo.data(), mha::Shape{embed, model}};
+  const mha::MultiheadAttention attention(config, weights);
+  mha::KvCache cache(config, batch, kCached + 1);
+  constexpr int64_t kChunk = 256;
+  const std::vector<float> prefill = Random(batch * kChunk * embed, 5, 1.0f);
+  std::vector<float> out(batch * kChunk * embed);
+  for (int64_t filled = 0; filled < kCached; filled += kChunk) {
+    attention.ForwardWithCache({prefill.data(), mha::Shape{batch, kChunk, embed}}, {},
+                               cache, {out.data(), mha::Shape{batch, kChunk, embed}});
+  }
+  const std::vector<float> token = Random(batch * embed, 6, 1.0f);
+  for (auto _ : state) {
+    for (int64_t b = 0; b < batch; ++b) cache.Truncate(b, kCached);
+    attention.ForwardWithCache({token.data(), mha::Shape{batch, 1, embed}}, {}, cache,
+                               {out.data(), mha::Shape{batch, 1, embed}});
+  }
+  const double kv_bytes = 2.0 * batch * kCached * kv * sizeof(float);
+  const double weight_bytes = (2.0 * model + 2.0 * kv) * embed * sizeof(float);
+  state.counters["kv_GBps"] =
+      benchmark::Counter(kv_bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["total_GBps"] = benchmark::Counter(
+      (kv_bytes + weight_bytes) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 void RegisterAll() {
   benchmark::RegisterBenchmark("BM_GemmPeak", BM_GemmPeak)
       ->UseRealTime()
@@ -180,6 +235,20 @@ void RegisterAll() {
   benchmark::RegisterBenchmark("BM_Mha/bert_base_s512_b8/threads:1", BM_Mha, kCases[2], 1)
       ->UseRealTime()
       ->Unit(benchmark::kMicrosecond);
+  // Decoding over a KV cache, against the memory bandwidth.
+  benchmark::RegisterBenchmark("BM_StreamCopy", BM_StreamCopy)
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
+  for (int64_t batch : {1, 8}) {
+    for (int64_t embed : {64, 4096}) {
+      const std::string name = std::string("BM_Decode/") +
+                               (embed == 64 ? "attention" : "layer") + "_b" +
+                               std::to_string(batch);
+      benchmark::RegisterBenchmark(name.c_str(), BM_Decode, batch, embed)
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
+    }
+  }
   // Causal attention across sequence lengths (GPT-2 width).
   for (int64_t s : {256, 512, 1024, 2048, 4096}) {
     static std::vector<std::string> names;

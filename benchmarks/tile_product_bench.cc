@@ -15,7 +15,8 @@ namespace HWY_NAMESPACE {
 
 void TileProduct(size_t rows, size_t n, size_t depth, const float* a, size_t lda,
                  const float* b, size_t ldb, float* c, size_t ldc) {
-  TileMatMul(hwy::HWY_NAMESPACE::ScalableTag<float>(), rows, n, depth, a, lda, b, ldb, c, ldc,
+  TileMatMul(hwy::HWY_NAMESPACE::ScalableTag<float>(), rows, n, depth, a, lda, b, ldb, c,
+             ldc,
              /*accumulate=*/true);
 }
 
@@ -40,8 +41,9 @@ namespace {
 constexpr int64_t kShapes[2][3] = {{48, 128, 64}, {48, 64, 128}};
 
 void SetFlops(benchmark::State& state, const int64_t* shape) {
-  state.counters["GFLOPS"] = benchmark::Counter(2e-9 * shape[0] * shape[1] * shape[2],
-                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOPS"] =
+      benchmark::Counter(2e-9 * shape[0] * shape[1] * shape[2],
+                         benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void BM_TileHighway(benchmark::State& state) {
@@ -51,8 +53,8 @@ void BM_TileHighway(benchmark::State& state) {
   const size_t lda = state.range(0) == 0 ? 2304 : 128;
   std::vector<float> a(rows * lda, 0.5f), b(depth * n, 0.25f), c(rows * n);
   for (auto _ : state) {
-    HWY_DYNAMIC_DISPATCH(mha::TileProduct)(rows, n, depth, a.data(), lda, b.data(), n, c.data(),
-                                           n);
+    HWY_DYNAMIC_DISPATCH(mha::TileProduct)
+    (rows, n, depth, a.data(), lda, b.data(), n, c.data(), n);
     benchmark::DoNotOptimize(c.data());
   }
   SetFlops(state, shape);
@@ -77,7 +79,8 @@ void BM_TileOneDnn(benchmark::State& state) {
                                         engine);
   const dnnl::matmul matmul(pd);
   std::vector<float> a(rows * lda, 0.5f), b(depth * n, 0.25f), c(rows * n);
-  memory ma(a_desc, engine, a.data()), mb(b_desc, engine, b.data()), mc(c_desc, engine, c.data());
+  memory ma(a_desc, engine, a.data()), mb(b_desc, engine, b.data()),
+      mc(c_desc, engine, c.data());
   dnnl_exec_arg_t args[3] = {
       {DNNL_ARG_SRC, ma.get()}, {DNNL_ARG_WEIGHTS, mb.get()}, {DNNL_ARG_DST, mc.get()}};
   for (auto _ : state) {

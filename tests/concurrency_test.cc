@@ -39,15 +39,15 @@ void Serve(const MultiheadAttention& attention, Request& request, uint32_t seed,
   masks.is_causal = true;
   ForwardOptions options;
   options.num_threads = num_threads;
-  attention.Forward({TensorView(request.input.data(), Shape{2, kLength, kEmbed}), {}, {}},
-                    masks,
-                    {MutableTensorView(request.output.data(), Shape{2, kLength, kEmbed}), {}},
-                    options);
+  attention.Forward(
+      {TensorView(request.input.data(), Shape{2, kLength, kEmbed}), {}, {}}, masks,
+      {MutableTensorView(request.output.data(), Shape{2, kLength, kEmbed}), {}}, options);
   KvCache cache(attention.config(), 2, kLength);
   for (int64_t t = 0; t < kLength; ++t) {
     float token[2 * kEmbed], out[2 * kEmbed];
     for (int b = 0; b < 2; ++b) {
-      std::copy_n(request.input.begin() + (b * kLength + t) * kEmbed, kEmbed, token + b * kEmbed);
+      std::copy_n(request.input.begin() + (b * kLength + t) * kEmbed, kEmbed,
+                  token + b * kEmbed);
     }
     attention.ForwardWithCache(TensorView(token, Shape{2, 1, kEmbed}), {}, cache,
                                MutableTensorView(out, Shape{2, 1, kEmbed}), options);

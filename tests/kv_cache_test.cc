@@ -128,6 +128,30 @@ TEST(KvCache, RaggedBatchKeepsSequencesApartAndPaddingOut) {
   EXPECT_EQ(cache.length(3), 0);
 }
 
+TEST(KvCache, TruncateRollsBackTokens) {
+  const OwnedLayer layer = DecoderLayer(2);
+  const MultiheadAttention attention(layer.config, layer.weights);
+  const std::vector<float> x = RandomFloats(7 * kEmbed, 31);
+  const std::vector<float> rejected = RandomFloats(3 * kEmbed, 32);
+  const std::vector<float> expected = FullCausal(attention, x.data(), 1, 7);
+  KvCache cache(layer.config, 1, 10);
+  std::vector<float> out(5 * kEmbed);
+  attention.ForwardWithCache(TensorView(x.data(), Shape{5, kEmbed}), {}, cache,
+                             MutableTensorView(out.data(), Shape{5, kEmbed}));
+  std::vector<float> draft(3 * kEmbed);
+  attention.ForwardWithCache(TensorView(rejected.data(), Shape{3, kEmbed}), {}, cache,
+                             MutableTensorView(draft.data(), Shape{3, kEmbed}));
+  cache.Truncate(0, 5);  // the three speculative tokens were rejected
+  EXPECT_EQ(cache.length(0), 5);
+  out.resize(2 * kEmbed);
+  attention.ForwardWithCache(TensorView(x.data() + 5 * kEmbed, Shape{2, kEmbed}), {},
+                             cache, MutableTensorView(out.data(), Shape{2, kEmbed}));
+  ExpectClose(out, std::vector<float>(expected.end() - 2 * kEmbed, expected.end()),
+              "after truncate");
+  EXPECT_THROW(cache.Truncate(0, 8), Error);
+  EXPECT_EQ(cache.length(0), 7);
+}
+
 TEST(KvCache, ResetSequenceStartsOver) {
   const OwnedLayer layer = DecoderLayer(4);
   const MultiheadAttention attention(layer.config, layer.weights);

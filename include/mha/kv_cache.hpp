@@ -27,6 +27,9 @@ class KvCache {
   int64_t length(int64_t sequence) const;  // tokens cached for that sequence
   void Reset();                            // every sequence empty
   void Reset(int64_t sequence);            // one sequence empty (continuous batching)
+  // Drops a sequence's tokens from position `length` on (length <= length(sequence)),
+  // e.g. rejected speculative tokens.
+  void Truncate(int64_t sequence, int64_t length);
 
   struct Impl;  // opaque: defined inside the library
 

@@ -24,7 +24,8 @@ KvCache::Impl::Impl(const AttentionConfig& config, int64_t batch, int64_t seq_le
       head_dim(config.head_dim),
       max_batch(batch),
       max_seq_len(seq_len),
-      capacity(Padded(seq_len)),
+      capacity((seq_len + internal::HeadScratch::kKeyBlock - 1) /
+               internal::HeadScratch::kKeyBlock * internal::HeadScratch::kKeyBlock),
       padded_head_dim(Padded(config.head_dim)),
       lengths(batch, 0) {
   // Zero-filled: padded rows and columns must read as 0 (a 0 weight times a NaN
@@ -69,12 +70,25 @@ void KvCache::Reset(int64_t sequence) {
     Fail("KvCache::Reset: sequence must be in [0, ", impl_->max_batch, "), got ",
          sequence);
   }
+  Truncate(sequence, 0);
+}
+
+void KvCache::Truncate(int64_t sequence, int64_t length) {
+  if (sequence < 0 || sequence >= impl_->max_batch) {
+    Fail("KvCache::Truncate: sequence must be in [0, ", impl_->max_batch, "), got ",
+         sequence);
+  }
+  const int64_t current = impl_->lengths[sequence];
+  if (length < 0 || length > current) {
+    Fail("KvCache::Truncate: length must be in [0, ", current, "], got ", length);
+  }
   // Values past a sequence's length are multiplied by 0: keep them finite.
+  const int64_t stride = impl_->padded_head_dim;
   for (int64_t kv_head = 0; kv_head < impl_->num_kv_heads; ++kv_head) {
     float* values = impl_->ValuePanel(sequence, kv_head);
-    std::fill(values, values + impl_->lengths[sequence] * impl_->padded_head_dim, 0.0f);
+    std::fill(values + length * stride, values + current * stride, 0.0f);
   }
-  impl_->lengths[sequence] = 0;
+  impl_->lengths[sequence] = length;
 }
 
 }  // namespace mha

@@ -1,6 +1,7 @@
 // KvCache::Impl: the cache's panels, laid out as AttendHead reads them, so decoding
-// attends over the cache without copying it: per (sequence, KV head) a K^T panel
-// [head_dim, capacity] and a V panel [capacity, padded head_dim], both zero-padded.
+// attends over the cache without copying it: per (sequence, KV head) a key-blocked
+// K^T panel (blocks of HeadScratch::kKeyBlock keys) and a V panel [capacity, padded
+// head_dim], both zero-padded.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +23,7 @@ struct KvCache::Impl {
   }
 
   int64_t num_kv_heads, head_dim, max_batch, max_seq_len;
-  int64_t capacity;         // max_seq_len padded to whole vectors: K^T row stride
+  int64_t capacity;         // max_seq_len padded to whole key blocks
   int64_t padded_head_dim;  // V row stride
   std::vector<int64_t> lengths;
   std::vector<float> keys, values;

@@ -99,6 +99,8 @@ struct MultiheadAttention::Impl {
                        const AttentionOutputs& outputs, Workspace& workspace) const;
   void Attend(const Problem& problem, const internal::MaskPlan& masks,
               const AttendSlab& slab, Workspace& workspace) const;
+  internal::HeadTask MakeTask(const Problem& problem, const AttendSlab& slab,
+                              int64_t batch, int64_t head, int64_t heads_per_task) const;
   int ThreadsFor(const Problem& problem, const ForwardOptions& options) const;
   void ForwardWithCache(const TensorView& query, const TensorView& new_lengths,
                         KvCache::Impl& cache, const MutableTensorView& output,
@@ -150,48 +152,62 @@ void MultiheadAttention::Impl::Attend(const Problem& problem,
                                       const internal::MaskPlan& masks,
                                       const AttendSlab& slab,
                                       Workspace& workspace) const {
-  const int64_t num_heads = config.num_heads, head_dim = config.head_dim;
-  const int64_t batches = slab.batch_end - slab.batch_begin;
-  const internal::HeadScratch layout(problem.key_len, head_dim,
+  // Decoding one token with grouped KV heads: one task per (batch, KV group), its
+  // query heads as the rows, so every K/V panel is streamed once, not once per head.
+  const int64_t heads_per_task =
+      slab.cache && problem.query_len == 1 ? config.group_size() : 1;
+  const int64_t tasks_per_batch = config.num_heads / heads_per_task;
+  const internal::HeadScratch layout(problem.key_len, config.head_dim,
                                      slab.probabilities != nullptr, !slab.cache);
   float* scratch = Workspace::Reserve(workspace.head_scratch,
                                       internal::TeamSize() * layout.total_floats);
   internal::ParallelFor(
-      batches * num_heads, scratch, layout.total_floats,
+      (slab.batch_end - slab.batch_begin) * tasks_per_batch, scratch, layout.total_floats,
       [&](int64_t index, float* thread_scratch) {
-        internal::HeadTask task;
-        task.batch = slab.batch_begin + index / num_heads;
-        task.head = index % num_heads;
-        task.first_query = slab.first_query;
-        task.query_len =
-            slab.query_counts ? slab.query_counts[task.batch] : slab.query_count;
-        task.key_len = problem.key_len;
-        task.head_dim = head_dim;
-        const int64_t column = task.head * head_dim;
-        const int64_t kv_column = task.head / config.group_size() * head_dim;
-        task.query = slab.query.Row(task.batch, 0) + column;
-        if (slab.cache) {
-          const int64_t kv_head = task.head / config.group_size();
-          task.key_panel = slab.cache->KeyPanel(task.batch, kv_head);
-          task.value_panel = slab.cache->ValuePanel(task.batch, kv_head);
-          task.key_panel_stride = slab.cache->capacity;
-        } else {
-          task.key = slab.key.Row(task.batch, 0) + kv_column;
-          task.value = slab.value.Row(task.batch, 0) + kv_column;
-        }
-        task.context = slab.context.Row(task.batch, 0) + column;
-        task.query_stride = slab.query.row_stride;
-        task.key_stride = slab.key.row_stride;
-        task.value_stride = slab.value.row_stride;
-        task.context_stride = slab.context.row_stride;
-        if (slab.probabilities) {
-          task.probabilities = slab.probabilities +
-                               ((task.batch * num_heads + task.head) * problem.query_len +
-                                slab.first_query) *
-                                   problem.key_len;
-        }
-        internal::AttendHead(task, masks, layout, thread_scratch);
+        const int64_t batch = slab.batch_begin + index / tasks_per_batch;
+        const int64_t head = index % tasks_per_batch * heads_per_task;
+        internal::AttendHead(MakeTask(problem, slab, batch, head, heads_per_task), masks,
+                             layout, thread_scratch);
       });
+}
+
+internal::HeadTask MultiheadAttention::Impl::MakeTask(const Problem& problem,
+                                                      const AttendSlab& slab,
+                                                      int64_t batch, int64_t head,
+                                                      int64_t heads_per_task) const {
+  const int64_t head_dim = config.head_dim, kv_head = head / config.group_size();
+  internal::HeadTask task;
+  task.batch = batch;
+  task.head = head;
+  task.first_query = slab.first_query;
+  task.query_len = slab.query_counts ? slab.query_counts[batch] : slab.query_count;
+  task.key_len = problem.key_len;
+  task.head_dim = head_dim;
+  task.query = slab.query.Row(batch, 0) + head * head_dim;
+  task.context = slab.context.Row(batch, 0) + head * head_dim;
+  task.query_stride = slab.query.row_stride;
+  task.context_stride = slab.context.row_stride;
+  if (heads_per_task > 1) {  // rows are the group's heads, side by side, one position
+    task.query_len *= heads_per_task;
+    task.query_stride = task.context_stride = head_dim;
+    task.position_step = 0;
+  }
+  if (slab.cache) {
+    task.key_panel = slab.cache->KeyPanel(batch, kv_head);
+    task.value_panel = slab.cache->ValuePanel(batch, kv_head);
+  } else {
+    task.key = slab.key.Row(batch, 0) + kv_head * head_dim;
+    task.value = slab.value.Row(batch, 0) + kv_head * head_dim;
+    task.key_stride = slab.key.row_stride;
+    task.value_stride = slab.value.row_stride;
+  }
+  if (slab.probabilities) {
+    task.probabilities =
+        slab.probabilities +
+        ((batch * config.num_heads + head) * problem.query_len + slab.first_query) *
+            problem.key_len;
+  }
+  return task;
 }
 
 // All queries at once: one fused QKV GEMM for self-attention, then attention into the
@@ -406,10 +422,10 @@ void MultiheadAttention::Impl::AppendToCache(const Problem& problem, const float
       problem.batch_size * kv_heads, nullptr, 0, [&](int64_t index, float* /*scratch*/) {
         const int64_t b = index / kv_heads, kv_head = index % kv_heads;
         const int64_t first_row = b * problem.query_len * width + kv_head * head_dim;
-        internal::AppendToPanels({keys + first_row, values + first_row, width,
-                                  new_lengths[b], head_dim, cache.KeyPanel(b, kv_head),
-                                  cache.ValuePanel(b, kv_head), cache.capacity,
-                                  cache.padded_head_dim, cache.lengths[b]});
+        internal::AppendToPanels(
+            {keys + first_row, values + first_row, width, new_lengths[b], head_dim,
+             cache.KeyPanel(b, kv_head), cache.ValuePanel(b, kv_head),
+             internal::HeadScratch::kKeyBlock, cache.padded_head_dim, cache.lengths[b]});
       });
 }
 

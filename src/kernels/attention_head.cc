@@ -23,7 +23,7 @@ using mha::HWY_NAMESPACE::MaskFrom;
 using mha::HWY_NAMESPACE::OnlineSoftmaxBlock;
 using mha::HWY_NAMESPACE::ScaleRow;
 using mha::HWY_NAMESPACE::SplitHead;
-using mha::HWY_NAMESPACE::SplitHeadTransposed;
+using mha::HWY_NAMESPACE::SplitKeysTransposed;
 using mha::HWY_NAMESPACE::TileMatMul;
 
 size_t RoundUp(size_t n, size_t multiple) {
@@ -34,15 +34,14 @@ size_t RoundUp(size_t n, size_t multiple) {
 class QueryBlock {
  public:
   QueryBlock(const HeadTask& task, const MaskPlan& masks, const HeadScratch& layout,
-             float* scratch, const float* keys, size_t key_stride, const float* values,
-             int64_t first_row, size_t rows)
+             float* scratch, const float* keys, const float* values, int64_t first_row,
+             size_t rows)
       : task_(task),
         masks_(masks),
         layout_(layout),
         first_row_(first_row),
         rows_(rows),
         keys_(keys),
-        key_stride_(key_stride),
         values_(values),
         scores_(scratch + layout.scores),
         context_(scratch + layout.context),
@@ -66,7 +65,8 @@ class QueryBlock {
  private:
   // Position in the sequence of the block's row i, as the masks see it.
   int64_t Absolute(size_t i) const {
-    return task_.first_query + first_row_ + static_cast<int64_t>(i);
+    return task_.first_query +
+           (first_row_ + static_cast<int64_t>(i)) * task_.position_step;
   }
 
   template <class D>
@@ -75,7 +75,7 @@ class QueryBlock {
     const size_t head_dim = static_cast<size_t>(task_.head_dim);
     const size_t dim = layout_.padded_head_dim, stride = layout_.key_block;
     TileMatMul(d, rows_, padded, head_dim, task_.query + first_row_ * task_.query_stride,
-               task_.query_stride, keys_ + first_key, key_stride_, scores_, stride,
+               task_.query_stride, keys_ + first_key * head_dim, stride, scores_, stride,
                /*accumulate=*/false);
     for (size_t i = 0; i < rows_; ++i) {
       float* row = scores_ + i * stride;
@@ -118,8 +118,7 @@ class QueryBlock {
   const HeadScratch& layout_;
   const int64_t first_row_;
   const size_t rows_;
-  const float* keys_;  // K^T panel
-  const size_t key_stride_;
+  const float* keys_;  // key-blocked K^T panel
   const float* values_;
   float* scores_;
   float* context_;
@@ -132,27 +131,24 @@ void AttendHead(const HeadTask& task, const MaskPlan& masks, const HeadScratch& 
   const hn::ScalableTag<float> d;
   const float* keys = task.key_panel;
   const float* values = task.value_panel;
-  size_t key_stride = static_cast<size_t>(task.key_panel_stride);
   if (!keys) {
     // Keys no query of the task can see (causal, lengths) are never copied.
-    const size_t count = static_cast<size_t>(
-        masks.KeyEnd(task.batch, task.first_query + task.query_len - 1));
+    const size_t count = static_cast<size_t>(masks.KeyEnd(
+        task.batch, task.first_query + (task.query_len - 1) * task.position_step));
     const size_t padded = RoundUp(count, HeadScratch::kPanelAlign);
     const size_t head_dim = static_cast<size_t>(task.head_dim);
-    SplitHeadTransposed(d, task.key, task.key_stride, count, padded, head_dim,
-                        scratch + layout.key_panel, layout.padded_keys);
+    SplitKeysTransposed(d, task.key, task.key_stride, 0, count, padded, head_dim,
+                        scratch + layout.key_panel, layout.key_block);
     SplitHead(d, task.value, task.value_stride, count, padded, head_dim,
               scratch + layout.value_panel, layout.padded_head_dim);
     keys = scratch + layout.key_panel;
     values = scratch + layout.value_panel;
-    key_stride = layout.padded_keys;
   }
   for (int64_t first = 0; first < task.query_len;
        first += static_cast<int64_t>(HeadScratch::kQueryBlock)) {
     const size_t rows =
         std::min<size_t>(HeadScratch::kQueryBlock, task.query_len - first);
-    QueryBlock(task, masks, layout, scratch, keys, key_stride, values, first, rows)
-        .Run(d);
+    QueryBlock(task, masks, layout, scratch, keys, values, first, rows).Run(d);
   }
 }
 
@@ -177,8 +173,12 @@ HeadScratch::HeadScratch(int64_t key_len, int64_t head_dim, bool with_probabilit
                          bool split_panels)
     : padded_keys(Padded(key_len)),
       padded_head_dim(Padded(head_dim)),
-      key_block(with_probabilities ? padded_keys : std::min(kKeyBlock, padded_keys)) {
-  const size_t panel_keys = split_panels ? padded_keys : 0;
+      key_block(with_probabilities ? padded_keys
+                : split_panels     ? std::min(kKeyBlock, padded_keys)
+                                   : kKeyBlock) {
+  // The K^T panel holds whole key blocks.
+  const size_t panel_keys =
+      split_panels ? (padded_keys + key_block - 1) / key_block * key_block : 0;
   key_panel = 0;
   value_panel = key_panel + static_cast<size_t>(head_dim) * panel_keys;
   scores = value_panel + panel_keys * padded_head_dim;

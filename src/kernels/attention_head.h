@@ -17,6 +17,10 @@ struct HeadTask {
   // Queries first_query .. first_query + query_len - 1 of the sequence (the masks
   // see these absolute positions); key_len is the whole key sequence.
   int64_t first_query = 0, query_len = 0, key_len = 0, head_dim = 0;
+  // Positions advance by this per query row: 1 for a sequence of tokens; 0 when the
+  // rows are the query heads of one KV group at a single position (decoding), so that
+  // each K/V panel is streamed once for the whole group.
+  int64_t position_step = 1;
   // Rows of this head inside the projection matrices; row r (r = 0 is first_query
   // for the query, key 0 for keys and values) starts at pointer + r * stride and
   // holds head_dim floats.
@@ -29,12 +33,11 @@ struct HeadTask {
   int64_t context_stride = 0;
   // Optional [query_len, Sk] attention probabilities of these queries.
   float* probabilities = nullptr;
-  // Keys and values already split into panels (a KV cache): K^T [head_dim,
-  // key_panel_stride] and V [keys, HeadScratch padded_head_dim], zero-padded. When
-  // set, the key/value rows above are not read and nothing is copied.
+  // Keys and values already split into panels (a KV cache): K^T in key blocks of
+  // HeadScratch::kKeyBlock ([head_dim, block] each) and V [keys, padded head_dim],
+  // zero-padded. When set, the key/value rows above are not read, nothing is copied.
   const float* key_panel = nullptr;
   const float* value_panel = nullptr;
-  int64_t key_panel_stride = 0;
 };
 
 // Where AttendHead keeps its per-thread panels and tiles, in floats. Rows are padded
@@ -50,7 +53,9 @@ struct HeadScratch {
               bool split_panels = true);
 
   size_t padded_keys, padded_head_dim;
-  size_t key_block;  // all keys at once when probabilities are written
+  // Keys per tile, and per block of the K^T panel: all keys at once when
+  // probabilities are written; always kKeyBlock with a cache's panels.
+  size_t key_block;
   size_t key_panel, value_panel, scores, context, row_stats, total_floats;  // offsets
 };
 

@@ -1,9 +1,9 @@
 // Per-target head split: copies one head's key and value rows out of the projection
 // matrices [S, num_heads * head_dim] into contiguous per-head panels shaped for the
-// tile products: K^T as [head_dim, padded Sk] (scores = Q K^T streams its rows) and
-// V as [padded Sk, padded head_dim]. Padding is zero so padded lanes add nothing.
-// Q needs no copy (the tile product broadcasts its elements in place), and the head
-// merge needs none either: context rows are written straight into their head's
+// tile products: K^T in key blocks of [head_dim, block] (scores = Q K^T streams one
+// block) and V as [padded Sk, padded head_dim]. Padding is zero so padded lanes add
+// nothing. Q needs no copy (the tile product broadcasts its elements in place), and the
+// head merge needs none either: context rows are written straight into their head's
 // columns of the matrix the output projection reads.
 
 #if defined(MHA_KERNELS_HEAD_LAYOUT_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -24,25 +24,33 @@ namespace mha {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// panel[d * panel_stride + j] = src[j * src_stride + d] for j < rows, zero for j in
-// [rows, padded_rows).
+// Key-blocked K^T panel: keys in blocks of `block`, each block a [head_dim, block]
+// row-major tile, so that the tile product for one key block streams one contiguous
+// run of memory. Writes keys [first, first + rows) from src (row r is key first + r)
+// and zeros keys [first + rows, zero_end).
+inline size_t KeyPanelIndex(size_t dim, size_t key, size_t head_dim, size_t block) {
+  return key / block * head_dim * block + dim * block + key % block;
+}
+
 template <class D>
-HWY_INLINE void SplitHeadTransposed(D /*d*/, const float* HWY_RESTRICT src,
-                                    size_t src_stride, size_t rows, size_t padded_rows,
-                                    size_t head_dim, float* HWY_RESTRICT panel,
-                                    size_t panel_stride) {
-  constexpr size_t kBlock = 16;  // one cache line of panel per (d, block)
-  for (size_t j0 = 0; j0 < rows; j0 += kBlock) {
-    const size_t j_end = std::min(rows, j0 + kBlock);
+HWY_INLINE void SplitKeysTransposed(D /*d*/, const float* HWY_RESTRICT src,
+                                    size_t src_stride, size_t first, size_t rows,
+                                    size_t zero_end, size_t head_dim,
+                                    float* HWY_RESTRICT panel, size_t block) {
+  constexpr size_t kChunk = 16;  // keys per pass: one cache line of panel per dim
+  for (size_t j0 = first; j0 < first + rows; j0 += kChunk) {
+    const size_t j_end = std::min(first + rows, j0 + kChunk);
     for (size_t dim = 0; dim < head_dim; ++dim) {
       for (size_t j = j0; j < j_end; ++j) {
-        panel[dim * panel_stride + j] = src[j * src_stride + dim];
+        panel[KeyPanelIndex(dim, j, head_dim, block)] =
+            src[(j - first) * src_stride + dim];
       }
     }
   }
-  for (size_t dim = 0; dim < head_dim; ++dim) {
-    std::fill(panel + dim * panel_stride + rows, panel + dim * panel_stride + padded_rows,
-              0.0f);
+  for (size_t j = first + rows; j < zero_end; ++j) {
+    for (size_t dim = 0; dim < head_dim; ++dim) {
+      panel[KeyPanelIndex(dim, j, head_dim, block)] = 0.0f;
+    }
   }
 }
 

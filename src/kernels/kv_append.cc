@@ -17,8 +17,9 @@ void AppendToPanels(const PanelAppend& a) {
   const hwy::HWY_NAMESPACE::ScalableTag<float> d;
   const size_t rows = static_cast<size_t>(a.rows),
                head_dim = static_cast<size_t>(a.head_dim);
-  mha::HWY_NAMESPACE::SplitHeadTransposed(d, a.keys, a.stride, rows, rows, head_dim,
-                                          a.key_panel + a.first, a.key_panel_stride);
+  const size_t first = static_cast<size_t>(a.first);
+  mha::HWY_NAMESPACE::SplitKeysTransposed(d, a.keys, a.stride, first, rows, first + rows,
+                                          head_dim, a.key_panel, a.key_block);
   mha::HWY_NAMESPACE::SplitHead(d, a.values, a.stride, rows, rows, head_dim,
                                 a.value_panel + a.first * a.value_panel_stride,
                                 a.value_panel_stride);

@@ -11,11 +11,12 @@ struct PanelAppend {
   const float* keys = nullptr;
   const float* values = nullptr;
   int64_t stride = 0, rows = 0, head_dim = 0;
-  // Destination: K^T panel [head_dim, key_panel_stride] and V panel
-  // [.., value_panel_stride]; the new rows land at position `first`.
+  // Destination: a key-blocked K^T panel (blocks of key_block keys, see
+  // head_layout-inl.h) and a V panel [.., value_panel_stride]; the new rows land at
+  // position `first`.
   float* key_panel = nullptr;
   float* value_panel = nullptr;
-  int64_t key_panel_stride = 0, value_panel_stride = 0, first = 0;
+  int64_t key_block = 0, value_panel_stride = 0, first = 0;
 };
 
 void AppendToPanels(const PanelAppend& append);
