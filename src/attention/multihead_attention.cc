@@ -5,29 +5,21 @@
 
 #include <algorithm>
 
-#include "src/api/check.h"
-#include "src/api/problem.h"
-#include "src/attention/kv_cache_storage.h"
-#include "src/attention/workspace.h"
-#include "src/kernels/attention_head.h"
-#include "src/kernels/kv_append.h"
-#include "src/masks/mask_plan.h"
-#include "src/planning/linear_primitive.h"
-#include "src/planning/packed_weights.h"
+#include "src/attention/layer_impl.h"
 #include "src/planning/weight_layout.h"
 #include "src/threading/parallel_for.h"
 
 namespace mha {
 
+using internal::AttendSlab;
 using internal::LinearPrimitive;
 using internal::PackedProjection;
 using internal::PackedWeights;
 using internal::Problem;
+using internal::Rows;
 using internal::Workspace;
 
 namespace {
-
-enum LinearIndex { kQueryLinear, kKeyLinear, kValueLinear, kFusedLinear, kOutputLinear };
 
 // Below about this many multiply-adds (projections plus attention) a forward runs on
 // one thread: waking a second costs more than it saves. The measured crossover lies
@@ -46,29 +38,6 @@ LinearPrimitive MakeLinear(const dnnl::engine& engine, const PackedProjection& p
                          packed.weights, packed.bias);
 }
 
-// Rows of a matrix per batch element: row i of batch b starts at
-// data + b * batch_stride + i * row_stride.
-template <class T>
-struct Rows {
-  T* data = nullptr;
-  int64_t batch_stride = 0, row_stride = 0;
-  T* Row(int64_t batch, int64_t row) const {
-    return data + batch * batch_stride + row * row_stride;
-  }
-};
-
-// One call of the attention core: queries [first_query, first_query + query_count)
-// of batches [batch_begin, batch_end); Row(b, 0) of query/context is first_query's.
-struct AttendSlab {
-  int64_t batch_begin = 0, batch_end = 0, first_query = 0, query_count = 0;
-  Rows<const float> query, key, value;
-  Rows<float> context;
-  float* probabilities = nullptr;  // [B, num_heads, Sq, Sk], or null
-  // Decoding: keys and values from the cache's panels, and per-batch query counts.
-  KvCache::Impl* cache = nullptr;
-  const int64_t* query_counts = nullptr;
-};
-
 // averaged[b, i] = mean over heads of per_head[b, h, i], i < plane.
 void AverageHeads(const float* per_head, int64_t batch_size, int64_t num_heads,
                   int64_t plane, float* averaged) {
@@ -85,46 +54,6 @@ void AverageHeads(const float* per_head, int64_t batch_size, int64_t num_heads,
 }
 
 }  // namespace
-
-struct MultiheadAttention::Impl {
-  Impl(const AttentionConfig& layer_config, const AttentionWeights& weights);
-
-  void Forward(const AttentionInputs& inputs, const AttentionMasks& masks,
-               const AttentionOutputs& outputs, const ForwardOptions& options) const;
-  void ForwardWhole(const Problem& problem, const internal::MaskPlan& masks,
-                    const AttentionOutputs& outputs, bool average,
-                    Workspace& workspace) const;
-  void ForwardInChunks(const Problem& problem, const internal::MaskPlan& masks,
-                       bool values_in_output, int64_t chunk_rows,
-                       const AttentionOutputs& outputs, Workspace& workspace) const;
-  void Attend(const Problem& problem, const internal::MaskPlan& masks,
-              const AttendSlab& slab, Workspace& workspace) const;
-  internal::HeadTask MakeTask(const Problem& problem, const AttendSlab& slab,
-                              int64_t batch, int64_t head, int64_t heads_per_task) const;
-  int ThreadsFor(const Problem& problem, const ForwardOptions& options) const;
-  void ForwardWithCache(const TensorView& query, const TensorView& new_lengths,
-                        KvCache::Impl& cache, const MutableTensorView& output,
-                        const ForwardOptions& options) const;
-  Problem ValidateCacheCall(const TensorView& query, const TensorView& new_lengths,
-                            const KvCache::Impl& cache, const MutableTensorView& output,
-                            const ForwardOptions& options, Workspace& workspace) const;
-  void AppendToCache(const Problem& problem, const float* qkv, KvCache::Impl& cache,
-                     const int64_t* new_lengths) const;
-  // Projects `rows` rows of `input` with linears[index] into `output`.
-  void Linear(int index, const float* input, int64_t rows, float* output,
-              Workspace& workspace) const {
-    linears[index].Execute(workspace.stream, input, rows, output, workspace.calls[index],
-                           workspace.scratchpad);
-  }
-
-  AttentionConfig config;
-  int64_t output_dim;
-  PackedWeights packed;
-  dnnl::engine engine;
-  LinearPrimitive linears[5];
-  bool has_output = false;
-  mutable internal::WorkspacePool workspaces;
-};
 
 MultiheadAttention::Impl::Impl(const AttentionConfig& layer_config,
                                const AttentionWeights& weights)
@@ -345,136 +274,6 @@ void MultiheadAttention::Impl::Forward(const AttentionInputs& inputs,
                   static_cast<int64_t>(std::clamp(chunk_rows, double(kMinQueryChunk),
                                                   double(kMaxQueryChunk))),
                   outputs, *workspace);
-}
-
-// Checks a decoding call and fills workspace.positions (each sequence's cached
-// length) and workspace.new_lengths; key_len of the result is the longest sequence
-// after appending. Nothing is written before every check has passed.
-Problem MultiheadAttention::Impl::ValidateCacheCall(const TensorView& query,
-                                                    const TensorView& new_lengths,
-                                                    const KvCache::Impl& cache,
-                                                    const MutableTensorView& output,
-                                                    const ForwardOptions& options,
-                                                    Workspace& workspace) const {
-  using internal::Fail;
-  if (!packed.qkv_fused()) {
-    Fail(
-        "ForwardWithCache: needs a self-attention layer (key_dim = value_dim = "
-        "query_dim), "
-        "got query_dim=",
-        config.query_dim, " key_dim=", config.resolved_key_dim(),
-        " value_dim=", config.resolved_value_dim());
-  }
-  if (cache.num_kv_heads != config.resolved_num_kv_heads() ||
-      cache.head_dim != config.head_dim) {
-    Fail("cache: made for num_kv_heads=", cache.num_kv_heads,
-         " head_dim=", cache.head_dim,
-         ", this layer has num_kv_heads=", config.resolved_num_kv_heads(),
-         " head_dim=", config.head_dim);
-  }
-  Problem problem = internal::ValidateForward(config, output_dim, {query, query, query},
-                                              {output, {}}, options);
-  const int64_t batch = problem.batch_size;
-  if (batch > cache.max_batch) {
-    Fail("query: batch ", batch, " exceeds the cache's max_batch ", cache.max_batch);
-  }
-  if (new_lengths.present()) {
-    if (new_lengths.dtype != DType::kInt32 && new_lengths.dtype != DType::kInt64) {
-      Fail("new_lengths: expected dtype int32 or int64, got ",
-           DTypeName(new_lengths.dtype));
-    }
-    internal::CheckTensor("new_lengths", new_lengths, new_lengths.dtype, Shape{batch});
-  }
-  int64_t* counts = Workspace::Reserve(workspace.new_lengths, batch);
-  int64_t* positions = Workspace::Reserve(workspace.positions, batch);
-  problem.key_len = 0;
-  for (int64_t b = 0; b < batch; ++b) {
-    counts[b] = problem.query_len;
-    if (new_lengths.present()) {
-      counts[b] = new_lengths.dtype == DType::kInt32
-                      ? static_cast<const int32_t*>(new_lengths.data)[b]
-                      : static_cast<const int64_t*>(new_lengths.data)[b];
-    }
-    if (counts[b] < 0 || counts[b] > problem.query_len) {
-      Fail("new_lengths[", b, "]: must be in [0, ", problem.query_len, "], got ",
-           counts[b]);
-    }
-    positions[b] = cache.lengths[b];
-    if (positions[b] + counts[b] > cache.max_seq_len) {
-      Fail("cache: sequence ", b, " holds ", positions[b], " tokens; appending ",
-           counts[b], " exceeds max_seq_len ", cache.max_seq_len);
-    }
-    problem.key_len = std::max(problem.key_len, positions[b] + counts[b]);
-  }
-  return problem;
-}
-
-// Copies each sequence's new keys and values from the fused projection into the
-// cache's panels, in parallel over (sequence, KV head).
-void MultiheadAttention::Impl::AppendToCache(const Problem& problem, const float* qkv,
-                                             KvCache::Impl& cache,
-                                             const int64_t* new_lengths) const {
-  const int64_t width = config.model_dim() + 2 * config.kv_dim();
-  const int64_t kv_heads = cache.num_kv_heads, head_dim = config.head_dim;
-  const float* keys = qkv + packed.FusedColumn(PackedWeights::kKey);
-  const float* values = qkv + packed.FusedColumn(PackedWeights::kValue);
-  internal::ParallelFor(
-      problem.batch_size * kv_heads, nullptr, 0, [&](int64_t index, float* /*scratch*/) {
-        const int64_t b = index / kv_heads, kv_head = index % kv_heads;
-        const int64_t first_row = b * problem.query_len * width + kv_head * head_dim;
-        internal::AppendToPanels(
-            {keys + first_row, values + first_row, width, new_lengths[b], head_dim,
-             cache.KeyPanel(b, kv_head), cache.ValuePanel(b, kv_head),
-             internal::HeadScratch::kKeyBlock, cache.padded_head_dim, cache.lengths[b]});
-      });
-}
-
-void MultiheadAttention::Impl::ForwardWithCache(const TensorView& query,
-                                                const TensorView& new_lengths,
-                                                KvCache::Impl& cache,
-                                                const MutableTensorView& output,
-                                                const ForwardOptions& options) const {
-  const internal::WorkspacePool::Lease workspace = workspaces.Acquire();
-  const Problem problem =
-      ValidateCacheCall(query, new_lengths, cache, output, options, *workspace);
-  // Everything is checked: from here on the cache and output are written.
-  const internal::ScopedThreadCount thread_count(ThreadsFor(problem, options));
-  const int64_t model_dim = config.model_dim(), sq = problem.query_len;
-  const int64_t rows = problem.batch_size * sq, width = model_dim + 2 * config.kv_dim();
-  const int64_t* counts = workspace->new_lengths.data();
-  float* qkv = Workspace::Reserve(workspace->projections, rows * width);
-  Linear(kFusedLinear, query.floats(), rows, qkv, *workspace);
-  AppendToCache(problem, qkv, cache, counts);
-
-  AttendSlab slab;
-  slab.batch_end = problem.batch_size;
-  slab.query = {qkv, sq * width, width};
-  slab.cache = &cache;
-  slab.query_counts = counts;
-  // Padding rows are never attended: start from zeros so they stay zero.
-  float* context = has_output
-                       ? Workspace::Reserve(workspace->merged_heads, rows * model_dim)
-                       : output.data;
-  std::fill(context, context + rows * model_dim, 0.0f);
-  slab.context = {context, sq * model_dim, model_dim};
-  const internal::MaskPlan masks =
-      internal::MaskPlan::ForCache(workspace->positions.data(), cache.capacity);
-  Attend(problem, masks, slab, *workspace);
-  if (has_output) {
-    Linear(kOutputLinear, context, rows, output.data, *workspace);
-    for (int64_t b = 0; b < problem.batch_size; ++b) {  // padding gets 0, not the bias
-      std::fill(output.data + (b * sq + counts[b]) * output_dim,
-                output.data + (b + 1) * sq * output_dim, 0.0f);
-    }
-  }
-  for (int64_t b = 0; b < problem.batch_size; ++b) cache.lengths[b] += counts[b];
-}
-
-void MultiheadAttention::ForwardWithCache(const TensorView& query,
-                                          const TensorView& new_lengths, KvCache& cache,
-                                          const MutableTensorView& output,
-                                          const ForwardOptions& options) const {
-  impl_->ForwardWithCache(query, new_lengths, *cache.impl_, output, options);
 }
 
 void MultiheadAttention::Forward(const AttentionInputs& inputs,

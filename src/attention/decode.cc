@@ -1,0 +1,148 @@
+// MultiheadAttention::ForwardWithCache: decoding over a caller-owned KV cache. New
+// tokens are projected with the fused QKV GEMM, appended to the cache's panels, and
+// attend causally (bottom-right aligned) over everything cached.
+#include <algorithm>
+
+#include "src/api/check.h"
+#include "src/attention/layer_impl.h"
+#include "src/kernels/kv_append.h"
+#include "src/threading/parallel_for.h"
+
+namespace mha {
+
+using internal::AttendSlab;
+using internal::PackedWeights;
+using internal::Problem;
+using internal::Workspace;
+
+// Checks a decoding call and fills workspace.positions (each sequence's cached
+// length) and workspace.new_lengths; key_len of the result is the longest sequence
+// after appending. Nothing is written before every check has passed.
+Problem MultiheadAttention::Impl::ValidateCacheCall(const TensorView& query,
+                                                    const TensorView& new_lengths,
+                                                    const KvCache::Impl& cache,
+                                                    const MutableTensorView& output,
+                                                    const ForwardOptions& options,
+                                                    Workspace& workspace) const {
+  using internal::Fail;
+  if (!packed.qkv_fused()) {
+    Fail(
+        "ForwardWithCache: needs a self-attention layer (key_dim = value_dim = "
+        "query_dim), "
+        "got query_dim=",
+        config.query_dim, " key_dim=", config.resolved_key_dim(),
+        " value_dim=", config.resolved_value_dim());
+  }
+  if (cache.num_kv_heads != config.resolved_num_kv_heads() ||
+      cache.head_dim != config.head_dim) {
+    Fail("cache: made for num_kv_heads=", cache.num_kv_heads,
+         " head_dim=", cache.head_dim,
+         ", this layer has num_kv_heads=", config.resolved_num_kv_heads(),
+         " head_dim=", config.head_dim);
+  }
+  Problem problem = internal::ValidateForward(config, output_dim, {query, query, query},
+                                              {output, {}}, options);
+  const int64_t batch = problem.batch_size;
+  if (batch > cache.max_batch) {
+    Fail("query: batch ", batch, " exceeds the cache's max_batch ", cache.max_batch);
+  }
+  if (new_lengths.present()) {
+    if (new_lengths.dtype != DType::kInt32 && new_lengths.dtype != DType::kInt64) {
+      Fail("new_lengths: expected dtype int32 or int64, got ",
+           DTypeName(new_lengths.dtype));
+    }
+    internal::CheckTensor("new_lengths", new_lengths, new_lengths.dtype, Shape{batch});
+  }
+  int64_t* counts = Workspace::Reserve(workspace.new_lengths, batch);
+  int64_t* positions = Workspace::Reserve(workspace.positions, batch);
+  problem.key_len = 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    counts[b] = problem.query_len;
+    if (new_lengths.present()) {
+      counts[b] = new_lengths.dtype == DType::kInt32
+                      ? static_cast<const int32_t*>(new_lengths.data)[b]
+                      : static_cast<const int64_t*>(new_lengths.data)[b];
+    }
+    if (counts[b] < 0 || counts[b] > problem.query_len) {
+      Fail("new_lengths[", b, "]: must be in [0, ", problem.query_len, "], got ",
+           counts[b]);
+    }
+    positions[b] = cache.lengths[b];
+    if (positions[b] + counts[b] > cache.max_seq_len) {
+      Fail("cache: sequence ", b, " holds ", positions[b], " tokens; appending ",
+           counts[b], " exceeds max_seq_len ", cache.max_seq_len);
+    }
+    problem.key_len = std::max(problem.key_len, positions[b] + counts[b]);
+  }
+  return problem;
+}
+
+// Copies each sequence's new keys and values from the fused projection into the
+// cache's panels, in parallel over (sequence, KV head).
+void MultiheadAttention::Impl::AppendToCache(const Problem& problem, const float* qkv,
+                                             KvCache::Impl& cache,
+                                             const int64_t* new_lengths) const {
+  const int64_t width = config.model_dim() + 2 * config.kv_dim();
+  const int64_t kv_heads = cache.num_kv_heads, head_dim = config.head_dim;
+  const float* keys = qkv + packed.FusedColumn(PackedWeights::kKey);
+  const float* values = qkv + packed.FusedColumn(PackedWeights::kValue);
+  internal::ParallelFor(
+      problem.batch_size * kv_heads, nullptr, 0, [&](int64_t index, float* /*scratch*/) {
+        const int64_t b = index / kv_heads, kv_head = index % kv_heads;
+        const int64_t first_row = b * problem.query_len * width + kv_head * head_dim;
+        internal::AppendToPanels(
+            {keys + first_row, values + first_row, width, new_lengths[b], head_dim,
+             cache.KeyPanel(b, kv_head), cache.ValuePanel(b, kv_head),
+             internal::HeadScratch::kKeyBlock, cache.padded_head_dim, cache.lengths[b]});
+      });
+}
+
+void MultiheadAttention::Impl::ForwardWithCache(const TensorView& query,
+                                                const TensorView& new_lengths,
+                                                KvCache::Impl& cache,
+                                                const MutableTensorView& output,
+                                                const ForwardOptions& options) const {
+  const internal::WorkspacePool::Lease workspace = workspaces.Acquire();
+  const Problem problem =
+      ValidateCacheCall(query, new_lengths, cache, output, options, *workspace);
+  // Everything is checked: from here on the cache and output are written.
+  const internal::ScopedThreadCount thread_count(ThreadsFor(problem, options));
+  const int64_t model_dim = config.model_dim(), sq = problem.query_len;
+  const int64_t rows = problem.batch_size * sq, width = model_dim + 2 * config.kv_dim();
+  const int64_t* counts = workspace->new_lengths.data();
+  float* qkv = Workspace::Reserve(workspace->projections, rows * width);
+  Linear(kFusedLinear, query.floats(), rows, qkv, *workspace);
+  AppendToCache(problem, qkv, cache, counts);
+
+  AttendSlab slab;
+  slab.batch_end = problem.batch_size;
+  slab.query = {qkv, sq * width, width};
+  slab.cache = &cache;
+  slab.query_counts = counts;
+  // Padding rows are never attended: start from zeros so they stay zero.
+  float* context = has_output
+                       ? Workspace::Reserve(workspace->merged_heads, rows * model_dim)
+                       : output.data;
+  std::fill(context, context + rows * model_dim, 0.0f);
+  slab.context = {context, sq * model_dim, model_dim};
+  const internal::MaskPlan masks =
+      internal::MaskPlan::ForCache(workspace->positions.data(), cache.capacity);
+  Attend(problem, masks, slab, *workspace);
+  if (has_output) {
+    Linear(kOutputLinear, context, rows, output.data, *workspace);
+    for (int64_t b = 0; b < problem.batch_size; ++b) {  // padding gets 0, not the bias
+      std::fill(output.data + (b * sq + counts[b]) * output_dim,
+                output.data + (b + 1) * sq * output_dim, 0.0f);
+    }
+  }
+  for (int64_t b = 0; b < problem.batch_size; ++b) cache.lengths[b] += counts[b];
+}
+
+void MultiheadAttention::ForwardWithCache(const TensorView& query,
+                                          const TensorView& new_lengths, KvCache& cache,
+                                          const MutableTensorView& output,
+                                          const ForwardOptions& options) const {
+  impl_->ForwardWithCache(query, new_lengths, *cache.impl_, output, options);
+}
+
+}  // namespace mha
