@@ -28,29 +28,25 @@ namespace hn = hwy::HWY_NAMESPACE;
 // row-major tile, so that the tile product for one key block streams one contiguous
 // run of memory. Writes keys [first, first + rows) from src (row r is key first + r)
 // and zeros keys [first + rows, zero_end).
-inline size_t KeyPanelIndex(size_t dim, size_t key, size_t head_dim, size_t block) {
-  return key / block * head_dim * block + dim * block + key % block;
-}
-
 template <class D>
 HWY_INLINE void SplitKeysTransposed(D /*d*/, const float* HWY_RESTRICT src,
                                     size_t src_stride, size_t first, size_t rows,
                                     size_t zero_end, size_t head_dim,
                                     float* HWY_RESTRICT panel, size_t block) {
-  constexpr size_t kChunk = 16;  // keys per pass: one cache line of panel per dim
-  for (size_t j0 = first; j0 < first + rows; j0 += kChunk) {
-    const size_t j_end = std::min(first + rows, j0 + kChunk);
+  const size_t copy_end = first + rows;
+  // One key block at a time, so addressing needs no division per element.
+  for (size_t begin = first; begin < zero_end;) {
+    const size_t block_start = begin / block * block;
+    const size_t end = std::min(zero_end, block_start + block);
+    const size_t copied = std::min(end, copy_end);
+    float* tile = panel + block_start * head_dim;  // [head_dim, block]
     for (size_t dim = 0; dim < head_dim; ++dim) {
-      for (size_t j = j0; j < j_end; ++j) {
-        panel[KeyPanelIndex(dim, j, head_dim, block)] =
-            src[(j - first) * src_stride + dim];
-      }
+      float* row = tile + dim * block - block_start;  // row[j] for j in this block
+      for (size_t j = begin; j < copied; ++j)
+        row[j] = src[(j - first) * src_stride + dim];
+      for (size_t j = std::max(begin, copied); j < end; ++j) row[j] = 0.0f;
     }
-  }
-  for (size_t j = first + rows; j < zero_end; ++j) {
-    for (size_t dim = 0; dim < head_dim; ++dim) {
-      panel[KeyPanelIndex(dim, j, head_dim, block)] = 0.0f;
-    }
+    begin = end;
   }
 }
 
