@@ -122,8 +122,10 @@ void BM_Naive(benchmark::State& state, const BenchCase& c) {
   SetGflops(state, UsefulFlops(c));
 }
 
-void BM_Mha(benchmark::State& state, const BenchCase& c, int num_threads) {
+void BM_Mha(benchmark::State& state, const BenchCase& c, int num_threads,
+            mha::DType weight_dtype) {
   Problem p(c);
+  p.config.weight_dtype = weight_dtype;
   const mha::MultiheadAttention attention(p.config, p.weights);
   mha::ForwardOptions options;
   options.num_threads = num_threads;
@@ -227,12 +229,21 @@ void RegisterAll() {
           ->Iterations(c.embed > 64 ? 1 : 1000)
           ->Repetitions(1);
     }
-    benchmark::RegisterBenchmark((std::string("BM_Mha/") + c.name).c_str(), BM_Mha, c, 0)
+    benchmark::RegisterBenchmark((std::string("BM_Mha/") + c.name).c_str(), BM_Mha, c, 0,
+                                 mha::DType::kFloat32)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
+  }
+  // bf16 weights against fp32 on BERT-base-sized prefill.
+  for (const BenchCase* c : {&kCases[1], &kCases[2]}) {
+    benchmark::RegisterBenchmark((std::string("BM_Mha/") + c->name + "/bf16").c_str(),
+                                 BM_Mha, *c, 0, mha::DType::kBFloat16)
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond);
   }
   // Thread scaling on the largest dense case.
-  benchmark::RegisterBenchmark("BM_Mha/bert_base_s512_b8/threads:1", BM_Mha, kCases[2], 1)
+  benchmark::RegisterBenchmark("BM_Mha/bert_base_s512_b8/threads:1", BM_Mha, kCases[2], 1,
+                               mha::DType::kFloat32)
       ->UseRealTime()
       ->Unit(benchmark::kMicrosecond);
   // Decoding over a KV cache, against the memory bandwidth.
@@ -255,7 +266,7 @@ void RegisterAll() {
     names.push_back("causal_s" + std::to_string(s));
     const BenchCase c{names.back().c_str(), 1, s, s, 768, 12, Mask::kCausal, false};
     benchmark::RegisterBenchmark(("BM_MhaCausalSweep/" + names.back()).c_str(), BM_Mha, c,
-                                 0)
+                                 0, mha::DType::kFloat32)
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond);
   }

@@ -59,7 +59,7 @@ def table(rows):
             continue
         case = name.split("/", 1)[1]
         gflops = run.get("GFLOPS", 0.0)
-        naive = rows.get("BM_Naive/" + case.split("/threads:")[0])
+        naive = rows.get("BM_Naive/" + case.split("/")[0])
         speedup = f"{seconds(naive) / seconds(run):.0f}x" if naive else "not run"
         fraction = f"{gflops / peak:.2f}" if peak else "?"
         memory = run.get("workspace_MiB")

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <optional>
 
+#include "mha/tensor.hpp"
+
 namespace mha {
 
 // Widths follow PyTorch's nn.MultiheadAttention: query_dim is embed_dim, key_dim and
@@ -22,6 +24,11 @@ struct AttentionConfig {
   int64_t value_dim = 0;       // 0 means query_dim
   std::optional<float> scale;  // empty means 1 / sqrt(head_dim)
   int64_t num_kv_heads = 0;    // 0 means num_heads
+  // Storage of the projection weights: kFloat32, or kBFloat16 (half the memory and
+  // bandwidth; inputs are rounded to bf16 for the projections, which accumulate in
+  // fp32; attention and softmax stay fp32). Where oneDNN has no bf16 matmul (CPUs
+  // without AVX-512), the bf16-rounded weights are kept and multiplied in fp32.
+  DType weight_dtype = DType::kFloat32;
 
   int64_t model_dim() const { return num_heads * head_dim; }
   int64_t resolved_num_kv_heads() const {

@@ -18,6 +18,8 @@ const char* DTypeName(DType dtype) {
       return "int32";
     case DType::kInt64:
       return "int64";
+    case DType::kBFloat16:
+      return "bfloat16";
   }
   return "unknown";
 }
@@ -26,6 +28,8 @@ size_t DTypeSize(DType dtype) {
   switch (dtype) {
     case DType::kBool:
       return 1;
+    case DType::kBFloat16:
+      return 2;
     case DType::kFloat32:
     case DType::kInt32:
       return 4;

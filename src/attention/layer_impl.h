@@ -88,8 +88,8 @@ struct MultiheadAttention::Impl {
 
   AttentionConfig config;
   int64_t output_dim;
-  internal::PackedWeights packed;
   dnnl::engine engine;
+  internal::PackedWeights packed;
   internal::LinearPrimitive linears[5];
   bool has_output = false;
   mutable internal::WorkspacePool workspaces;

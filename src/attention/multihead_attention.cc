@@ -35,7 +35,7 @@ LinearPrimitive MakeLinear(const dnnl::engine& engine, const PackedProjection& p
                            int64_t output_stride) {
   return LinearPrimitive(engine,
                          {packed.in_dim, packed.out_dim, packed.stride, output_stride},
-                         packed.weights, packed.bias);
+                         packed.weights, packed.bias, packed.bf16);
 }
 
 // averaged[b, i] = mean over heads of per_head[b, h, i], i < plane.
@@ -59,8 +59,8 @@ MultiheadAttention::Impl::Impl(const AttentionConfig& layer_config,
                                const AttentionWeights& weights)
     : config(layer_config),
       output_dim(internal::ValidateLayer(layer_config, weights)),
-      packed(layer_config, weights, output_dim),
       engine(dnnl::engine::kind::cpu, 0),
+      packed(layer_config, weights, output_dim, LinearPrimitive::Bf16Supported(engine)),
       workspaces(engine) {
   for (int input = PackedWeights::kQuery; input <= PackedWeights::kValue; ++input) {
     const PackedProjection projection =

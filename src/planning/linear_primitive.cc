@@ -2,22 +2,37 @@
 // with a fixed argument array: the C++ API builds a map per call.
 #include "src/planning/linear_primitive.h"
 
+#include "src/kernels/bf16_convert.h"
+
 namespace mha::internal {
 namespace {
 
 using dnnl::memory;
 
-memory::desc Matrix(memory::dim rows, memory::dim cols, memory::dim stride) {
-  return memory::desc({rows, cols}, memory::data_type::f32, {stride, 1});
+memory::desc Matrix(memory::dim rows, memory::dim cols, memory::dim stride,
+                    memory::data_type type = memory::data_type::f32) {
+  return memory::desc({rows, cols}, type, {stride, 1});
 }
 
 }  // namespace
 
+bool LinearPrimitive::Bf16Supported(const dnnl::engine& engine) {
+  try {
+    const memory::desc bf16 = Matrix(16, 16, 16, memory::data_type::bf16);
+    dnnl::matmul::primitive_desc(dnnl::matmul::desc(bf16, bf16, Matrix(16, 16, 16)),
+                                 engine);
+    return true;
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+
 LinearPrimitive::LinearPrimitive(const dnnl::engine& engine, const LinearShape& shape,
-                                 const float* weights, const float* bias)
-    : shape_(shape), engine_(engine) {
-  weights_ = memory(Matrix(shape.in_dim, shape.out_dim, shape.weight_stride), engine,
-                    const_cast<float*>(weights));
+                                 const void* weights, const float* bias, bool bf16)
+    : shape_(shape), bf16_(bf16), engine_(engine) {
+  weights_ = memory(Matrix(shape.in_dim, shape.out_dim, shape.weight_stride,
+                           bf16 ? memory::data_type::bf16 : memory::data_type::f32),
+                    engine, const_cast<void*>(weights));
   if (bias)
     bias_ =
         memory(Matrix(1, shape.out_dim, shape.out_dim), engine, const_cast<float*>(bias));
@@ -31,8 +46,9 @@ dnnl::matmul::primitive_desc LinearPrimitive::Describe(memory::dim rows) const {
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   const memory::desc bias = bias_ ? bias_.get_desc() : memory::desc();
   return dnnl::matmul::primitive_desc(
-      dnnl::matmul::desc(Matrix(rows, shape_.in_dim, shape_.in_dim), weights_.get_desc(),
-                         bias, Matrix(rows, shape_.out_dim, shape_.output_stride)),
+      dnnl::matmul::desc(Matrix(rows, shape_.in_dim, shape_.in_dim, InputType()),
+                         weights_.get_desc(), bias,
+                         Matrix(rows, shape_.out_dim, shape_.output_stride)),
       attr, engine_);
 }
 
@@ -50,7 +66,8 @@ LinearCall::Entry& LinearPrimitive::Prepare(LinearCall& call, int64_t rows) cons
     entry.primitive = runtime_rows_;
     entry.scratchpad = memory(runtime_scratchpad_, engine_, nullptr);
   }
-  entry.input = memory(Matrix(rows, shape_.in_dim, shape_.in_dim), engine_, nullptr);
+  entry.input =
+      memory(Matrix(rows, shape_.in_dim, shape_.in_dim, InputType()), engine_, nullptr);
   entry.output =
       memory(Matrix(rows, shape_.out_dim, shape_.output_stride), engine_, nullptr);
   entry.rows = rows;
@@ -63,7 +80,14 @@ void LinearPrimitive::Execute(dnnl::stream& stream, const float* input, int64_t 
   LinearCall::Entry& entry = Prepare(call, rows);
   const size_t scratchpad_bytes = entry.scratchpad.get_desc().get_size();
   if (scratchpad.size() < scratchpad_bytes) scratchpad.resize(scratchpad_bytes);
-  entry.input.set_data_handle(const_cast<float*>(input));
+  if (bf16_) {
+    const size_t count = static_cast<size_t>(rows * shape_.in_dim);
+    if (call.bf16_input.size() < count) call.bf16_input.resize(count);
+    FloatToBf16(input, count, call.bf16_input.data());
+    entry.input.set_data_handle(call.bf16_input.data());
+  } else {
+    entry.input.set_data_handle(const_cast<float*>(input));
+  }
   entry.output.set_data_handle(output);
   entry.scratchpad.set_data_handle(scratchpad.data());
   dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, entry.input.get()},

@@ -30,7 +30,8 @@ struct LinearCall {
   };
   static constexpr int kEntries = 4;
   Entry entries[kEntries];
-  int next_victim = 0;  // replaced round-robin
+  int next_victim = 0;               // replaced round-robin
+  std::vector<uint16_t> bf16_input;  // the input rounded to bf16, for bf16 weights
 };
 
 class LinearPrimitive {
@@ -39,9 +40,14 @@ class LinearPrimitive {
   static constexpr int64_t kFixedShapeRows = 64;
 
   LinearPrimitive() = default;
-  // `weights` and `bias` (null: none) must outlive the primitive.
+  // `weights` (float, or bfloat16 bits when `bf16`) and `bias` (float, null: none)
+  // must outlive the primitive. With bf16 weights the input is rounded to bf16 and
+  // the products accumulate in fp32.
   LinearPrimitive(const dnnl::engine& engine, const LinearShape& shape,
-                  const float* weights, const float* bias);
+                  const void* weights, const float* bias, bool bf16);
+
+  // Whether oneDNN can multiply bf16 matrices on this CPU (it cannot without AVX-512).
+  static bool Bf16Supported(const dnnl::engine& engine);
 
   // Grows `scratchpad` as the primitive needs (oneDNN runs with user-managed
   // scratchpads, so concurrent callers never share one).
@@ -51,8 +57,12 @@ class LinearPrimitive {
  private:
   dnnl::matmul::primitive_desc Describe(dnnl::memory::dim rows) const;
   LinearCall::Entry& Prepare(LinearCall& call, int64_t rows) const;
+  dnnl::memory::data_type InputType() const {
+    return bf16_ ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
+  }
 
   LinearShape shape_;
+  bool bf16_ = false;
   dnnl::engine engine_;
   dnnl::matmul runtime_rows_;
   dnnl::memory::desc runtime_scratchpad_;

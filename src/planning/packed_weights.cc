@@ -3,12 +3,14 @@
 
 #include <cmath>
 
+#include "src/kernels/bf16_convert.h"
 #include "src/planning/weight_layout.h"
 
 namespace mha::internal {
 
 PackedWeights::PackedWeights(const AttentionConfig& config,
-                             const AttentionWeights& weights, int64_t output_dim)
+                             const AttentionWeights& weights, int64_t output_dim,
+                             bool bf16_matmul)
     : in_dims_{config.query_dim, config.resolved_key_dim(), config.resolved_value_dim()},
       out_dims_{config.model_dim(), config.kv_dim(), config.kv_dim()},
       fused_width_(config.model_dim() + 2 * config.kv_dim()),
@@ -17,6 +19,30 @@ PackedWeights::PackedWeights(const AttentionConfig& config,
   qkv_fused_ = in_dims_[kQuery] == in_dims_[kKey] && in_dims_[kKey] == in_dims_[kValue];
   PackInputs(config, weights);
   PackOutput(weights, model_dim_);
+  if (config.weight_dtype == DType::kBFloat16) RoundToBf16(bf16_matmul);
+}
+
+void PackedWeights::RoundToBf16(bool keep_bits) {
+  std::vector<float>* floats[2] = {&input_weights_, &output_weights_};
+  std::vector<uint16_t>* bits[2] = {&input_weights_bf16_, &output_weights_bf16_};
+  for (int i = 0; i < 2; ++i) {
+    bits[i]->resize(floats[i]->size());
+    FloatToBf16(floats[i]->data(), floats[i]->size(), bits[i]->data());
+    if (keep_bits) {
+      std::vector<float>().swap(*floats[i]);  // free the fp32 copy
+    } else {
+      Bf16ToFloat(bits[i]->data(), bits[i]->size(), floats[i]->data());
+      std::vector<uint16_t>().swap(*bits[i]);
+    }
+  }
+  bf16_bits_ = keep_bits;
+}
+
+const void* PackedWeights::Weights(const std::vector<float>& floats,
+                                   const std::vector<uint16_t>& bits,
+                                   int64_t offset) const {
+  if (bf16_bits_) return bits.empty() ? nullptr : bits.data() + offset;
+  return floats.empty() ? nullptr : floats.data() + offset;
 }
 
 void PackedWeights::PackInputs(const AttentionConfig& config,
@@ -88,20 +114,29 @@ int64_t PackedWeights::InputStride(Input input) const {
 }
 
 PackedProjection PackedWeights::FusedQkv() const {
-  return {input_weights_.data(), input_bias_.empty() ? nullptr : input_bias_.data(),
-          in_dims_[kQuery], fused_width_, fused_width_};
+  return {Weights(input_weights_, input_weights_bf16_, 0),
+          input_bias_.empty() ? nullptr : input_bias_.data(),
+          in_dims_[kQuery],
+          fused_width_,
+          fused_width_,
+          bf16_bits_};
 }
 
 PackedProjection PackedWeights::InputProjection(Input input) const {
-  return {input_weights_.data() + InputOffset(input),
+  return {Weights(input_weights_, input_weights_bf16_, InputOffset(input)),
           input_bias_.empty() ? nullptr : input_bias_.data() + FusedColumn(input),
-          in_dims_[input], out_dims_[input], InputStride(input)};
+          in_dims_[input],
+          out_dims_[input],
+          InputStride(input),
+          bf16_bits_};
 }
 
 PackedProjection PackedWeights::OutputProjection() const {
-  if (output_weights_.empty()) return {};
-  return {output_weights_.data(), output_bias_.empty() ? nullptr : output_bias_.data(),
-          model_dim_, output_dim_, output_dim_};
+  const void* weights = Weights(output_weights_, output_weights_bf16_, 0);
+  if (!weights) return {};
+  return {weights,     output_bias_.empty() ? nullptr : output_bias_.data(),
+          model_dim_,  output_dim_,
+          output_dim_, bf16_bits_};
 }
 
 }  // namespace mha::internal

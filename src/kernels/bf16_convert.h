@@ -1,0 +1,14 @@
+// fp32 <-> bfloat16 conversion, dispatched to the best SIMD target. bfloat16 values are
+// stored as uint16_t (the upper half of an IEEE float).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace mha::internal {
+
+// Round to nearest, ties to even (Highway 1.0.3's DemoteTo truncates). Finite inputs.
+void FloatToBf16(const float* in, size_t count, uint16_t* out);
+void Bf16ToFloat(const uint16_t* in, size_t count, float* out);
+
+}  // namespace mha::internal
