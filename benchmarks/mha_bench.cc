@@ -178,7 +178,8 @@ void BM_StreamCopy(benchmark::State& state) {
 // Llama-style layer), batch 1 or 8. embed 4096 is the whole layer, whose weights
 // (168 MB) dominate the bytes read; embed 64 shrinks the projections so the step is
 // the attention over the cache. GBps counters: K/V bytes, and K/V plus weights.
-void BM_Decode(benchmark::State& state, int64_t batch, int64_t embed) {
+void BM_Decode(benchmark::State& state, int64_t batch, int64_t embed,
+               mha::DType storage) {
   constexpr int64_t kHeads = 32, kKvHeads = 8, kHeadDim = 128, kCached = 2048;
   const int64_t model = kHeads * kHeadDim, kv = kKvHeads * kHeadDim;
   const mha::AttentionConfig config{kHeads, kHeadDim, embed, 0, 0, {}, kKvHeads};
@@ -193,7 +194,7 @@ void BM_Decode(benchmark::State& state, int64_t batch, int64_t embed) {
   weights.value.weight = {wv.data(), mha::Shape{kv, embed}};
   weights.output.weight = {wo.data(), mha::Shape{embed, model}};
   const mha::MultiheadAttention attention(config, weights);
-  mha::KvCache cache(config, batch, kCached + 1);
+  mha::KvCache cache(config, batch, kCached + 1, storage);
   constexpr int64_t kChunk = 256;
   const std::vector<float> prefill = Random(batch * kChunk * embed, 5, 1.0f);
   std::vector<float> out(batch * kChunk * embed);
@@ -207,7 +208,7 @@ void BM_Decode(benchmark::State& state, int64_t batch, int64_t embed) {
     attention.ForwardWithCache({token.data(), mha::Shape{batch, 1, embed}}, {}, cache,
                                {out.data(), mha::Shape{batch, 1, embed}});
   }
-  const double kv_bytes = 2.0 * batch * kCached * kv * sizeof(float);
+  const double kv_bytes = 2.0 * batch * kCached * kv * mha::DTypeSize(storage);
   const double weight_bytes = (2.0 * model + 2.0 * kv) * embed * sizeof(float);
   state.counters["kv_GBps"] =
       benchmark::Counter(kv_bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
@@ -255,11 +256,17 @@ void RegisterAll() {
       const std::string name = std::string("BM_Decode/") +
                                (embed == 64 ? "attention" : "layer") + "_b" +
                                std::to_string(batch);
-      benchmark::RegisterBenchmark(name.c_str(), BM_Decode, batch, embed)
+      benchmark::RegisterBenchmark(name.c_str(), BM_Decode, batch, embed,
+                                   mha::DType::kFloat32)
           ->UseRealTime()
           ->Unit(benchmark::kMicrosecond);
     }
   }
+  // A bf16 KV cache halves the bytes each decode step streams.
+  benchmark::RegisterBenchmark("BM_Decode/attention_b8/bf16_cache", BM_Decode, 8, 64,
+                               mha::DType::kBFloat16)
+      ->UseRealTime()
+      ->Unit(benchmark::kMicrosecond);
   // Causal attention across sequence lengths (GPT-2 width).
   for (int64_t s : {256, 512, 1024, 2048, 4096}) {
     static std::vector<std::string> names;

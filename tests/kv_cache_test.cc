@@ -48,7 +48,11 @@ struct Schedule {
   const char* name;
   int64_t num_kv_heads;
   std::vector<int64_t> chunks;  // tokens appended per step
+  DType storage = DType::kFloat32;
 };
+
+// bf16 storage rounds keys and values: the bound README states for bf16.
+double Tolerance(DType storage) { return storage == DType::kBFloat16 ? 1e-2 : 1e-4; }
 
 class CacheMatchesCausalForward : public ::testing::TestWithParam<Schedule> {};
 
@@ -62,7 +66,8 @@ TEST_P(CacheMatchesCausalForward, EveryStep) {
   const std::vector<float> x = RandomFloats(batch * length * kEmbed, 5);
   const std::vector<float> expected = FullCausal(attention, x.data(), batch, length);
 
-  KvCache cache(layer.config, batch, length + 3);
+  KvCache cache(layer.config, batch, length + 3, schedule.storage);
+  EXPECT_EQ(cache.storage(), schedule.storage);
   int64_t position = 0;
   for (int64_t count : schedule.chunks) {
     const std::vector<float> step = Slice(x, batch, length, position, count);
@@ -72,7 +77,7 @@ TEST_P(CacheMatchesCausalForward, EveryStep) {
         MutableTensorView(out.data(), Shape{batch, count, kEmbed}));
     position += count;
     ExpectClose(out, Slice(expected, batch, length, position - count, count),
-                schedule.name);
+                schedule.name, Tolerance(schedule.storage));
     EXPECT_EQ(cache.length(0), position);
     EXPECT_EQ(cache.length(1), position);
   }
@@ -84,7 +89,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Schedule{"decode", 4, std::vector<int64_t>(23, 1)},
                       Schedule{"chunked_prefill", 4, {5, 5, 5, 5, 3}},
                       Schedule{"prefill_then_decode_gqa", 2, {17, 1, 1, 1, 1, 1, 1}},
-                      Schedule{"chunked_mqa", 1, {3, 9, 1, 60, 1}}),
+                      Schedule{"chunked_mqa", 1, {3, 9, 1, 60, 1}},
+                      Schedule{"decode_bf16", 2, std::vector<int64_t>(23, 1),
+                               DType::kBFloat16},
+                      Schedule{"chunked_bf16", 4, {5, 130, 1, 1}, DType::kBFloat16}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(KvCache, RaggedBatchKeepsSequencesApartAndPaddingOut) {

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "mha/config.hpp"
+#include "mha/tensor.hpp"
 
 namespace mha {
 
@@ -16,14 +17,18 @@ class MultiheadAttention;
 // heads). Nothing is allocated per step. Not thread-safe: one request, one cache.
 class KvCache {
  public:
-  // Throws mha::Error for an invalid config or sizes.
-  KvCache(const AttentionConfig& config, int64_t max_batch, int64_t max_seq_len);
+  // storage: kFloat32, or kBFloat16 (half the memory and the bytes streamed per
+  // decode step; keys and values are rounded to bf16 when appended, attention and
+  // softmax stay fp32). Throws mha::Error for an invalid config, sizes or storage.
+  KvCache(const AttentionConfig& config, int64_t max_batch, int64_t max_seq_len,
+          DType storage = DType::kFloat32);
   ~KvCache();
   KvCache(KvCache&&) noexcept;
   KvCache& operator=(KvCache&&) noexcept;
 
   int64_t max_batch() const;
   int64_t max_seq_len() const;
+  DType storage() const;
   int64_t length(int64_t sequence) const;  // tokens cached for that sequence
   void Reset();                            // every sequence empty
   void Reset(int64_t sequence);            // one sequence empty (continuous batching)

@@ -90,10 +90,11 @@ void MultiheadAttention::Impl::AppendToCache(const Problem& problem, const float
       problem.batch_size * kv_heads, nullptr, 0, [&](int64_t index, float* /*scratch*/) {
         const int64_t b = index / kv_heads, kv_head = index % kv_heads;
         const int64_t first_row = b * problem.query_len * width + kv_head * head_dim;
-        internal::AppendToPanels(
-            {keys + first_row, values + first_row, width, new_lengths[b], head_dim,
-             cache.KeyPanel(b, kv_head), cache.ValuePanel(b, kv_head),
-             internal::HeadScratch::kKeyBlock, cache.padded_head_dim, cache.lengths[b]});
+        internal::AppendToPanels({keys + first_row, values + first_row, width,
+                                  new_lengths[b], head_dim, cache.KeyPanel(b, kv_head),
+                                  cache.ValuePanel(b, kv_head),
+                                  internal::HeadScratch::kKeyBlock, cache.padded_head_dim,
+                                  cache.lengths[b], cache.bf16});
       });
 }
 

@@ -12,21 +12,26 @@
 namespace mha {
 
 struct KvCache::Impl {
-  Impl(const AttentionConfig& config, int64_t batch, int64_t seq_len);
+  Impl(const AttentionConfig& config, int64_t batch, int64_t seq_len, DType storage);
 
-  float* KeyPanel(int64_t sequence, int64_t kv_head) {
-    return keys.data() + (sequence * num_kv_heads + kv_head) * head_dim * capacity;
+  // Panels hold floats, or bfloat16 bits (uint16_t) when bf16.
+  void* KeyPanel(int64_t sequence, int64_t kv_head) {
+    return Element(keys, (sequence * num_kv_heads + kv_head) * head_dim * capacity);
   }
-  float* ValuePanel(int64_t sequence, int64_t kv_head) {
-    return values.data() +
-           (sequence * num_kv_heads + kv_head) * capacity * padded_head_dim;
+  void* ValuePanel(int64_t sequence, int64_t kv_head) {
+    return Element(values,
+                   (sequence * num_kv_heads + kv_head) * capacity * padded_head_dim);
+  }
+  void* Element(std::vector<uint8_t>& panels, int64_t index) const {
+    return panels.data() + index * (bf16 ? 2 : 4);
   }
 
   int64_t num_kv_heads, head_dim, max_batch, max_seq_len;
   int64_t capacity;         // max_seq_len padded to whole key blocks
   int64_t padded_head_dim;  // V row stride
+  bool bf16;                // storage type of the panels
   std::vector<int64_t> lengths;
-  std::vector<float> keys, values;
+  std::vector<uint8_t> keys, values;
 };
 
 }  // namespace mha

@@ -124,6 +124,7 @@ internal::HeadTask MultiheadAttention::Impl::MakeTask(const Problem& problem,
   if (slab.cache) {
     task.key_panel = slab.cache->KeyPanel(batch, kv_head);
     task.value_panel = slab.cache->ValuePanel(batch, kv_head);
+    task.bf16_panels = slab.cache->bf16;
   } else {
     task.key = slab.key.Row(batch, 0) + kv_head * head_dim;
     task.value = slab.value.Row(batch, 0) + kv_head * head_dim;

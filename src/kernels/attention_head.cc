@@ -30,11 +30,13 @@ size_t RoundUp(size_t n, size_t multiple) {
   return (n + multiple - 1) / multiple * multiple;
 }
 
-// Rows [first_row, first_row + rows) of a task against every key they may see.
+// Rows [first_row, first_row + rows) of a task against every key they may see;
+// panels of T (float, or bfloat16 from a bf16 KV cache).
+template <typename T>
 class QueryBlock {
  public:
   QueryBlock(const HeadTask& task, const MaskPlan& masks, const HeadScratch& layout,
-             float* scratch, const float* keys, const float* values, int64_t first_row,
+             float* scratch, const T* keys, const T* values, int64_t first_row,
              size_t rows)
       : task_(task),
         masks_(masks),
@@ -118,38 +120,51 @@ class QueryBlock {
   const HeadScratch& layout_;
   const int64_t first_row_;
   const size_t rows_;
-  const float* keys_;  // key-blocked K^T panel
-  const float* values_;
+  const T* keys_;  // key-blocked K^T panel
+  const T* values_;
   float* scores_;
   float* context_;
   float* maxes_;  // running softmax max and sum per row
   float* sums_;
 };
 
-void AttendHead(const HeadTask& task, const MaskPlan& masks, const HeadScratch& layout,
-                float* scratch) {
-  const hn::ScalableTag<float> d;
-  const float* keys = task.key_panel;
-  const float* values = task.value_panel;
-  if (!keys) {
-    // Keys no query of the task can see (causal, lengths) are never copied.
-    const size_t count = static_cast<size_t>(masks.KeyEnd(
-        task.batch, task.first_query + (task.query_len - 1) * task.position_step));
-    const size_t padded = RoundUp(count, HeadScratch::kPanelAlign);
-    const size_t head_dim = static_cast<size_t>(task.head_dim);
-    SplitKeysTransposed(d, task.key, task.key_stride, 0, count, padded, head_dim,
-                        scratch + layout.key_panel, layout.key_block);
-    SplitHead(d, task.value, task.value_stride, count, padded, head_dim,
-              scratch + layout.value_panel, layout.padded_head_dim);
-    keys = scratch + layout.key_panel;
-    values = scratch + layout.value_panel;
-  }
+template <class D, typename T>
+void AttendRows(D d, const HeadTask& task, const MaskPlan& masks,
+                const HeadScratch& layout, float* scratch, const T* keys,
+                const T* values) {
   for (int64_t first = 0; first < task.query_len;
        first += static_cast<int64_t>(HeadScratch::kQueryBlock)) {
     const size_t rows =
         std::min<size_t>(HeadScratch::kQueryBlock, task.query_len - first);
-    QueryBlock(task, masks, layout, scratch, keys, values, first, rows).Run(d);
+    QueryBlock<T>(task, masks, layout, scratch, keys, values, first, rows).Run(d);
   }
+}
+
+void AttendHead(const HeadTask& task, const MaskPlan& masks, const HeadScratch& layout,
+                float* scratch) {
+  const hn::ScalableTag<float> d;
+  if (task.key_panel && task.bf16_panels) {
+    return AttendRows(d, task, masks, layout, scratch,
+                      static_cast<const hwy::bfloat16_t*>(task.key_panel),
+                      static_cast<const hwy::bfloat16_t*>(task.value_panel));
+  }
+  if (task.key_panel) {
+    return AttendRows(d, task, masks, layout, scratch,
+                      static_cast<const float*>(task.key_panel),
+                      static_cast<const float*>(task.value_panel));
+  }
+  // Keys no query of the task can see (causal, lengths) are never copied.
+  const size_t count = static_cast<size_t>(masks.KeyEnd(
+      task.batch, task.first_query + (task.query_len - 1) * task.position_step));
+  const size_t padded = RoundUp(count, HeadScratch::kPanelAlign);
+  const size_t head_dim = static_cast<size_t>(task.head_dim);
+  float* keys = scratch + layout.key_panel;
+  float* values = scratch + layout.value_panel;
+  SplitKeysTransposed(d, task.key, task.key_stride, 0, count, padded, head_dim, keys,
+                      layout.key_block);
+  SplitHead(d, task.value, task.value_stride, count, padded, head_dim, values,
+            layout.padded_head_dim);
+  AttendRows(d, task, masks, layout, scratch, keys, values);
 }
 
 }  // namespace HWY_NAMESPACE

@@ -35,9 +35,11 @@ struct HeadTask {
   float* probabilities = nullptr;
   // Keys and values already split into panels (a KV cache): K^T in key blocks of
   // HeadScratch::kKeyBlock ([head_dim, block] each) and V [keys, padded head_dim],
-  // zero-padded. When set, the key/value rows above are not read, nothing is copied.
-  const float* key_panel = nullptr;
-  const float* value_panel = nullptr;
+  // zero-padded, as float or (bf16_panels) bfloat16. When set, the key/value rows
+  // above are not read and nothing is copied.
+  const void* key_panel = nullptr;
+  const void* value_panel = nullptr;
+  bool bf16_panels = false;
 };
 
 // Where AttendHead keeps its per-thread panels and tiles, in floats. Rows are padded

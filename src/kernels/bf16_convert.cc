@@ -12,19 +12,13 @@ namespace internal {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// bits + 0x7FFF + (lowest kept bit) rounds to nearest even before dropping 16 bits.
-uint16_t RoundToBf16(float value) {
-  uint32_t bits;
-  __builtin_memcpy(&bits, &value, sizeof(bits));
-  return static_cast<uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
-}
-
 void FloatToBf16(const float* HWY_RESTRICT in, size_t count, uint16_t* HWY_RESTRICT out) {
   const hn::ScalableTag<uint32_t> du32;
   const hn::Rebind<uint16_t, decltype(du32)> du16;
   const hn::Rebind<int32_t, decltype(du32)> di32;
   const hn::Rebind<float, decltype(du32)> df;
   const size_t lanes = hn::Lanes(du32);
+  // bits + 0x7FFF + (lowest kept bit) rounds to nearest even before dropping 16 bits.
   const auto bias = hn::Set(du32, 0x7FFFu);
   const auto one = hn::Set(du32, 1u);
   size_t i = 0;
@@ -34,7 +28,7 @@ void FloatToBf16(const float* HWY_RESTRICT in, size_t count, uint16_t* HWY_RESTR
     const auto rounded = hn::ShiftRight<16>(hn::Add(bits, hn::Add(bias, odd)));
     hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di32, rounded)), du16, out + i);
   }
-  for (; i < count; ++i) out[i] = RoundToBf16(in[i]);
+  for (; i < count; ++i) out[i] = RoundToBf16Bits(in[i]);
 }
 
 void Bf16ToFloat(const uint16_t* HWY_RESTRICT in, size_t count, float* HWY_RESTRICT out) {

@@ -7,6 +7,13 @@
 
 namespace mha::internal {
 
+// One value: round to nearest, ties to even, on the float's bits.
+inline uint16_t RoundToBf16Bits(float value) {
+  uint32_t bits;
+  __builtin_memcpy(&bits, &value, sizeof(bits));
+  return static_cast<uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+}
+
 // Round to nearest, ties to even (Highway 1.0.3's DemoteTo truncates). Finite inputs.
 void FloatToBf16(const float* in, size_t count, uint16_t* out);
 void Bf16ToFloat(const uint16_t* in, size_t count, float* out);

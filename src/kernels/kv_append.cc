@@ -13,16 +13,27 @@ namespace mha {
 namespace internal {
 namespace HWY_NAMESPACE {
 
-void AppendToPanels(const PanelAppend& a) {
+template <typename T>
+void Append(const PanelAppend& a, T* keys, T* values) {
   const hwy::HWY_NAMESPACE::ScalableTag<float> d;
   const size_t rows = static_cast<size_t>(a.rows),
                head_dim = static_cast<size_t>(a.head_dim);
-  const size_t first = static_cast<size_t>(a.first);
-  mha::HWY_NAMESPACE::SplitKeysTransposed(d, a.keys, a.stride, first, rows, first + rows,
-                                          head_dim, a.key_panel, a.key_block);
-  mha::HWY_NAMESPACE::SplitHead(d, a.values, a.stride, rows, rows, head_dim,
-                                a.value_panel + a.first * a.value_panel_stride,
-                                a.value_panel_stride);
+  const size_t first = static_cast<size_t>(a.first),
+               stride = static_cast<size_t>(a.stride);
+  const size_t value_stride = static_cast<size_t>(a.value_panel_stride);
+  mha::HWY_NAMESPACE::SplitKeysTransposed(d, a.keys, stride, first, rows, first + rows,
+                                          head_dim, keys,
+                                          static_cast<size_t>(a.key_block));
+  mha::HWY_NAMESPACE::SplitHead(d, a.values, stride, rows, rows, head_dim,
+                                values + first * value_stride, value_stride);
+}
+
+void AppendToPanels(const PanelAppend& a) {
+  if (a.bf16) {
+    return Append(a, static_cast<hwy::bfloat16_t*>(a.key_panel),
+                  static_cast<hwy::bfloat16_t*>(a.value_panel));
+  }
+  Append(a, static_cast<float*>(a.key_panel), static_cast<float*>(a.value_panel));
 }
 
 }  // namespace HWY_NAMESPACE

@@ -12,11 +12,12 @@ struct PanelAppend {
   const float* values = nullptr;
   int64_t stride = 0, rows = 0, head_dim = 0;
   // Destination: a key-blocked K^T panel (blocks of key_block keys, see
-  // head_layout-inl.h) and a V panel [.., value_panel_stride]; the new rows land at
-  // position `first`.
-  float* key_panel = nullptr;
-  float* value_panel = nullptr;
+  // head_layout-inl.h) and a V panel [.., value_panel_stride], of float or (bf16)
+  // bfloat16; the new rows land at position `first`.
+  void* key_panel = nullptr;
+  void* value_panel = nullptr;
   int64_t key_block = 0, value_panel_stride = 0, first = 0;
+  bool bf16 = false;
 };
 
 void AppendToPanels(const PanelAppend& append);

@@ -28,9 +28,18 @@ constexpr size_t kTileRows = 6;
 // 6 x 2 + 2 + 1 fit the 16 of AVX2 and SSE4.
 constexpr size_t kTileCols = HWY_TARGET <= HWY_AVX3 ? 4 : 2;
 
-template <size_t kRows, size_t kCols, class D>
+template <class D>
+HWY_INLINE hn::Vec<D> LoadRow(D d, const float* HWY_RESTRICT p) {
+  return hn::LoadU(d, p);
+}
+template <class D>
+HWY_INLINE hn::Vec<D> LoadRow(D d, const hwy::bfloat16_t* HWY_RESTRICT p) {
+  return hn::PromoteTo(d, hn::LoadU(hn::Rebind<hwy::bfloat16_t, D>(), p));
+}
+
+template <size_t kRows, size_t kCols, class D, typename TB>
 HWY_INLINE void MicroTile(D d, const float* HWY_RESTRICT a, size_t lda,
-                          const float* HWY_RESTRICT b, size_t ldb, size_t depth,
+                          const TB* HWY_RESTRICT b, size_t ldb, size_t depth,
                           float* HWY_RESTRICT c, size_t ldc, bool accumulate) {
   using V = hn::Vec<D>;
   const size_t lanes = hn::Lanes(d);
@@ -46,7 +55,7 @@ HWY_INLINE void MicroTile(D d, const float* HWY_RESTRICT a, size_t lda,
     V row[kCols];
     HWY_UNROLL(4)
     for (size_t col = 0; col < kCols; ++col)
-      row[col] = hn::LoadU(d, b + k * ldb + col * lanes);
+      row[col] = LoadRow(d, b + k * ldb + col * lanes);
     HWY_UNROLL(6)
     for (size_t r = 0; r < kRows; ++r) {
       const V broadcast = hn::Set(d, a[r * lda + k]);
@@ -66,9 +75,9 @@ HWY_INLINE void MicroTile(D d, const float* HWY_RESTRICT a, size_t lda,
 }
 
 // All rows of one column strip of kCols vectors.
-template <size_t kCols, class D>
+template <size_t kCols, class D, typename TB>
 HWY_INLINE void TileStrip(D d, size_t rows, const float* HWY_RESTRICT a, size_t lda,
-                          const float* HWY_RESTRICT b, size_t ldb, size_t depth,
+                          const TB* HWY_RESTRICT b, size_t ldb, size_t depth,
                           float* HWY_RESTRICT c, size_t ldc, bool accumulate) {
   size_t r = 0;
   for (; r + kTileRows <= rows; r += kTileRows) {
@@ -94,10 +103,11 @@ HWY_INLINE void TileStrip(D d, size_t rows, const float* HWY_RESTRICT a, size_t 
 }
 
 // C[rows, n] = (accumulate ? C : 0) + A[rows, depth] B[depth, n]; n % Lanes(d) == 0.
-template <class D>
+// B is float, or bfloat16 (a bf16 KV cache) widened to float as it is loaded.
+template <class D, typename TB>
 HWY_INLINE void TileMatMul(D d, size_t rows, size_t n, size_t depth,
                            const float* HWY_RESTRICT a, size_t lda,
-                           const float* HWY_RESTRICT b, size_t ldb, float* HWY_RESTRICT c,
+                           const TB* HWY_RESTRICT b, size_t ldb, float* HWY_RESTRICT c,
                            size_t ldc, bool accumulate) {
   const size_t lanes = hn::Lanes(d);
   const size_t vectors = n / lanes;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "hwy/highway.h"
+#include "src/kernels/bf16_convert.h"
 #include "src/kernels/softmax-inl.h"
 #include "src/kernels/tile_matmul-inl.h"
 
@@ -41,6 +42,14 @@ void TileMatMulForTest(size_t rows, size_t n, size_t depth, const float* a, size
              ldc, accumulate);
 }
 
+// B as bfloat16 bits, as a bf16 KV cache stores it.
+void TileMatMulBf16ForTest(size_t rows, size_t n, size_t depth, const float* a,
+                           size_t lda, const uint16_t* b, size_t ldb, float* c,
+                           size_t ldc) {
+  TileMatMul(hwy::HWY_NAMESPACE::ScalableTag<float>(), rows, n, depth, a, lda,
+             reinterpret_cast<const hwy::bfloat16_t*>(b), ldb, c, ldc, false);
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace mha
 HWY_AFTER_NAMESPACE();
@@ -52,6 +61,7 @@ HWY_AFTER_NAMESPACE();
 namespace mha {
 HWY_EXPORT(BlockedSoftmaxForTest);
 HWY_EXPORT(TileMatMulForTest);
+HWY_EXPORT(TileMatMulBf16ForTest);
 }  // namespace mha
 
 // Outside namespace mha: Highway's test macros name ::testing unqualified.
@@ -134,6 +144,32 @@ TEST_P(Kernels, TileMatMulMatchesPlainProduct) {
           ExpectClose(c, expected, "tile product", 1e-5);
         }
       }
+    }
+  }
+}
+
+TEST_P(Kernels, TileMatMulWidensBf16Panels) {
+  for (size_t rows : {1, 4, 7}) {
+    for (size_t n : {16, 48, 128}) {
+      const size_t depth = 33, lda = depth, ldb = n + 16, ldc = n;
+      const std::vector<float> a = RandomFloats(rows * lda, 1);
+      const std::vector<float> b = RandomFloats(depth * ldb, 2);
+      std::vector<uint16_t> b16(b.size());
+      mha::internal::FloatToBf16(b.data(), b.size(), b16.data());
+      std::vector<float> widened(b.size()), c(rows * ldc), expected(rows * ldc);
+      mha::internal::Bf16ToFloat(b16.data(), b16.size(), widened.data());
+      for (size_t i = 0; i < rows; ++i) {
+        for (size_t j = 0; j < n; ++j) {
+          double sum = 0.0;
+          for (size_t k = 0; k < depth; ++k) {
+            sum += double{a[i * lda + k]} * widened[k * ldb + j];
+          }
+          expected[i * ldc + j] = static_cast<float>(sum);
+        }
+      }
+      HWY_DYNAMIC_DISPATCH(mha::TileMatMulBf16ForTest)
+      (rows, n, depth, a.data(), lda, b16.data(), ldb, c.data(), ldc);
+      ExpectClose(c, expected, "bf16 tile product", 1e-5);
     }
   }
 }
