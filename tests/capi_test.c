@@ -75,7 +75,7 @@ int main(void) {
   }
   for (int i = 0; i < B * S * E; ++i) x[i] = (float)rand() / RAND_MAX * 2.0f - 1.0f;
 
-  mha_config config = {H, D, E, 0, 0, 0, 0.0f};
+  mha_config config = {H, D, E, 0, 0, 0, 0.0f, 0};
   mha_weights w;
   memset(&w, 0, sizeof(w));
   mha_projection* parts[4] = {&w.query, &w.key, &w.value, &w.output};
@@ -107,7 +107,7 @@ int main(void) {
     /* Decoding token by token through a cache gives the causal outputs. */
     if (causal) {
       mha_kv_cache* cache = NULL;
-      Check(mha_kv_cache_create(layer, B, S, &cache) == MHA_OK, "create cache");
+      Check(mha_kv_cache_create(layer, B, S, 0, &cache) == MHA_OK, "create cache");
       for (int t = 0; t < S; ++t) {
         float token[B * E], step[B * E], want[B * E];
         for (int b = 0; b < B; ++b) {
@@ -142,6 +142,24 @@ int main(void) {
   Check(strstr(mha_last_error(), "num_heads") != NULL, "bad config message");
   Check(mha_forward(layer, NULL) == MHA_INVALID_ARGUMENT, "NULL args refused");
   Check(strstr(mha_last_error(), "args") != NULL, "NULL args message");
+
+  /* bf16 weights and a bf16 cache: within the bf16 bound of the fp32 results. */
+  mha_config bf16_config = config;
+  bf16_config.bf16_weights = 1;
+  mha_layer* bf16_layer = NULL;
+  Check(mha_layer_create(&bf16_config, &w, &bf16_layer) == MHA_OK, "create bf16 layer");
+  mha_kv_cache* bf16_cache = NULL;
+  Check(mha_kv_cache_create(bf16_layer, B, S, 1, &bf16_cache) == MHA_OK,
+        "create bf16 cache");
+  {
+    float out[B * S * E], expected[B * S * E];
+    Naive(x, wp, bp, 1, expected);
+    Check(mha_forward_with_cache(bf16_layer, bf16_cache, B, S, x, NULL, out, 0) == MHA_OK,
+          "bf16 prefill");
+    Check(Close(out, expected, B * S * E) < 1e-2f, "bf16 prefill output");
+  }
+  mha_kv_cache_destroy(bf16_cache);
+  mha_layer_destroy(bf16_layer);
 
   mha_layer_destroy(layer);
   printf("%d passed, %d failed\n", g_passed, g_failed);

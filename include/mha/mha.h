@@ -33,6 +33,7 @@ typedef struct {
   int64_t query_dim, key_dim, value_dim; /* key_dim/value_dim 0: query_dim */
   int64_t num_kv_heads;                  /* 0: num_heads */
   float scale;                           /* 0: 1 / sqrt(head_dim) */
+  int bf16_weights; /* non-zero: projection weights stored as bfloat16 */
 } mha_config;
 
 typedef struct {
@@ -75,9 +76,11 @@ typedef struct {
 /* Safe to call from several threads at once on one layer. */
 mha_status mha_forward(const mha_layer* layer, const mha_forward_args* args);
 
-/* A KV cache for `layer`: max_batch sequences of up to max_seq_len tokens. */
+/* A KV cache for `layer`: max_batch sequences of up to max_seq_len tokens, keys and
+ * values stored as bfloat16 when bf16_storage is non-zero. */
 mha_status mha_kv_cache_create(const mha_layer* layer, int64_t max_batch,
-                               int64_t max_seq_len, mha_kv_cache** cache);
+                               int64_t max_seq_len, int bf16_storage,
+                               mha_kv_cache** cache);
 void mha_kv_cache_destroy(mha_kv_cache* cache);
 /* sequence -1: every sequence. */
 mha_status mha_kv_cache_reset(mha_kv_cache* cache, int64_t sequence);

@@ -47,6 +47,7 @@ mha::AttentionConfig ToConfig(const mha_config& c) {
   mha::AttentionConfig config{c.num_heads, c.head_dim, c.query_dim,   c.key_dim,
                               c.value_dim, {},         c.num_kv_heads};
   if (c.scale != 0.0f) config.scale = c.scale;
+  if (c.bf16_weights) config.weight_dtype = mha::DType::kBFloat16;
   return config;
 }
 
@@ -152,12 +153,15 @@ mha_status mha_forward(const mha_layer* layer, const mha_forward_args* args) {
 }
 
 mha_status mha_kv_cache_create(const mha_layer* layer, int64_t max_batch,
-                               int64_t max_seq_len, mha_kv_cache** cache) {
+                               int64_t max_seq_len, int bf16_storage,
+                               mha_kv_cache** cache) {
   return Guard([&] {
     Require(layer, "layer");
     Require(cache, "cache");
-    *cache =
-        new mha_kv_cache{mha::KvCache(layer->attention.config(), max_batch, max_seq_len)};
+    const mha::DType storage =
+        bf16_storage ? mha::DType::kBFloat16 : mha::DType::kFloat32;
+    *cache = new mha_kv_cache{
+        mha::KvCache(layer->attention.config(), max_batch, max_seq_len, storage)};
   });
 }
 
