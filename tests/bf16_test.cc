@@ -89,6 +89,125 @@ TEST(Bf16Weights, DecodeThroughCacheMatchesBf16Forward) {
   }
 }
 
+// bf16 input tensors give what their widened fp32 values give, for fp32 and bf16
+// weights, self- and cross-attention, and through the naive baseline.
+TEST(Bf16Inputs, MatchWidenedFp32Inputs) {
+  for (DType weights : {DType::kFloat32, DType::kBFloat16}) {
+    for (bool cross : {false, true}) {
+      LayerSpec spec;
+      spec.num_heads = 4;
+      spec.head_dim = 8;
+      spec.query_dim = 32;
+      spec.key_dim = spec.value_dim = cross ? 24 : 0;
+      OwnedLayer layer = MakeLayer(spec, 29);
+      layer.config.weight_dtype = weights;
+      const MultiheadAttention attention(layer.config, layer.weights);
+      const int64_t kv_dim = cross ? 24 : 32;
+      const std::vector<float> q = RandomFloats(2 * 7 * 32, 6),
+                               kv = RandomFloats(2 * 9 * kv_dim, 7);
+      std::vector<uint16_t> q16(q.size()), kv16(kv.size());
+      internal::FloatToBf16(q.data(), q.size(), q16.data());
+      internal::FloatToBf16(kv.data(), kv.size(), kv16.data());
+      std::vector<float> qw(q.size()), kvw(kv.size());
+      internal::Bf16ToFloat(q16.data(), q16.size(), qw.data());
+      internal::Bf16ToFloat(kv16.data(), kv16.size(), kvw.data());
+      const int64_t sk = cross ? 9 : 7;
+      const AttentionInputs bf16_inputs{
+          TensorView(q16.data(), DType::kBFloat16, Shape{2, 7, 32}),
+          cross ? TensorView(kv16.data(), DType::kBFloat16, Shape{2, sk, kv_dim})
+                : TensorView(),
+          cross ? TensorView(kv16.data(), DType::kBFloat16, Shape{2, sk, kv_dim})
+                : TensorView()};
+      const AttentionInputs fp32_inputs{
+          TensorView(qw.data(), Shape{2, 7, 32}),
+          cross ? TensorView(kvw.data(), Shape{2, sk, kv_dim}) : TensorView(),
+          cross ? TensorView(kvw.data(), Shape{2, sk, kv_dim}) : TensorView()};
+      std::vector<float> a(2 * 7 * 32), b(a.size()), ref(a.size());
+      attention.Forward(bf16_inputs, {},
+                        {MutableTensorView(a.data(), Shape{2, 7, 32}), {}});
+      attention.Forward(fp32_inputs, {},
+                        {MutableTensorView(b.data(), Shape{2, 7, 32}), {}});
+      ExpectClose(a, b, "bf16 input vs widened fp32 input", 1e-6);
+      AttentionConfig fp32_config = layer.config;
+      fp32_config.weight_dtype = DType::kFloat32;
+      NaiveMultiheadAttention(fp32_config, layer.weights, bf16_inputs, {},
+                              {MutableTensorView(ref.data(), Shape{2, 7, 32}), {}});
+      ExpectClose(a, ref, "bf16 input vs baseline",
+                  weights == DType::kFloat32 ? 1e-4 : kBf16Bound);
+    }
+  }
+}
+
+// bf16 outputs hold the fp32 results rounded to nearest even: bit for bit, in the
+// whole flow, the chunked flow and decoding, and from the naive baseline.
+TEST(Bf16Outputs, AreRoundedFp32Results) {
+  LayerSpec spec;
+  spec.num_heads = 4;
+  spec.head_dim = 8;
+  spec.query_dim = 32;
+  const OwnedLayer layer = MakeLayer(spec, 31);
+  const MultiheadAttention attention(layer.config, layer.weights);
+  const std::vector<float> x = RandomFloats(2 * 70 * 32, 8);
+  const Shape shape{2, 70, 32};
+  AttentionMasks masks;
+  masks.is_causal = true;
+  for (double budget : {64.0 * (1 << 20), 4096.0}) {  // whole, then chunked
+    ForwardOptions options;
+    options.workspace_budget_bytes = budget;
+    std::vector<float> fp32(2 * 70 * 32);
+    std::vector<uint16_t> bf16(fp32.size());
+    const AttentionInputs inputs{TensorView(x.data(), shape), {}, {}};
+    attention.Forward(inputs, masks, {MutableTensorView(fp32.data(), shape), {}},
+                      options);
+    attention.Forward(inputs, masks,
+                      {MutableTensorView(bf16.data(), DType::kBFloat16, shape), {}},
+                      options);
+    for (size_t i = 0; i < fp32.size(); ++i) {
+      ASSERT_EQ(bf16[i], internal::RoundToBf16Bits(fp32[i]))
+          << "budget " << budget << " i " << i;
+    }
+    std::vector<uint16_t> reference(fp32.size());
+    NaiveMultiheadAttention(
+        layer.config, layer.weights, inputs, masks,
+        {MutableTensorView(reference.data(), DType::kBFloat16, shape), {}});
+    std::vector<float> widened(fp32.size()), reference_widened(fp32.size());
+    internal::Bf16ToFloat(bf16.data(), bf16.size(), widened.data());
+    internal::Bf16ToFloat(reference.data(), reference.size(), reference_widened.data());
+    ExpectClose(widened, reference_widened, "bf16 output vs baseline", kBf16Bound);
+  }
+  KvCache cache(layer.config, 2, 70);
+  std::vector<float> fp32(2 * 70 * 32);
+  std::vector<uint16_t> bf16(fp32.size());
+  attention.ForwardWithCache(TensorView(x.data(), shape), {}, cache,
+                             MutableTensorView(bf16.data(), DType::kBFloat16, shape));
+  attention.Forward({TensorView(x.data(), shape), {}, {}}, masks,
+                    {MutableTensorView(fp32.data(), shape), {}});
+  std::vector<float> widened(fp32.size());
+  internal::Bf16ToFloat(bf16.data(), bf16.size(), widened.data());
+  ExpectClose(widened, fp32, "bf16 decode output", kBf16Bound);
+}
+
+TEST(Bf16Outputs, AttentionWeightsMustBeFp32) {
+  const OwnedLayer layer = MakeLayer(LayerSpec(), 2);
+  const MultiheadAttention attention(layer.config, layer.weights);
+  std::vector<float> x(2 * 3 * 8), out(x.size());
+  std::vector<uint16_t> weights(2 * 3 * 3, 7);
+  try {
+    attention.Forward(
+        {TensorView(x.data(), Shape{2, 3, 8}), {}, {}}, {},
+        {MutableTensorView(out.data(), Shape{2, 3, 8}),
+         MutableTensorView(weights.data(), DType::kBFloat16, Shape{2, 3, 3})});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("outputs.attn_weights: expected dtype float32, got "
+                                   "bfloat16"),
+        std::string::npos)
+        << e.what();
+  }
+  for (uint16_t w : weights) ASSERT_EQ(w, 7);
+}
+
 // Round to nearest even on the float bits, one value at a time.
 uint16_t ScalarBf16(float value) {
   uint32_t bits;

@@ -48,15 +48,19 @@ struct TensorView {
   const float* floats() const { return static_cast<const float*>(data); }
 };
 
-// Writable fp32 view for outputs.
+// Writable view for outputs: float32, or bfloat16 (uint16_t bits) where accepted.
 struct MutableTensorView {
-  float* data = nullptr;
+  void* data = nullptr;
+  DType dtype = DType::kFloat32;
   Shape shape;
 
   MutableTensorView() = default;
   MutableTensorView(float* values, Shape dims) : data(values), shape(dims) {}
+  MutableTensorView(void* values, DType type, Shape dims)
+      : data(values), dtype(type), shape(dims) {}
 
   bool present() const { return data != nullptr; }
+  float* floats() const { return static_cast<float*>(data); }
 };
 
 }  // namespace mha

@@ -31,14 +31,19 @@ void CheckTensor(const char* name, const TensorView& tensor, DType dtype,
   CheckedNumElements(name, tensor.shape, DTypeSize(dtype));
 }
 
-void CheckOutput(const char* name, const MutableTensorView& tensor,
-                 const Shape& expected) {
+void CheckOutput(const char* name, const MutableTensorView& tensor, const Shape& expected,
+                 bool bf16_allowed) {
   if (!tensor.present()) Fail(name, ": data is null");
+  if (tensor.dtype != DType::kFloat32 &&
+      !(bf16_allowed && tensor.dtype == DType::kBFloat16)) {
+    Fail(name, ": expected dtype float32", bf16_allowed ? " or bfloat16" : "", ", got ",
+         DTypeName(tensor.dtype));
+  }
   if (tensor.shape != expected) {
     Fail(name, ": expected shape ", expected.ToString(), ", got ",
          tensor.shape.ToString());
   }
-  CheckedNumElements(name, tensor.shape, sizeof(float));
+  CheckedNumElements(name, tensor.shape, DTypeSize(tensor.dtype));
 }
 
 }  // namespace mha::internal

@@ -26,7 +26,8 @@ int64_t CheckedNumElements(const char* name, const Shape& shape, size_t element_
 // A present tensor of the given dtype and shape, or fails naming `name`.
 void CheckTensor(const char* name, const TensorView& tensor, DType dtype,
                  const Shape& expected);
-void CheckOutput(const char* name, const MutableTensorView& tensor,
-                 const Shape& expected);
+// An output of `expected` shape, float32 (or bfloat16 when bf16_allowed).
+void CheckOutput(const char* name, const MutableTensorView& tensor, const Shape& expected,
+                 bool bf16_allowed = false);
 
 }  // namespace mha::internal

@@ -30,7 +30,10 @@ void CheckInput(const char* name, const TensorView& tensor, int64_t dim, bool ba
   if (shape[rank - 1] != dim) {
     Fail(name, ": last dimension must be ", dim, ", got shape ", shape.ToString());
   }
-  CheckTensor(name, tensor, DType::kFloat32, shape);
+  if (tensor.dtype != DType::kFloat32 && tensor.dtype != DType::kBFloat16) {
+    Fail(name, ": expected dtype float32 or bfloat16, got ", DTypeName(tensor.dtype));
+  }
+  CheckTensor(name, tensor, tensor.dtype, shape);
 }
 
 Shape Batched(bool batched, int64_t batch_size, const Shape& rest) {
@@ -73,7 +76,8 @@ Problem ValidateForward(const AttentionConfig& config, int64_t output_dim,
     Fail("options.num_threads: must be >= 0, got ", options.num_threads);
   }
   if (!(options.workspace_budget_bytes > 0.0)) {
-    Fail("options.workspace_budget_bytes: must be > 0, got ", options.workspace_budget_bytes);
+    Fail("options.workspace_budget_bytes: must be > 0, got ",
+         options.workspace_budget_bytes);
   }
   Problem problem;
   problem.query = inputs.query;
@@ -103,7 +107,7 @@ Problem ValidateForward(const AttentionConfig& config, int64_t output_dim,
 
   const int64_t b = problem.batch_size, sq = problem.query_len, sk = problem.key_len;
   CheckOutput("outputs.output", outputs.output,
-              Batched(problem.batched, b, Shape{sq, output_dim}));
+              Batched(problem.batched, b, Shape{sq, output_dim}), /*bf16_allowed=*/true);
   if (outputs.attn_weights.present()) {
     const Shape expected =
         options.average_attn_weights

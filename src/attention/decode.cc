@@ -106,13 +106,14 @@ void MultiheadAttention::Impl::ForwardWithCache(const TensorView& query,
   const internal::WorkspacePool::Lease workspace = workspaces.Acquire();
   const Problem problem =
       ValidateCacheCall(query, new_lengths, cache, output, options, *workspace);
+  const MutableTensorView staged = StageOutput(output, *workspace);
   // Everything is checked: from here on the cache and output are written.
   const internal::ScopedThreadCount thread_count(ThreadsFor(problem, options));
   const int64_t model_dim = config.model_dim(), sq = problem.query_len;
   const int64_t rows = problem.batch_size * sq, width = model_dim + 2 * config.kv_dim();
   const int64_t* counts = workspace->new_lengths.data();
   float* qkv = Workspace::Reserve(workspace->projections, rows * width);
-  Linear(kFusedLinear, query.floats(), rows, qkv, *workspace);
+  Linear(kFusedLinear, query, 0, rows, qkv, *workspace);
   AppendToCache(problem, qkv, cache, counts);
 
   AttendSlab slab;
@@ -123,20 +124,21 @@ void MultiheadAttention::Impl::ForwardWithCache(const TensorView& query,
   // Padding rows are never attended: start from zeros so they stay zero.
   float* context = has_output
                        ? Workspace::Reserve(workspace->merged_heads, rows * model_dim)
-                       : output.data;
+                       : staged.floats();
   std::fill(context, context + rows * model_dim, 0.0f);
   slab.context = {context, sq * model_dim, model_dim};
   const internal::MaskPlan masks =
       internal::MaskPlan::ForCache(workspace->positions.data(), cache.capacity);
   Attend(problem, masks, slab, *workspace);
   if (has_output) {
-    Linear(kOutputLinear, context, rows, output.data, *workspace);
+    Linear(kOutputLinear, context, rows, staged.floats(), *workspace);
     for (int64_t b = 0; b < problem.batch_size; ++b) {  // padding gets 0, not the bias
-      std::fill(output.data + (b * sq + counts[b]) * output_dim,
-                output.data + (b + 1) * sq * output_dim, 0.0f);
+      std::fill(staged.floats() + (b * sq + counts[b]) * output_dim,
+                staged.floats() + (b + 1) * sq * output_dim, 0.0f);
     }
   }
   for (int64_t b = 0; b < problem.batch_size; ++b) cache.lengths[b] += counts[b];
+  FinishOutput(staged, output);
 }
 
 void MultiheadAttention::ForwardWithCache(const TensorView& query,

@@ -67,6 +67,13 @@ struct MultiheadAttention::Impl {
   internal::HeadTask MakeTask(const internal::Problem& problem,
                               const internal::AttendSlab& slab, int64_t batch,
                               int64_t head, int64_t heads_per_task) const;
+  void RunFlow(const internal::Problem& problem, const internal::MaskPlan& mask_plan,
+               bool is_causal, const AttentionOutputs& outputs,
+               const ForwardOptions& options, internal::Workspace& workspace) const;
+  MutableTensorView StageOutput(const MutableTensorView& output,
+                                internal::Workspace& workspace) const;
+  void FinishOutput(const MutableTensorView& staged,
+                    const MutableTensorView& output) const;
   int ThreadsFor(const internal::Problem& problem, const ForwardOptions& options) const;
   void ForwardWithCache(const TensorView& query, const TensorView& new_lengths,
                         KvCache::Impl& cache, const MutableTensorView& output,
@@ -82,8 +89,18 @@ struct MultiheadAttention::Impl {
   // Projects `rows` rows of `input` with linears[index] into `output`.
   void Linear(int index, const float* input, int64_t rows, float* output,
               internal::Workspace& workspace) const {
-    linears[index].Execute(workspace.stream, input, rows, output, workspace.calls[index],
-                           workspace.scratchpad);
+    linears[index].Execute(workspace.stream, input, /*input_bf16=*/false, rows, output,
+                           workspace.calls[index], workspace.scratchpad);
+  }
+  // Projects rows [first_row, first_row + rows) of a caller's fp32 or bf16 input.
+  void Linear(int index, const TensorView& input, int64_t first_row, int64_t rows,
+              float* output, internal::Workspace& workspace) const {
+    const int64_t width = input.shape[input.shape.rank() - 1];
+    const auto* bytes = static_cast<const uint8_t*>(input.data);
+    linears[index].Execute(workspace.stream,
+                           bytes + first_row * width * DTypeSize(input.dtype),
+                           input.dtype == DType::kBFloat16, rows, output,
+                           workspace.calls[index], workspace.scratchpad);
   }
 
   AttentionConfig config;

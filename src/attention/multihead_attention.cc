@@ -5,7 +5,9 @@
 
 #include <algorithm>
 
+#include "src/api/check.h"
 #include "src/attention/layer_impl.h"
+#include "src/kernels/bf16_convert.h"
 #include "src/planning/weight_layout.h"
 #include "src/threading/parallel_for.h"
 
@@ -149,13 +151,13 @@ void MultiheadAttention::Impl::ForwardWhole(const Problem& problem,
   const int64_t model_dim = config.model_dim(), kv_dim = config.kv_dim();
   const int64_t sq = problem.query_len, sk = problem.key_len;
   const int64_t query_rows = problem.batch_size * sq, key_rows = problem.batch_size * sk;
-  AttendSlab slab{0,  problem.batch_size,       0, sq, {}, {}, {},
-                  {}, outputs.attn_weights.data};
+  AttendSlab slab{0,  problem.batch_size,           0, sq, {}, {}, {},
+                  {}, outputs.attn_weights.floats()};
   Rows<const float>* parts[3] = {&slab.query, &slab.key, &slab.value};
   if (problem.self_attention && packed.qkv_fused()) {
     const int64_t width = model_dim + 2 * kv_dim;
     float* qkv = Workspace::Reserve(workspace.projections, query_rows * width);
-    Linear(kFusedLinear, problem.query.floats(), query_rows, qkv, workspace);
+    Linear(kFusedLinear, problem.query, 0, query_rows, qkv, workspace);
     for (int input = 0; input < 3; ++input) {
       const int64_t column = packed.FusedColumn(static_cast<PackedWeights::Input>(input));
       *parts[input] = {qkv + column, sq * width, width};
@@ -167,7 +169,7 @@ void MultiheadAttention::Impl::ForwardWhole(const Problem& problem,
                                      query_rows * model_dim + 2 * key_rows * kv_dim);
     for (int input = 0; input < 3; ++input) {
       const int64_t rows = problem.batch_size * lengths[input];
-      Linear(input, sources[input]->floats(), rows, next, workspace);
+      Linear(input, *sources[input], 0, rows, next, workspace);
       *parts[input] = {next, lengths[input] * widths[input], widths[input]};
       next += rows * widths[input];
     }
@@ -175,7 +177,7 @@ void MultiheadAttention::Impl::ForwardWhole(const Problem& problem,
   // Without an output projection the heads merge straight into the output.
   float* context =
       has_output ? Workspace::Reserve(workspace.merged_heads, query_rows * model_dim)
-                 : outputs.output.data;
+                 : outputs.output.floats();
   slab.context = {context, sq * model_dim, model_dim};
   if (average) {
     slab.probabilities = Workspace::Reserve(workspace.per_head_weights,
@@ -183,10 +185,10 @@ void MultiheadAttention::Impl::ForwardWhole(const Problem& problem,
   }
   Attend(problem, masks, slab, workspace);
   if (has_output)
-    Linear(kOutputLinear, context, query_rows, outputs.output.data, workspace);
+    Linear(kOutputLinear, context, query_rows, outputs.output.floats(), workspace);
   if (average) {
     AverageHeads(slab.probabilities, problem.batch_size, config.num_heads, sq * sk,
-                 outputs.attn_weights.data);
+                 outputs.attn_weights.floats());
   }
 }
 
@@ -205,9 +207,9 @@ void MultiheadAttention::Impl::ForwardInChunks(const Problem& problem,
   const int64_t key_rows = problem.batch_size * sk;
   float* keys = Workspace::Reserve(workspace.projections,
                                    (values_in_output ? 1 : 2) * key_rows * kv_dim);
-  float* values = values_in_output ? outputs.output.data : keys + key_rows * kv_dim;
-  Linear(kKeyLinear, problem.key.floats(), key_rows, keys, workspace);
-  Linear(kValueLinear, problem.value.floats(), key_rows, values, workspace);
+  float* values = values_in_output ? outputs.output.floats() : keys + key_rows * kv_dim;
+  Linear(kKeyLinear, problem.key, 0, key_rows, keys, workspace);
+  Linear(kValueLinear, problem.value, 0, key_rows, values, workspace);
 
   float* chunk = Workspace::Reserve(workspace.chunks, 2 * chunk_rows * model_dim);
   AttendSlab slab;
@@ -220,9 +222,8 @@ void MultiheadAttention::Impl::ForwardInChunks(const Problem& problem,
     const int64_t index = values_in_output ? chunks - 1 - n : n;
     const int64_t b = index / per_batch, first = index % per_batch * chunk_rows;
     const int64_t count = std::min(chunk_rows, sq - first);
-    float* out = outputs.output.data + (b * sq + first) * output_dim;
-    Linear(kQueryLinear, problem.query.floats() + (b * sq + first) * config.query_dim,
-           count, chunk, workspace);
+    float* out = outputs.output.floats() + (b * sq + first) * output_dim;
+    Linear(kQueryLinear, problem.query, b * sq + first, count, chunk, workspace);
     slab.batch_begin = b;
     slab.batch_end = b + 1;
     slab.first_query = first;
@@ -253,17 +254,47 @@ void MultiheadAttention::Impl::Forward(const AttentionInputs& inputs,
   // Everything is checked: from here on outputs are written.
   const internal::ScopedThreadCount thread_count(ThreadsFor(problem, options));
   const internal::WorkspacePool::Lease workspace = workspaces.Acquire();
+  AttentionOutputs fp32_outputs = outputs;
+  const MutableTensorView staged = StageOutput(outputs.output, *workspace);
+  fp32_outputs.output = staged;
+  RunFlow(problem, mask_plan, masks.is_causal, fp32_outputs, options, *workspace);
+  FinishOutput(staged, outputs.output);
+}
+
+// bf16 outputs are computed in fp32 (in the workspace) and rounded at the end.
+MutableTensorView MultiheadAttention::Impl::StageOutput(const MutableTensorView& output,
+                                                        Workspace& workspace) const {
+  if (output.dtype == DType::kFloat32) return output;
+  const int64_t count = internal::CheckedNumElements("output", output.shape, 4);
+  return MutableTensorView(Workspace::Reserve(workspace.staged_output, count),
+                           output.shape);
+}
+
+void MultiheadAttention::Impl::FinishOutput(const MutableTensorView& staged,
+                                            const MutableTensorView& output) const {
+  if (output.dtype == DType::kFloat32) return;
+  internal::FloatToBf16(staged.floats(),
+                        internal::CheckedNumElements("output", output.shape, 4),
+                        static_cast<uint16_t*>(output.data));
+}
+
+// Picks the whole or the chunked flow for the workspace budget.
+void MultiheadAttention::Impl::RunFlow(const Problem& problem,
+                                       const internal::MaskPlan& mask_plan,
+                                       bool is_causal, const AttentionOutputs& outputs,
+                                       const ForwardOptions& options,
+                                       Workspace& workspace) const {
   const double row_bytes = 4.0 * config.model_dim(), kv_row_bytes = 4.0 * config.kv_dim();
   const double whole_bytes = problem.batch_size * (2.0 * row_bytes * problem.query_len +
                                                    2.0 * kv_row_bytes * problem.key_len);
   if (whole_bytes <= options.workspace_budget_bytes || outputs.attn_weights.present()) {
     const bool average = outputs.attn_weights.present() && options.average_attn_weights;
-    ForwardWhole(problem, mask_plan, outputs, average, *workspace);
+    ForwardWhole(problem, mask_plan, outputs, average, workspace);
     return;
   }
   // Causal self-attention can keep V in the output buffer (see ForwardInChunks): its
   // rows must be no wider than the output's.
-  const bool values_in_output = masks.is_causal && has_output &&
+  const bool values_in_output = is_causal && has_output &&
                                 problem.query_len == problem.key_len &&
                                 output_dim >= config.kv_dim();
   // Q and context rows of one chunk share what the budget leaves beside K and V.
@@ -274,7 +305,7 @@ void MultiheadAttention::Impl::Forward(const AttentionInputs& inputs,
   ForwardInChunks(problem, mask_plan, values_in_output,
                   static_cast<int64_t>(std::clamp(chunk_rows, double(kMinQueryChunk),
                                                   double(kMaxQueryChunk))),
-                  outputs, *workspace);
+                  outputs, workspace);
 }
 
 void MultiheadAttention::Forward(const AttentionInputs& inputs,

@@ -26,7 +26,8 @@ struct Workspace {
 
   dnnl::stream stream;
   std::vector<uint8_t> scratchpad;  // oneDNN's, user-managed
-  std::vector<float> projections, merged_heads, per_head_weights, head_scratch, chunks;
+  std::vector<float> projections, merged_heads, per_head_weights, head_scratch, chunks,
+      staged_output;
   std::vector<int64_t> positions, new_lengths;  // per sequence, when decoding
   // One per LinearPrimitive of the layer: query, key, value, fused QKV, output.
   LinearCall calls[5];

@@ -74,20 +74,24 @@ LinearCall::Entry& LinearPrimitive::Prepare(LinearCall& call, int64_t rows) cons
   return entry;
 }
 
-void LinearPrimitive::Execute(dnnl::stream& stream, const float* input, int64_t rows,
-                              float* output, LinearCall& call,
+void LinearPrimitive::Execute(dnnl::stream& stream, const void* input, bool input_bf16,
+                              int64_t rows, float* output, LinearCall& call,
                               std::vector<uint8_t>& scratchpad) const {
   LinearCall::Entry& entry = Prepare(call, rows);
   const size_t scratchpad_bytes = entry.scratchpad.get_desc().get_size();
   if (scratchpad.size() < scratchpad_bytes) scratchpad.resize(scratchpad_bytes);
-  if (bf16_) {
-    const size_t count = static_cast<size_t>(rows * shape_.in_dim);
+  // The primitive reads the weights' type: convert the input only when they differ.
+  const size_t count = static_cast<size_t>(rows * shape_.in_dim);
+  if (bf16_ && !input_bf16) {
     if (call.bf16_input.size() < count) call.bf16_input.resize(count);
-    FloatToBf16(input, count, call.bf16_input.data());
-    entry.input.set_data_handle(call.bf16_input.data());
-  } else {
-    entry.input.set_data_handle(const_cast<float*>(input));
+    FloatToBf16(static_cast<const float*>(input), count, call.bf16_input.data());
+    input = call.bf16_input.data();
+  } else if (!bf16_ && input_bf16) {
+    if (call.float_input.size() < count) call.float_input.resize(count);
+    Bf16ToFloat(static_cast<const uint16_t*>(input), count, call.float_input.data());
+    input = call.float_input.data();
   }
+  entry.input.set_data_handle(const_cast<void*>(input));
   entry.output.set_data_handle(output);
   entry.scratchpad.set_data_handle(scratchpad.data());
   dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, entry.input.get()},

@@ -32,6 +32,7 @@ struct LinearCall {
   Entry entries[kEntries];
   int next_victim = 0;               // replaced round-robin
   std::vector<uint16_t> bf16_input;  // the input rounded to bf16, for bf16 weights
+  std::vector<float> float_input;    // a bf16 input widened, for fp32 weights
 };
 
 class LinearPrimitive {
@@ -51,8 +52,9 @@ class LinearPrimitive {
 
   // Grows `scratchpad` as the primitive needs (oneDNN runs with user-managed
   // scratchpads, so concurrent callers never share one).
-  void Execute(dnnl::stream& stream, const float* input, int64_t rows, float* output,
-               LinearCall& call, std::vector<uint8_t>& scratchpad) const;
+  // `input` holds rows x in_dim floats, or bfloat16 bits when input_bf16.
+  void Execute(dnnl::stream& stream, const void* input, bool input_bf16, int64_t rows,
+               float* output, LinearCall& call, std::vector<uint8_t>& scratchpad) const;
 
  private:
   dnnl::matmul::primitive_desc Describe(dnnl::memory::dim rows) const;

@@ -7,6 +7,7 @@
 
 #include "mha/reference.hpp"
 #include "src/api/problem.h"
+#include "src/kernels/bf16_convert.h"
 #include "src/masks/mask_plan.h"
 #include "src/planning/weight_layout.h"
 
@@ -51,26 +52,32 @@ void WriteAttnWeights(const std::vector<double>& per_head, const Problem& p,
       for (int64_t h = 0; h < heads; ++h) {
         const double value = per_head[(b * heads + h) * plane + i];
         sum += value;
-        if (!average) attn_weights.data[(b * heads + h) * plane + i] = float(value);
+        if (!average) attn_weights.floats()[(b * heads + h) * plane + i] = float(value);
       }
-      if (average) attn_weights.data[b * plane + i] = float(sum / double(heads));
+      if (average) attn_weights.floats()[b * plane + i] = float(sum / double(heads));
     }
   }
 }
 
 // output = context W_o^T + b_o, or the context itself without an output projection.
-void WriteOutput(const std::vector<double>& context, int64_t rows, int64_t model,
-                 const Projection& projection, int64_t output_dim, float* output) {
-  if (!projection.present()) {
-    for (size_t i = 0; i < context.size(); ++i)
-      output[i] = static_cast<float>(context[i]);
-    return;
+void Store(const std::vector<double>& values, const MutableTensorView& output) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    const float value = static_cast<float>(values[i]);
+    if (output.dtype == DType::kBFloat16) {
+      static_cast<uint16_t*>(output.data)[i] = internal::RoundToBf16Bits(value);
+    } else {
+      output.floats()[i] = value;
+    }
   }
-  const std::vector<double> projected =
-      Linear(context.data(), rows, model,
-             WeightReader(projection, model, output_dim, model), output_dim);
-  for (size_t i = 0; i < projected.size(); ++i)
-    output[i] = static_cast<float>(projected[i]);
+}
+
+void WriteOutput(const std::vector<double>& context, int64_t rows, int64_t model,
+                 const Projection& projection, int64_t output_dim,
+                 const MutableTensorView& output) {
+  if (!projection.present()) return Store(context, output);
+  Store(Linear(context.data(), rows, model,
+               WeightReader(projection, model, output_dim, model), output_dim),
+        output);
 }
 
 double Dot(const double* a, const double* b, int64_t n) {
@@ -135,8 +142,13 @@ void NaiveMultiheadAttention(const AttentionConfig& config,
   const int64_t group_size = config.group_size();
   const auto project = [&](const TensorView& x, int64_t len, int64_t dim, int64_t width,
                            const Projection& w) {
-    return Linear(x.floats(), p.batch_size * len, dim,
-                  WeightReader(w, dim, width, head_dim), width);
+    const int64_t rows = p.batch_size * len;
+    const WeightReader weight(w, dim, width, head_dim);
+    if (x.dtype == DType::kFloat32) return Linear(x.floats(), rows, dim, weight, width);
+    std::vector<float> widened(rows * dim);  // bf16 input
+    internal::Bf16ToFloat(static_cast<const uint16_t*>(x.data), widened.size(),
+                          widened.data());
+    return Linear(widened.data(), rows, dim, weight, width);
   };
   const std::vector<double> q =
       project(p.query, p.query_len, config.query_dim, model, weights.query);
@@ -179,7 +191,7 @@ void NaiveMultiheadAttention(const AttentionConfig& config,
   WriteAttnWeights(weights_out, p, heads, options.average_attn_weights,
                    outputs.attn_weights);
   WriteOutput(context, p.batch_size * p.query_len, model, weights.output, output_dim,
-              outputs.output.data);
+              outputs.output);
 }
 
 }  // namespace mha
