@@ -13,22 +13,16 @@ namespace mha {
 
 using internal::Fail;
 
-namespace {
-int64_t Padded(int64_t n) {
-  const int64_t align = internal::HeadScratch::kPanelAlign;
-  return (n + align - 1) / align * align;
-}
-}  // namespace
-
 KvCache::Impl::Impl(const AttentionConfig& config, int64_t batch, int64_t seq_len,
                     DType storage)
     : num_kv_heads(config.resolved_num_kv_heads()),
       head_dim(config.head_dim),
       max_batch(batch),
       max_seq_len(seq_len),
-      capacity((seq_len + internal::HeadScratch::kKeyBlock - 1) /
-               internal::HeadScratch::kKeyBlock * internal::HeadScratch::kKeyBlock),
-      padded_head_dim(Padded(config.head_dim)),
+      capacity(static_cast<int64_t>(internal::RoundUp(static_cast<size_t>(seq_len),
+                                                      internal::HeadScratch::kKeyBlock))),
+      padded_head_dim(static_cast<int64_t>(internal::RoundUp(
+          static_cast<size_t>(config.head_dim), internal::HeadScratch::kPanelAlign))),
       bf16(storage == DType::kBFloat16),
       lengths(batch, 0) {
   // Zero-filled: padded rows and columns must read as 0 (a 0 weight times a NaN

@@ -26,10 +26,6 @@ using mha::HWY_NAMESPACE::SplitHead;
 using mha::HWY_NAMESPACE::SplitKeysTransposed;
 using mha::HWY_NAMESPACE::TileMatMul;
 
-size_t RoundUp(size_t n, size_t multiple) {
-  return (n + multiple - 1) / multiple * multiple;
-}
-
 // Rows [first_row, first_row + rows) of a task against every key they may see;
 // panels of T (float, or bfloat16 from a bf16 KV cache).
 template <typename T>
@@ -177,23 +173,15 @@ namespace mha::internal {
 
 HWY_EXPORT(AttendHead);
 
-namespace {
-size_t Padded(int64_t n) {
-  const size_t align = HeadScratch::kPanelAlign;
-  return (static_cast<size_t>(n) + align - 1) / align * align;
-}
-}  // namespace
-
 HeadScratch::HeadScratch(int64_t key_len, int64_t head_dim, bool with_probabilities,
                          bool split_panels)
-    : padded_keys(Padded(key_len)),
-      padded_head_dim(Padded(head_dim)),
+    : padded_keys(RoundUp(static_cast<size_t>(key_len), kPanelAlign)),
+      padded_head_dim(RoundUp(static_cast<size_t>(head_dim), kPanelAlign)),
       key_block(with_probabilities ? padded_keys
                 : split_panels     ? std::min(kKeyBlock, padded_keys)
                                    : kKeyBlock) {
   // The K^T panel holds whole key blocks.
-  const size_t panel_keys =
-      split_panels ? (padded_keys + key_block - 1) / key_block * key_block : 0;
+  const size_t panel_keys = split_panels ? RoundUp(padded_keys, key_block) : 0;
   key_panel = 0;
   value_panel = key_panel + static_cast<size_t>(head_dim) * panel_keys;
   scores = value_panel + panel_keys * padded_head_dim;

@@ -12,6 +12,11 @@
 
 namespace mha::internal {
 
+// n rounded up to a whole number of `multiple`s: panel and tile padding.
+inline size_t RoundUp(size_t n, size_t multiple) {
+  return (n + multiple - 1) / multiple * multiple;
+}
+
 struct HeadTask {
   int64_t batch = 0, head = 0;
   // Queries first_query .. first_query + query_len - 1 of the sequence (the masks
