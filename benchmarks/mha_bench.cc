@@ -42,10 +42,18 @@ std::vector<float> Random(size_t count, uint32_t seed, float scale) {
   return values;
 }
 
+mha::AttentionConfig MakeConfig(int64_t heads, int64_t head_dim, int64_t embed) {
+  mha::AttentionConfig config;
+  config.num_heads = heads;
+  config.head_dim = head_dim;
+  config.query_dim = embed;
+  return config;
+}
+
 // One case's layer, inputs, masks and outputs, built outside the timed loop.
 struct Problem {
   explicit Problem(const BenchCase& c)
-      : config{c.heads, c.embed / c.heads, c.embed, 0, 0, {}},
+      : config(MakeConfig(c.heads, c.embed / c.heads, c.embed)),
         in_proj(Random(3 * c.embed * c.embed, 1, 0.03f)),
         in_bias(Random(3 * c.embed, 2, 0.1f)),
         out_proj(Random(c.embed * c.embed, 3, 0.03f)),
@@ -182,7 +190,8 @@ void BM_Decode(benchmark::State& state, int64_t batch, int64_t embed,
                mha::DType storage) {
   constexpr int64_t kHeads = 32, kKvHeads = 8, kHeadDim = 128, kCached = 2048;
   const int64_t model = kHeads * kHeadDim, kv = kKvHeads * kHeadDim;
-  const mha::AttentionConfig config{kHeads, kHeadDim, embed, 0, 0, {}, kKvHeads};
+  mha::AttentionConfig config = MakeConfig(kHeads, kHeadDim, embed);
+  config.num_kv_heads = kKvHeads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(embed));
   const std::vector<float> wq = Random(model * embed, 1, scale),
                            wk = Random(kv * embed, 2, scale),

@@ -75,7 +75,11 @@ int main(void) {
   }
   for (int i = 0; i < B * S * E; ++i) x[i] = (float)rand() / RAND_MAX * 2.0f - 1.0f;
 
-  mha_config config = {H, D, E, 0, 0, 0, 0.0f, 0};
+  mha_config config;
+  memset(&config, 0, sizeof config);
+  config.num_heads = H;
+  config.head_dim = D;
+  config.query_dim = E;
   mha_weights w;
   memset(&w, 0, sizeof(w));
   mha_projection* parts[4] = {&w.query, &w.key, &w.value, &w.output};
@@ -114,14 +118,14 @@ int main(void) {
           memcpy(token + b * E, x + (b * S + t) * E, sizeof(float) * E);
           memcpy(want + b * E, expected + (b * S + t) * E, sizeof(float) * E);
         }
-        Check(mha_forward_with_cache(layer, cache, B, 1, token, NULL, step, 0) == MHA_OK,
+        Check(mha_forward_with_cache(layer, cache, B, 1, token, NULL, NULL, step, 0) == MHA_OK,
               "decode step");
         Check(Close(step, want, B * E) < 1e-4f, "decode output");
       }
       Check(mha_kv_cache_length(cache, 1) == S, "cache length");
       /* A full cache refuses more and stays as it was. */
       float token[B * E] = {0}, step[B * E];
-      Check(mha_forward_with_cache(layer, cache, B, 1, token, NULL, step, 0) ==
+      Check(mha_forward_with_cache(layer, cache, B, 1, token, NULL, NULL, step, 0) ==
                 MHA_INVALID_ARGUMENT,
             "overflow refused");
       Check(strstr(mha_last_error(), "exceeds max_seq_len") != NULL, "overflow message");
@@ -154,7 +158,7 @@ int main(void) {
   {
     float out[B * S * E], expected[B * S * E];
     Naive(x, wp, bp, 1, expected);
-    Check(mha_forward_with_cache(bf16_layer, bf16_cache, B, S, x, NULL, out, 0) == MHA_OK,
+    Check(mha_forward_with_cache(bf16_layer, bf16_cache, B, S, x, NULL, NULL, out, 0) == MHA_OK,
           "bf16 prefill");
     Check(Close(out, expected, B * S * E) < 1e-2f, "bf16 prefill output");
   }

@@ -73,7 +73,10 @@ void ExpectSeedMatches(const char* seed, WeightLayout layout, int64_t num_heads,
   const int64_t in_dim = x.shape[2];
   const int64_t model_dim =
       static_cast<int64_t>(expected.size()) / (x.shape[0] * x.shape[1]);
-  AttentionConfig config{num_heads, model_dim / num_heads, in_dim, 0, 0, {}};
+  AttentionConfig config;
+  config.num_heads = num_heads;
+  config.head_dim = model_dim / num_heads;
+  config.query_dim = in_dim;
   AttentionWeights weights;
   Projection* parts[3] = {&weights.query, &weights.key, &weights.value};
   for (int i = 0; i < 3; ++i) {

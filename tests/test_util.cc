@@ -32,9 +32,12 @@ Shape InputWeightShape(WeightLayout layout, int64_t in, int64_t heads, int64_t h
 
 OwnedLayer MakeLayer(const LayerSpec& spec, uint32_t seed) {
   OwnedLayer layer;
-  layer.config = {spec.num_heads,   spec.head_dim,  spec.query_dim,
-                  spec.key_dim,     spec.value_dim, {},
-                  spec.num_kv_heads};
+  layer.config.num_heads = spec.num_heads;
+  layer.config.head_dim = spec.head_dim;
+  layer.config.query_dim = spec.query_dim;
+  layer.config.key_dim = spec.key_dim;
+  layer.config.value_dim = spec.value_dim;
+  layer.config.num_kv_heads = spec.num_kv_heads;
   const int64_t model = spec.num_heads * spec.head_dim;
   const int64_t heads[3] = {spec.num_heads, layer.config.resolved_num_kv_heads(),
                             layer.config.resolved_num_kv_heads()};

@@ -37,6 +37,10 @@ struct ForwardOptions {
   // long causal self-attention then also keeps V in the output buffer. Calls that
   // return attention weights always run whole.
   double workspace_budget_bytes = 64.0 * (1 << 20);
+  // Rotary layers only: [B, S] (unbatched: [S]) int32/int64 positions of the query
+  // tokens (and of the keys in self-attention), e.g. for left-padded batches or
+  // packed sequences. Absent: 0..S-1 in Forward, cache.length(b) + i with a cache.
+  TensorView position_ids;
 };
 
 class MultiheadAttention {

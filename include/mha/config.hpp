@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <optional>
 
+#include "mha/features.hpp"
+#include "mha/rotary.hpp"
 #include "mha/tensor.hpp"
 
 namespace mha {
@@ -29,6 +31,12 @@ struct AttentionConfig {
   // fp32; attention and softmax stay fp32). Where oneDNN has no bf16 matmul (CPUs
   // without AVX-512), the bf16-rounded weights are kept and multiplied in fp32.
   DType weight_dtype = DType::kFloat32;
+  // Soft-capping, ALiBi and sliding windows, applied in every forward of the layer.
+  AttentionFeatures features;
+  // Rotary embeddings of the projected queries and keys (the KV cache stores rotated
+  // keys). Positions are 0..S-1 in Forward, cache.length(b) + i with a cache, or
+  // ForwardOptions::position_ids.
+  RotaryConfig rotary;
 
   int64_t model_dim() const { return num_heads * head_dim; }
   int64_t resolved_num_kv_heads() const {

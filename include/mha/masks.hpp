@@ -15,12 +15,19 @@ enum class MaskConvention {
   kZeroMeansMasked,
 };
 
+// Where queries sit against keys when Sq != Sk: query i is at position i (top-left,
+// PyTorch's is_causal) or at Sk - Sq + i (bottom-right, PyTorch's
+// CausalVariant.LOWER_RIGHT: the new tokens at the end of a KV cache). Causal masks,
+// sliding windows and ALiBi read these positions.
+enum class CausalAlignment { kTopLeft, kBottomRight };
+
 // Any combination may be given; a key is attended only if every mask allows it.
 // A query whose keys are all masked gets attention weights 0 and context 0, never
 // NaN (PyTorch returns NaN there).
 struct AttentionMasks {
-  // Query i attends to keys 0..i (top-left aligned, like PyTorch's is_causal).
+  // The query at position p attends to keys 0..p (see causal_alignment).
   bool is_causal = false;
+  CausalAlignment causal_alignment = CausalAlignment::kTopLeft;
   // [B, Sk] (unbatched: [Sk]), bool or float32.
   TensorView key_padding_mask;
   // [B] (unbatched: [1]), int32 or int64: batch b attends to keys 0..len-1 only.

@@ -28,12 +28,49 @@ typedef enum {
   MHA_LAYOUT_HEADS_IN_HEAD_DIM = 2 /* [heads, in, head_dim] (input projections only) */
 } mha_weight_layout;
 
+/* Rotary position embeddings (see mha/rotary.hpp); all-zero: none. */
+typedef enum {
+  MHA_ROPE_NONE = 0,
+  MHA_ROPE_HALF_SPLIT = 1, /* GPT-NeoX, Hugging Face Llama/Mistral/Qwen */
+  MHA_ROPE_INTERLEAVED = 2 /* GPT-J, Meta's original Llama */
+} mha_rope_pairing;
+
+typedef enum {
+  MHA_ROPE_SCALING_NONE = 0,
+  MHA_ROPE_SCALING_LINEAR = 1,
+  MHA_ROPE_SCALING_LLAMA3 = 2
+} mha_rope_scaling;
+
+typedef struct {
+  mha_rope_pairing pairing;
+  int64_t rotary_dim;    /* 0: head_dim */
+  double theta;          /* 0: 10000 */
+  int64_t max_positions; /* 0: 8192 */
+  mha_rope_scaling scaling;
+  double factor, low_freq_factor, high_freq_factor; /* 0: 1, 1, 4 */
+  int64_t original_max_position_embeddings;         /* 0: 8192 */
+  const float* inv_freq;   /* [rotary_dim / 2] or NULL: replaces theta and scaling */
+  double attention_factor; /* 0: 1 */
+} mha_rope_config;
+
+/* Logit and window features (see mha/features.hpp); all-zero: none. */
+typedef struct {
+  float softcap;              /* > 0: score = softcap * tanh(score / softcap) */
+  int alibi;                  /* non-zero: ALiBi */
+  const float* alibi_slopes;  /* [num_heads], or NULL: BLOOM's slopes */
+  int64_t sliding_window;     /* > 0: keys p - sliding_window + 1 .. p */
+  int has_sliding_window_right;
+  int64_t sliding_window_right; /* with has_sliding_window_right: keys up to p + this */
+} mha_features;
+
 typedef struct {
   int64_t num_heads, head_dim;
   int64_t query_dim, key_dim, value_dim; /* key_dim/value_dim 0: query_dim */
   int64_t num_kv_heads;                  /* 0: num_heads */
   float scale;                           /* 0: 1 / sqrt(head_dim) */
   int bf16_weights; /* non-zero: projection weights stored as bfloat16 */
+  mha_features features;
+  mha_rope_config rope;
 } mha_config;
 
 typedef struct {
@@ -45,6 +82,7 @@ typedef struct {
 typedef struct {
   mha_projection query, key, value, output;
   int64_t output_dim; /* width of the output projection; 0: num_heads * head_dim */
+  const float* sinks; /* [num_heads] attention sinks (gpt-oss), or NULL */
 } mha_weights;
 
 typedef struct mha_layer mha_layer;
@@ -62,7 +100,8 @@ typedef struct {
   const float* query;              /* [batch, query_len, query_dim] */
   const float* key;                /* [batch, key_len, key_dim]; NULL: the query */
   const float* value;              /* [batch, key_len, value_dim]; NULL: the query */
-  int is_causal;                   /* query i sees keys 0..i */
+  int is_causal;                   /* query at position p sees keys 0..p */
+  int causal_bottom_right;         /* non-zero: query i at position key_len-query_len+i */
   const int64_t* key_lengths;      /* [batch] or NULL */
   const uint8_t* key_padding_mask; /* [batch, key_len], non-zero = ignore, or NULL */
   const float* attn_mask;          /* [query_len, key_len], added to scores, or NULL */
@@ -70,7 +109,8 @@ typedef struct {
   float* attn_weights;             /* NULL, or [batch, num_heads, query_len, key_len], or
                                       [batch, query_len, key_len] with average_attn_weights */
   int average_attn_weights;
-  int num_threads; /* 0: OpenMP's default */
+  int num_threads;             /* 0: OpenMP's default */
+  const int64_t* position_ids; /* rotary layers: [batch, query_len], or NULL: 0.. */
 } mha_forward_args;
 
 /* Safe to call from several threads at once on one layer. */
@@ -89,12 +129,54 @@ int64_t mha_kv_cache_length(const mha_kv_cache* cache, int64_t sequence);
 
 /* Appends new tokens and attends causally over the cache (see
  * MultiheadAttention::ForwardWithCache). query [batch, new_tokens, query_dim];
- * new_lengths [batch] or NULL (all new_tokens real); output [batch, new_tokens,
+ * new_lengths [batch] or NULL (all new_tokens real); position_ids [batch,
+ * new_tokens] or NULL (rotary layers: cache length + i); output [batch, new_tokens,
  * output_dim]. On failure the cache and output are left as they were. */
 mha_status mha_forward_with_cache(const mha_layer* layer, mha_kv_cache* cache,
                                   int64_t batch, int64_t new_tokens, const float* query,
-                                  const int64_t* new_lengths, float* output,
+                                  const int64_t* new_lengths,
+                                  const int64_t* position_ids, float* output,
                                   int num_threads);
+
+/* The attention core (see mha/scaled_dot_product_attention.hpp). */
+typedef struct mha_rotary mha_rotary;
+/* The cos/sin table for a head_dim, built once. */
+mha_status mha_rotary_create(const mha_rope_config* config, int64_t head_dim,
+                             mha_rotary** rotary);
+void mha_rotary_destroy(mha_rotary* rotary);
+
+typedef enum {
+  MHA_BHSD = 0, /* [batch, heads, seq, head_dim] */
+  MHA_BSHD = 1  /* [batch, seq, heads, head_dim] */
+} mha_head_layout;
+
+/* A float view: shape in the layout's order; last dimension contiguous; strides in
+ * elements for the first three dimensions (all 0: dense). */
+typedef struct {
+  const float* data;
+  int64_t shape[4];
+  mha_head_layout layout;
+  int64_t strides[3];
+} mha_attention_tensor;
+
+typedef struct {
+  mha_attention_tensor query, key, value;
+  mha_attention_tensor output; /* data written (cast from const) */
+  float scale;                 /* 0: 1 / sqrt(head_dim) */
+  int is_causal, causal_bottom_right;
+  const int64_t* key_lengths;      /* [batch] or NULL */
+  const uint8_t* key_padding_mask; /* [batch, key_len], non-zero = ignore, or NULL */
+  const float* attn_mask;          /* [query_len, key_len], added to scores, or NULL */
+  mha_features features;
+  const float* sinks;          /* [query heads] or NULL */
+  const mha_rotary* rotary;    /* or NULL */
+  const int64_t* query_positions; /* [batch, query_len] or NULL: key_len-query_len+i */
+  const int64_t* key_positions;   /* [batch, key_len] or NULL: j */
+  float* logsumexp;               /* [batch, query heads, query_len] or NULL */
+  int num_threads;
+} mha_attention_args;
+
+mha_status mha_scaled_dot_product_attention(const mha_attention_args* args);
 
 #ifdef __cplusplus
 }

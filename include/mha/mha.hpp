@@ -6,5 +6,7 @@
 #include "mha/error.hpp"
 #include "mha/masks.hpp"
 #include "mha/reference.hpp"
+#include "mha/rotary.hpp"
+#include "mha/scaled_dot_product_attention.hpp"
 #include "mha/tensor.hpp"
 #include "mha/weights.hpp"

@@ -30,6 +30,9 @@ struct AttentionWeights {
   Projection key;
   Projection value;
   Projection output;
+  // Optional [num_heads] float32 attention sinks (gpt-oss): one learned logit per
+  // query head that joins each row's softmax denominator and adds no value.
+  TensorView sinks;
 };
 
 // PyTorch nn.MultiheadAttention's packed in_proj_weight [3E, E] and in_proj_bias [3E]

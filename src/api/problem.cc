@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "src/api/check.h"
+#include "src/features/logit_features.h"
 
 namespace mha::internal {
 namespace {
@@ -67,6 +68,7 @@ void ValidateConfig(const AttentionConfig& config) {
   if (config.scale && !(std::isfinite(*config.scale) && *config.scale != 0.0f)) {
     Fail("config.scale: must be finite and non-zero, got ", *config.scale);
   }
+  ValidateFeatures(config.features, config.num_heads);
 }
 
 Problem ValidateForward(const AttentionConfig& config, int64_t output_dim,

@@ -10,7 +10,7 @@
 
 namespace mha {
 
-using internal::AttendSlab;
+using internal::CoreCall;
 using internal::PackedWeights;
 using internal::Problem;
 using internal::Workspace;
@@ -77,24 +77,36 @@ Problem MultiheadAttention::Impl::ValidateCacheCall(const TensorView& query,
   return problem;
 }
 
-// Copies each sequence's new keys and values from the fused projection into the
-// cache's panels, in parallel over (sequence, KV head).
+// Copies each sequence's new keys (rotated, with rotary embeddings) and values from
+// the fused projection into the cache's panels, in parallel over (sequence, KV head).
 void MultiheadAttention::Impl::AppendToCache(const Problem& problem, const float* qkv,
                                              KvCache::Impl& cache,
-                                             const int64_t* new_lengths) const {
+                                             const int64_t* new_lengths,
+                                             const int64_t* rotary_positions,
+                                             Workspace& workspace) const {
   const int64_t width = config.model_dim() + 2 * config.kv_dim();
   const int64_t kv_heads = cache.num_kv_heads, head_dim = config.head_dim;
   const float* keys = qkv + packed.FusedColumn(PackedWeights::kKey);
   const float* values = qkv + packed.FusedColumn(PackedWeights::kValue);
+  const size_t rotation_floats = rotary ? internal::PanelAppend::kRotationRows * head_dim : 0;
+  float* scratch = Workspace::Reserve(workspace.head_scratch,
+                                      internal::TeamSize() * rotation_floats);
   internal::ParallelFor(
-      problem.batch_size * kv_heads, nullptr, 0, [&](int64_t index, float* /*scratch*/) {
+      problem.batch_size * kv_heads, scratch, rotation_floats,
+      [&](int64_t index, float* thread_scratch) {
         const int64_t b = index / kv_heads, kv_head = index % kv_heads;
         const int64_t first_row = b * problem.query_len * width + kv_head * head_dim;
-        internal::AppendToPanels({keys + first_row, values + first_row, width,
-                                  new_lengths[b], head_dim, cache.KeyPanel(b, kv_head),
-                                  cache.ValuePanel(b, kv_head),
-                                  internal::HeadScratch::kKeyBlock, cache.padded_head_dim,
-                                  cache.lengths[b], cache.bf16});
+        internal::PanelAppend append{keys + first_row, values + first_row, width,
+                                     new_lengths[b], head_dim, cache.KeyPanel(b, kv_head),
+                                     cache.ValuePanel(b, kv_head),
+                                     internal::HeadScratch::kKeyBlock,
+                                     cache.padded_head_dim, cache.lengths[b], cache.bf16};
+        if (rotary) {
+          append.rotary = &*rotary;
+          append.positions = rotary_positions + b * problem.query_len;
+          append.rotation_scratch = thread_scratch;
+        }
+        internal::AppendToPanels(append);
       });
 }
 
@@ -106,6 +118,8 @@ void MultiheadAttention::Impl::ForwardWithCache(const TensorView& query,
   const internal::WorkspacePool::Lease workspace = workspaces.Acquire();
   const Problem problem =
       ValidateCacheCall(query, new_lengths, cache, output, options, *workspace);
+  const int64_t* rotary_positions = RotaryPositions(
+      problem, options.position_ids, workspace->positions.data(), *workspace);
   const MutableTensorView staged = StageOutput(output, *workspace);
   // Everything is checked: from here on the cache and output are written.
   const internal::ScopedThreadCount thread_count(ThreadsFor(problem, options));
@@ -114,22 +128,22 @@ void MultiheadAttention::Impl::ForwardWithCache(const TensorView& query,
   const int64_t* counts = workspace->new_lengths.data();
   float* qkv = Workspace::Reserve(workspace->projections, rows * width);
   Linear(kFusedLinear, query, 0, rows, qkv, *workspace);
-  AppendToCache(problem, qkv, cache, counts);
+  AppendToCache(problem, qkv, cache, counts, rotary_positions, *workspace);
 
-  AttendSlab slab;
-  slab.batch_end = problem.batch_size;
-  slab.query = {qkv, sq * width, width};
-  slab.cache = &cache;
-  slab.query_counts = counts;
+  CoreCall call = BaseCall(problem, rotary_positions);
+  call.key_positions = nullptr;  // keys were rotated when appended
+  call.query = {qkv, sq * width, config.head_dim, width};
+  call.cache = &cache;
+  call.query_counts = counts;
   // Padding rows are never attended: start from zeros so they stay zero.
   float* context = has_output
                        ? Workspace::Reserve(workspace->merged_heads, rows * model_dim)
                        : staged.floats();
   std::fill(context, context + rows * model_dim, 0.0f);
-  slab.context = {context, sq * model_dim, model_dim};
-  const internal::MaskPlan masks =
-      internal::MaskPlan::ForCache(workspace->positions.data(), cache.capacity);
-  Attend(problem, masks, slab, *workspace);
+  call.context = {context, sq * model_dim, config.head_dim, model_dim};
+  const internal::MaskPlan masks = internal::MaskPlan::ForCache(
+      workspace->positions.data(), cache.capacity, config.features);
+  internal::RunAttentionCore(call, masks, workspace->head_scratch);
   if (has_output) {
     Linear(kOutputLinear, context, rows, staged.floats(), *workspace);
     for (int64_t b = 0; b < problem.batch_size; ++b) {  // padding gets 0, not the bias

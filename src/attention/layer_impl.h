@@ -1,46 +1,24 @@
-// MultiheadAttention::Impl: the layer's packed weights, primitives and workspace
-// pool, shared by its forward flows (multihead_attention.cc: whole and chunked;
-// decode.cc: with a KV cache), and the row views those flows hand the attention core.
+// MultiheadAttention::Impl: the layer's packed weights, primitives, rotary table,
+// logit features and workspace pool, shared by its forward flows
+// (multihead_attention.cc: whole and chunked; decode.cc: with a KV cache), which all
+// run the attention core (src/core/attention_core.h).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "mha/attention.hpp"
 #include "src/api/problem.h"
 #include "src/attention/kv_cache_storage.h"
 #include "src/attention/workspace.h"
+#include "src/core/attention_core.h"
+#include "src/features/logit_features.h"
 #include "src/kernels/attention_head.h"
 #include "src/masks/mask_plan.h"
 #include "src/planning/linear_primitive.h"
 #include "src/planning/packed_weights.h"
 
 namespace mha {
-namespace internal {
-
-// Rows of a matrix per batch element: row i of batch b starts at
-// data + b * batch_stride + i * row_stride.
-template <class T>
-struct Rows {
-  T* data = nullptr;
-  int64_t batch_stride = 0, row_stride = 0;
-  T* Row(int64_t batch, int64_t row) const {
-    return data + batch * batch_stride + row * row_stride;
-  }
-};
-
-// One call of the attention core: queries [first_query, first_query + query_count)
-// of batches [batch_begin, batch_end); Row(b, 0) of query/context is first_query's.
-struct AttendSlab {
-  int64_t batch_begin = 0, batch_end = 0, first_query = 0, query_count = 0;
-  Rows<const float> query, key, value;
-  Rows<float> context;
-  float* probabilities = nullptr;  // [B, num_heads, Sq, Sk], or null
-  // Decoding: keys and values from the cache's panels, and per-batch query counts.
-  KvCache::Impl* cache = nullptr;
-  const int64_t* query_counts = nullptr;
-};
-
-}  // namespace internal
 
 struct MultiheadAttention::Impl {
   enum LinearIndex {
@@ -56,19 +34,25 @@ struct MultiheadAttention::Impl {
   void Forward(const AttentionInputs& inputs, const AttentionMasks& masks,
                const AttentionOutputs& outputs, const ForwardOptions& options) const;
   void ForwardWhole(const internal::Problem& problem, const internal::MaskPlan& masks,
-                    const AttentionOutputs& outputs, bool average,
-                    internal::Workspace& workspace) const;
+                    const internal::CoreCall& base, const AttentionOutputs& outputs,
+                    bool average, internal::Workspace& workspace) const;
   void ForwardInChunks(const internal::Problem& problem, const internal::MaskPlan& masks,
-                       bool values_in_output, int64_t chunk_rows,
+                       const internal::CoreCall& base, bool values_in_output,
+                       int64_t chunk_rows,
                        const AttentionOutputs& outputs,
                        internal::Workspace& workspace) const;
-  void Attend(const internal::Problem& problem, const internal::MaskPlan& masks,
-              const internal::AttendSlab& slab, internal::Workspace& workspace) const;
-  internal::HeadTask MakeTask(const internal::Problem& problem,
-                              const internal::AttendSlab& slab, int64_t batch,
-                              int64_t head, int64_t heads_per_task) const;
+  // A core call with the layer's sizes, logit features and rotary table; queries,
+  // keys, values and context laid out as projections are: [B, S, heads * head_dim]
+  // rows of the given widths.
+  internal::CoreCall BaseCall(const internal::Problem& problem,
+                              const int64_t* rotary_positions) const;
+  // Rotary positions of the query tokens into workspace.rotary_positions (null
+  // without rotary embeddings); offsets[b] + i by default (offsets null: i).
+  const int64_t* RotaryPositions(const internal::Problem& problem,
+                                 const TensorView& position_ids, const int64_t* offsets,
+                                 internal::Workspace& workspace) const;
   void RunFlow(const internal::Problem& problem, const internal::MaskPlan& mask_plan,
-               bool is_causal, const AttentionOutputs& outputs,
+               const internal::CoreCall& base, bool is_causal, const AttentionOutputs& outputs,
                const ForwardOptions& options, internal::Workspace& workspace) const;
   MutableTensorView StageOutput(const MutableTensorView& output,
                                 internal::Workspace& workspace) const;
@@ -85,7 +69,9 @@ struct MultiheadAttention::Impl {
                                       const ForwardOptions& options,
                                       internal::Workspace& workspace) const;
   void AppendToCache(const internal::Problem& problem, const float* qkv,
-                     KvCache::Impl& cache, const int64_t* new_lengths) const;
+                     KvCache::Impl& cache, const int64_t* new_lengths,
+                     const int64_t* rotary_positions,
+                     internal::Workspace& workspace) const;
   // Projects `rows` rows of `input` with linears[index] into `output`.
   void Linear(int index, const float* input, int64_t rows, float* output,
               internal::Workspace& workspace) const {
@@ -109,6 +95,8 @@ struct MultiheadAttention::Impl {
   internal::PackedWeights packed;
   internal::LinearPrimitive linears[5];
   bool has_output = false;
+  internal::LogitFeatures logits;
+  std::optional<RotaryEmbedding> rotary;
   mutable internal::WorkspacePool workspaces;
 };
 

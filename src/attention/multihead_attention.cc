@@ -9,16 +9,16 @@
 #include "src/attention/layer_impl.h"
 #include "src/kernels/bf16_convert.h"
 #include "src/planning/weight_layout.h"
+#include "src/rotary/positions.h"
 #include "src/threading/parallel_for.h"
 
 namespace mha {
 
-using internal::AttendSlab;
+using internal::CoreCall;
 using internal::LinearPrimitive;
 using internal::PackedProjection;
 using internal::PackedWeights;
 using internal::Problem;
-using internal::Rows;
 using internal::Workspace;
 
 namespace {
@@ -63,7 +63,10 @@ MultiheadAttention::Impl::Impl(const AttentionConfig& layer_config,
       output_dim(internal::ValidateLayer(layer_config, weights)),
       engine(dnnl::engine::kind::cpu, 0),
       packed(layer_config, weights, output_dim, LinearPrimitive::Bf16Supported(engine)),
+      logits(layer_config.features, weights.sinks, layer_config.num_heads,
+             "weights.sinks"),
       workspaces(engine) {
+  if (config.rotary.enabled()) rotary.emplace(config.rotary, config.head_dim);
   for (int input = PackedWeights::kQuery; input <= PackedWeights::kValue; ++input) {
     const PackedProjection projection =
         packed.InputProjection(static_cast<PackedWeights::Input>(input));
@@ -79,88 +82,63 @@ MultiheadAttention::Impl::Impl(const AttentionConfig& layer_config,
   }
 }
 
-void MultiheadAttention::Impl::Attend(const Problem& problem,
-                                      const internal::MaskPlan& masks,
-                                      const AttendSlab& slab,
-                                      Workspace& workspace) const {
-  // Decoding one token with grouped KV heads: one task per (batch, KV group), its
-  // query heads as the rows, so every K/V panel is streamed once, not once per head.
-  const int64_t heads_per_task =
-      slab.cache && problem.query_len == 1 ? config.group_size() : 1;
-  const int64_t tasks_per_batch = config.num_heads / heads_per_task;
-  const internal::HeadScratch layout(problem.key_len, config.head_dim,
-                                     slab.probabilities != nullptr, !slab.cache);
-  float* scratch = Workspace::Reserve(workspace.head_scratch,
-                                      internal::TeamSize() * layout.total_floats);
-  internal::ParallelFor(
-      (slab.batch_end - slab.batch_begin) * tasks_per_batch, scratch, layout.total_floats,
-      [&](int64_t index, float* thread_scratch) {
-        const int64_t batch = slab.batch_begin + index / tasks_per_batch;
-        const int64_t head = index % tasks_per_batch * heads_per_task;
-        internal::AttendHead(MakeTask(problem, slab, batch, head, heads_per_task), masks,
-                             layout, thread_scratch);
-      });
+CoreCall MultiheadAttention::Impl::BaseCall(const Problem& problem,
+                                            const int64_t* rotary_positions) const {
+  CoreCall call;
+  call.num_heads = config.num_heads;
+  call.num_kv_heads = config.resolved_num_kv_heads();
+  call.head_dim = config.head_dim;
+  call.query_len = problem.query_len;
+  call.key_len = problem.key_len;
+  call.batch_end = problem.batch_size;
+  call.query_count = problem.query_len;
+  logits.ApplyTo(call);
+  if (rotary) {
+    call.rotary = &*rotary;
+    call.query_positions = rotary_positions;
+    call.key_positions = rotary_positions;  // self-attention: keys are the queries
+  }
+  return call;
 }
 
-internal::HeadTask MultiheadAttention::Impl::MakeTask(const Problem& problem,
-                                                      const AttendSlab& slab,
-                                                      int64_t batch, int64_t head,
-                                                      int64_t heads_per_task) const {
-  const int64_t head_dim = config.head_dim, kv_head = head / config.group_size();
-  internal::HeadTask task;
-  task.batch = batch;
-  task.head = head;
-  task.first_query = slab.first_query;
-  task.query_len = slab.query_counts ? slab.query_counts[batch] : slab.query_count;
-  task.key_len = problem.key_len;
-  task.head_dim = head_dim;
-  task.query = slab.query.Row(batch, 0) + head * head_dim;
-  task.context = slab.context.Row(batch, 0) + head * head_dim;
-  task.query_stride = slab.query.row_stride;
-  task.context_stride = slab.context.row_stride;
-  if (heads_per_task > 1) {  // rows are the group's heads, side by side, one position
-    task.query_len *= heads_per_task;
-    task.query_stride = task.context_stride = head_dim;
-    task.position_step = 0;
+const int64_t* MultiheadAttention::Impl::RotaryPositions(const Problem& problem,
+                                                         const TensorView& position_ids,
+                                                         const int64_t* offsets,
+                                                         Workspace& workspace) const {
+  if (!rotary) {
+    if (position_ids.present()) {
+      internal::Fail("options.position_ids: given to a layer without rotary embeddings");
+    }
+    return nullptr;
   }
-  if (slab.cache) {
-    task.key_panel = slab.cache->KeyPanel(batch, kv_head);
-    task.value_panel = slab.cache->ValuePanel(batch, kv_head);
-    task.bf16_panels = slab.cache->bf16;
-  } else {
-    task.key = slab.key.Row(batch, 0) + kv_head * head_dim;
-    task.value = slab.value.Row(batch, 0) + kv_head * head_dim;
-    task.key_stride = slab.key.row_stride;
-    task.value_stride = slab.value.row_stride;
-  }
-  if (slab.probabilities) {
-    task.probabilities =
-        slab.probabilities +
-        ((batch * config.num_heads + head) * problem.query_len + slab.first_query) *
-            problem.key_len;
-  }
-  return task;
+  int64_t* positions = Workspace::Reserve(workspace.rotary_positions,
+                                          problem.batch_size * problem.query_len);
+  internal::ResolvePositions("options.position_ids", position_ids, problem.batch_size,
+                             problem.query_len, problem.batched, offsets, *rotary,
+                             positions);
+  return positions;
 }
 
 // All queries at once: one fused QKV GEMM for self-attention, then attention into the
 // merged-heads matrix, then the output projection.
 void MultiheadAttention::Impl::ForwardWhole(const Problem& problem,
                                             const internal::MaskPlan& masks,
+                                            const CoreCall& base,
                                             const AttentionOutputs& outputs, bool average,
                                             Workspace& workspace) const {
   const int64_t model_dim = config.model_dim(), kv_dim = config.kv_dim();
-  const int64_t sq = problem.query_len, sk = problem.key_len;
+  const int64_t sq = problem.query_len, sk = problem.key_len, head_dim = config.head_dim;
   const int64_t query_rows = problem.batch_size * sq, key_rows = problem.batch_size * sk;
-  AttendSlab slab{0,  problem.batch_size,           0, sq, {}, {}, {},
-                  {}, outputs.attn_weights.floats()};
-  Rows<const float>* parts[3] = {&slab.query, &slab.key, &slab.value};
+  CoreCall call = base;
+  call.probabilities = outputs.attn_weights.floats();
+  internal::HeadRows<const float>* parts[3] = {&call.query, &call.key, &call.value};
   if (problem.self_attention && packed.qkv_fused()) {
     const int64_t width = model_dim + 2 * kv_dim;
     float* qkv = Workspace::Reserve(workspace.projections, query_rows * width);
     Linear(kFusedLinear, problem.query, 0, query_rows, qkv, workspace);
     for (int input = 0; input < 3; ++input) {
       const int64_t column = packed.FusedColumn(static_cast<PackedWeights::Input>(input));
-      *parts[input] = {qkv + column, sq * width, width};
+      *parts[input] = {qkv + column, sq * width, head_dim, width};
     }
   } else {
     const TensorView* sources[3] = {&problem.query, &problem.key, &problem.value};
@@ -170,7 +148,7 @@ void MultiheadAttention::Impl::ForwardWhole(const Problem& problem,
     for (int input = 0; input < 3; ++input) {
       const int64_t rows = problem.batch_size * lengths[input];
       Linear(input, *sources[input], 0, rows, next, workspace);
-      *parts[input] = {next, lengths[input] * widths[input], widths[input]};
+      *parts[input] = {next, lengths[input] * widths[input], head_dim, widths[input]};
       next += rows * widths[input];
     }
   }
@@ -178,16 +156,16 @@ void MultiheadAttention::Impl::ForwardWhole(const Problem& problem,
   float* context =
       has_output ? Workspace::Reserve(workspace.merged_heads, query_rows * model_dim)
                  : outputs.output.floats();
-  slab.context = {context, sq * model_dim, model_dim};
+  call.context = {context, sq * model_dim, head_dim, model_dim};
   if (average) {
-    slab.probabilities = Workspace::Reserve(workspace.per_head_weights,
+    call.probabilities = Workspace::Reserve(workspace.per_head_weights,
                                             query_rows * config.num_heads * sk);
   }
-  Attend(problem, masks, slab, workspace);
+  internal::RunAttentionCore(call, masks, workspace.head_scratch);
   if (has_output)
     Linear(kOutputLinear, context, query_rows, outputs.output.floats(), workspace);
   if (average) {
-    AverageHeads(slab.probabilities, problem.batch_size, config.num_heads, sq * sk,
+    AverageHeads(call.probabilities, problem.batch_size, config.num_heads, sq * sk,
                  outputs.attn_weights.floats());
   }
 }
@@ -199,11 +177,12 @@ void MultiheadAttention::Impl::ForwardWhole(const Problem& problem,
 // query still to come can see.
 void MultiheadAttention::Impl::ForwardInChunks(const Problem& problem,
                                                const internal::MaskPlan& masks,
+                                               const CoreCall& base,
                                                bool values_in_output, int64_t chunk_rows,
                                                const AttentionOutputs& outputs,
                                                Workspace& workspace) const {
   const int64_t model_dim = config.model_dim(), kv_dim = config.kv_dim();
-  const int64_t sq = problem.query_len, sk = problem.key_len;
+  const int64_t sq = problem.query_len, sk = problem.key_len, head_dim = config.head_dim;
   const int64_t key_rows = problem.batch_size * sk;
   float* keys = Workspace::Reserve(workspace.projections,
                                    (values_in_output ? 1 : 2) * key_rows * kv_dim);
@@ -212,10 +191,10 @@ void MultiheadAttention::Impl::ForwardInChunks(const Problem& problem,
   Linear(kValueLinear, problem.value, 0, key_rows, values, workspace);
 
   float* chunk = Workspace::Reserve(workspace.chunks, 2 * chunk_rows * model_dim);
-  AttendSlab slab;
-  slab.key = {keys, sk * kv_dim, kv_dim};
-  slab.value = {values, sk * kv_dim, kv_dim};
-  slab.query = {chunk, 0, model_dim};
+  CoreCall call = base;
+  call.key = {keys, sk * kv_dim, head_dim, kv_dim};
+  call.value = {values, sk * kv_dim, head_dim, kv_dim};
+  call.query = {chunk, 0, head_dim, model_dim};
   const int64_t per_batch = (sq + chunk_rows - 1) / chunk_rows;
   const int64_t chunks = problem.batch_size * per_batch;
   for (int64_t n = 0; n < chunks; ++n) {
@@ -224,14 +203,15 @@ void MultiheadAttention::Impl::ForwardInChunks(const Problem& problem,
     const int64_t count = std::min(chunk_rows, sq - first);
     float* out = outputs.output.floats() + (b * sq + first) * output_dim;
     Linear(kQueryLinear, problem.query, b * sq + first, count, chunk, workspace);
-    slab.batch_begin = b;
-    slab.batch_end = b + 1;
-    slab.first_query = first;
-    slab.query_count = count;
-    slab.context = has_output ? Rows<float>{chunk + chunk_rows * model_dim, 0, model_dim}
-                              : Rows<float>{out, 0, output_dim};
-    Attend(problem, masks, slab, workspace);
-    if (has_output) Linear(kOutputLinear, slab.context.data, count, out, workspace);
+    call.batch_begin = b;
+    call.batch_end = b + 1;
+    call.first_query = first;
+    call.query_count = count;
+    call.context = has_output ? internal::HeadRows<float>{chunk + chunk_rows * model_dim,
+                                                          0, head_dim, model_dim}
+                              : internal::HeadRows<float>{out, 0, head_dim, output_dim};
+    internal::RunAttentionCore(call, masks, workspace.head_scratch);
+    if (has_output) Linear(kOutputLinear, call.context.data, count, out, workspace);
   }
 }
 
@@ -250,14 +230,21 @@ void MultiheadAttention::Impl::Forward(const AttentionInputs& inputs,
                                        const ForwardOptions& options) const {
   const Problem problem =
       internal::ValidateForward(config, output_dim, inputs, outputs, options);
-  const internal::MaskPlan mask_plan(masks, problem, config.num_heads);
+  const internal::MaskPlan mask_plan(masks, config.features, problem, config.num_heads);
+  if (rotary && problem.query_len != problem.key_len) {
+    internal::Fail("rotary embeddings: need keys as long as the queries (self-attention)",
+                   ", got query length ", problem.query_len, " and key length ",
+                   problem.key_len);
+  }
+  const internal::WorkspacePool::Lease workspace = workspaces.Acquire();
+  const CoreCall base =
+      BaseCall(problem, RotaryPositions(problem, options.position_ids, nullptr, *workspace));
   // Everything is checked: from here on outputs are written.
   const internal::ScopedThreadCount thread_count(ThreadsFor(problem, options));
-  const internal::WorkspacePool::Lease workspace = workspaces.Acquire();
   AttentionOutputs fp32_outputs = outputs;
   const MutableTensorView staged = StageOutput(outputs.output, *workspace);
   fp32_outputs.output = staged;
-  RunFlow(problem, mask_plan, masks.is_causal, fp32_outputs, options, *workspace);
+  RunFlow(problem, mask_plan, base, masks.is_causal, fp32_outputs, options, *workspace);
   FinishOutput(staged, outputs.output);
 }
 
@@ -281,7 +268,7 @@ void MultiheadAttention::Impl::FinishOutput(const MutableTensorView& staged,
 // Picks the whole or the chunked flow for the workspace budget.
 void MultiheadAttention::Impl::RunFlow(const Problem& problem,
                                        const internal::MaskPlan& mask_plan,
-                                       bool is_causal, const AttentionOutputs& outputs,
+                                       const CoreCall& base, bool is_causal, const AttentionOutputs& outputs,
                                        const ForwardOptions& options,
                                        Workspace& workspace) const {
   const double row_bytes = 4.0 * config.model_dim(), kv_row_bytes = 4.0 * config.kv_dim();
@@ -289,7 +276,7 @@ void MultiheadAttention::Impl::RunFlow(const Problem& problem,
                                                    2.0 * kv_row_bytes * problem.key_len);
   if (whole_bytes <= options.workspace_budget_bytes || outputs.attn_weights.present()) {
     const bool average = outputs.attn_weights.present() && options.average_attn_weights;
-    ForwardWhole(problem, mask_plan, outputs, average, workspace);
+    ForwardWhole(problem, mask_plan, base, outputs, average, workspace);
     return;
   }
   // Causal self-attention can keep V in the output buffer (see ForwardInChunks): its
@@ -302,7 +289,7 @@ void MultiheadAttention::Impl::RunFlow(const Problem& problem,
                           problem.batch_size * problem.key_len;
   const double chunk_rows =
       (options.workspace_budget_bytes - kv_bytes) / (2.0 * row_bytes);
-  ForwardInChunks(problem, mask_plan, values_in_output,
+  ForwardInChunks(problem, mask_plan, base, values_in_output,
                   static_cast<int64_t>(std::clamp(chunk_rows, double(kMinQueryChunk),
                                                   double(kMaxQueryChunk))),
                   outputs, workspace);

@@ -15,6 +15,10 @@ struct mha_kv_cache {
   mha::KvCache cache;
 };
 
+struct mha_rotary {
+  mha::RotaryEmbedding embedding;
+};
+
 namespace {
 
 thread_local std::string t_last_error;
@@ -43,11 +47,63 @@ void Require(const void* pointer, const char* name) {
   if (!pointer) throw mha::Error(std::string("mha: ") + name + ": must not be NULL");
 }
 
+mha::RotaryConfig ToRotary(const mha_rope_config& c) {
+  mha::RotaryConfig rotary;
+  if (c.pairing != MHA_ROPE_NONE && c.pairing != MHA_ROPE_HALF_SPLIT &&
+      c.pairing != MHA_ROPE_INTERLEAVED) {
+    throw mha::Error("mha: rope.pairing: unknown value " +
+                     std::to_string(static_cast<int>(c.pairing)));
+  }
+  if (c.scaling != MHA_ROPE_SCALING_NONE && c.scaling != MHA_ROPE_SCALING_LINEAR &&
+      c.scaling != MHA_ROPE_SCALING_LLAMA3) {
+    throw mha::Error("mha: rope.scaling: unknown value " +
+                     std::to_string(static_cast<int>(c.scaling)));
+  }
+  rotary.pairing = static_cast<mha::RotaryPairing>(c.pairing);
+  rotary.rotary_dim = c.rotary_dim;
+  if (c.theta != 0.0) rotary.theta = c.theta;
+  if (c.max_positions != 0) rotary.max_positions = c.max_positions;
+  rotary.scaling.type = static_cast<mha::RopeScalingType>(c.scaling);
+  if (c.factor != 0.0) rotary.scaling.factor = c.factor;
+  if (c.low_freq_factor != 0.0) rotary.scaling.low_freq_factor = c.low_freq_factor;
+  if (c.high_freq_factor != 0.0) rotary.scaling.high_freq_factor = c.high_freq_factor;
+  if (c.original_max_position_embeddings != 0) {
+    rotary.scaling.original_max_position_embeddings = c.original_max_position_embeddings;
+  }
+  if (c.attention_factor != 0.0) rotary.attention_factor = c.attention_factor;
+  if (c.inv_freq) {
+    const int64_t half = c.rotary_dim / 2;
+    if (half < 1) throw mha::Error("mha: rope.inv_freq: needs rope.rotary_dim >= 2");
+    rotary.inv_freq.assign(c.inv_freq, c.inv_freq + half);
+  }
+  return rotary;
+}
+
+// num_heads: the length of alibi_slopes.
+mha::AttentionFeatures ToFeatures(const mha_features& c, int64_t num_heads) {
+  mha::AttentionFeatures features;
+  if (c.softcap != 0.0f) features.softcap = c.softcap;
+  features.alibi = c.alibi != 0;
+  if (c.alibi_slopes && num_heads > 0 && num_heads <= (int64_t{1} << 20)) {
+    features.alibi_slopes.assign(c.alibi_slopes, c.alibi_slopes + num_heads);
+  }
+  if (c.sliding_window != 0) features.sliding_window = c.sliding_window;
+  if (c.has_sliding_window_right) features.sliding_window_right = c.sliding_window_right;
+  return features;
+}
+
 mha::AttentionConfig ToConfig(const mha_config& c) {
-  mha::AttentionConfig config{c.num_heads, c.head_dim, c.query_dim,   c.key_dim,
-                              c.value_dim, {},         c.num_kv_heads};
+  mha::AttentionConfig config;
+  config.num_heads = c.num_heads;
+  config.head_dim = c.head_dim;
+  config.query_dim = c.query_dim;
+  config.key_dim = c.key_dim;
+  config.value_dim = c.value_dim;
+  config.num_kv_heads = c.num_kv_heads;
   if (c.scale != 0.0f) config.scale = c.scale;
   if (c.bf16_weights) config.weight_dtype = mha::DType::kBFloat16;
+  config.features = ToFeatures(c.features, c.num_heads);
+  config.rotary = ToRotary(c.rope);
   return config;
 }
 
@@ -81,7 +137,23 @@ mha::AttentionWeights ToWeights(const mha::AttentionConfig& config,
     if (w.output.bias)
       weights.output.bias = mha::TensorView(w.output.bias, mha::Shape{out});
   }
+  if (w.sinks) weights.sinks = mha::TensorView(w.sinks, mha::Shape{config.num_heads});
   return weights;
+}
+
+mha::AttentionTensor ToTensor(const mha_attention_tensor& t, const char* name) {
+  if (t.layout != MHA_BHSD && t.layout != MHA_BSHD) {
+    throw mha::Error(std::string("mha: ") + name + ".layout: unknown value " +
+                     std::to_string(static_cast<int>(t.layout)));
+  }
+  return mha::AttentionTensor{
+      t.data, mha::Shape{t.shape[0], t.shape[1], t.shape[2], t.shape[3]},
+      t.layout == MHA_BHSD ? mha::HeadLayout::kBHSD : mha::HeadLayout::kBSHD,
+      {t.strides[0], t.strides[1], t.strides[2]}};
+}
+
+int64_t ToSeq(const mha_attention_tensor& t) {
+  return t.layout == MHA_BHSD ? t.shape[2] : t.shape[1];
 }
 
 }  // namespace
@@ -126,6 +198,9 @@ mha_status mha_forward(const mha_layer* layer, const mha_forward_args* args) {
     }
     mha::AttentionMasks masks;
     masks.is_causal = args->is_causal != 0;
+    if (args->causal_bottom_right) {
+      masks.causal_alignment = mha::CausalAlignment::kBottomRight;
+    }
     if (args->key_lengths) {
       masks.key_lengths =
           mha::TensorView(args->key_lengths, mha::DType::kInt64, mha::Shape{b});
@@ -139,6 +214,10 @@ mha_status mha_forward(const mha_layer* layer, const mha_forward_args* args) {
     mha::ForwardOptions options;
     options.average_attn_weights = args->average_attn_weights != 0;
     options.num_threads = args->num_threads;
+    if (args->position_ids) {
+      options.position_ids =
+          mha::TensorView(args->position_ids, mha::DType::kInt64, mha::Shape{b, sq});
+    }
     mha::AttentionOutputs outputs;
     outputs.output = mha::MutableTensorView(
         args->output, mha::Shape{b, sq, layer->attention.output_dim()});
@@ -189,7 +268,8 @@ int64_t mha_kv_cache_length(const mha_kv_cache* cache, int64_t sequence) {
 
 mha_status mha_forward_with_cache(const mha_layer* layer, mha_kv_cache* cache,
                                   int64_t batch, int64_t new_tokens, const float* query,
-                                  const int64_t* new_lengths, float* output,
+                                  const int64_t* new_lengths,
+                                  const int64_t* position_ids, float* output,
                                   int num_threads) {
   return Guard([&] {
     Require(layer, "layer");
@@ -197,6 +277,10 @@ mha_status mha_forward_with_cache(const mha_layer* layer, mha_kv_cache* cache,
     const int64_t dim = layer->attention.config().query_dim;
     mha::ForwardOptions options;
     options.num_threads = num_threads;
+    if (position_ids) {
+      options.position_ids = mha::TensorView(position_ids, mha::DType::kInt64,
+                                             mha::Shape{batch, new_tokens});
+    }
     layer->attention.ForwardWithCache(
         mha::TensorView(query, mha::Shape{batch, new_tokens, dim}),
         new_lengths ? mha::TensorView(new_lengths, mha::DType::kInt64, mha::Shape{batch})
@@ -205,6 +289,64 @@ mha_status mha_forward_with_cache(const mha_layer* layer, mha_kv_cache* cache,
         mha::MutableTensorView(
             output, mha::Shape{batch, new_tokens, layer->attention.output_dim()}),
         options);
+  });
+}
+
+mha_status mha_rotary_create(const mha_rope_config* config, int64_t head_dim,
+                             mha_rotary** rotary) {
+  return Guard([&] {
+    Require(config, "config");
+    Require(rotary, "rotary");
+    *rotary = new mha_rotary{mha::RotaryEmbedding(ToRotary(*config), head_dim)};
+  });
+}
+
+void mha_rotary_destroy(mha_rotary* rotary) { delete rotary; }
+
+mha_status mha_scaled_dot_product_attention(const mha_attention_args* args) {
+  return Guard([&] {
+    Require(args, "args");
+    const mha::AttentionTensor query = ToTensor(args->query, "query");
+    const mha::AttentionTensor key = ToTensor(args->key, "key");
+    const mha::AttentionTensor value = ToTensor(args->value, "value");
+    const mha::AttentionTensor out = ToTensor(args->output, "output");
+    const int64_t b = query.shape[0], sq = ToSeq(args->query), sk = ToSeq(args->key);
+    const int64_t heads = args->query.layout == MHA_BHSD ? query.shape[1] : query.shape[2];
+    mha::AttentionMasks masks;
+    masks.is_causal = args->is_causal != 0;
+    if (args->causal_bottom_right) {
+      masks.causal_alignment = mha::CausalAlignment::kBottomRight;
+    }
+    if (args->key_lengths) {
+      masks.key_lengths =
+          mha::TensorView(args->key_lengths, mha::DType::kInt64, mha::Shape{b});
+    }
+    if (args->key_padding_mask) {
+      masks.key_padding_mask =
+          mha::TensorView(args->key_padding_mask, mha::DType::kBool, mha::Shape{b, sk});
+    }
+    if (args->attn_mask) masks.attn_mask = mha::TensorView(args->attn_mask, mha::Shape{sq, sk});
+    mha::CoreOptions options;
+    if (args->scale != 0.0f) options.scale = args->scale;
+    options.features = ToFeatures(args->features, heads);
+    if (args->sinks) options.sinks = mha::TensorView(args->sinks, mha::Shape{heads});
+    if (args->rotary) options.rotary = &args->rotary->embedding;
+    if (args->query_positions) {
+      options.query_positions =
+          mha::TensorView(args->query_positions, mha::DType::kInt64, mha::Shape{b, sq});
+    }
+    if (args->key_positions) {
+      options.key_positions =
+          mha::TensorView(args->key_positions, mha::DType::kInt64, mha::Shape{b, sk});
+    }
+    options.num_threads = args->num_threads;
+    mha::MutableAttentionTensor output{const_cast<float*>(out.data), out.shape, out.layout,
+                                       {out.strides[0], out.strides[1], out.strides[2]}};
+    mha::MutableTensorView logsumexp;
+    if (args->logsumexp) {
+      logsumexp = mha::MutableTensorView(args->logsumexp, mha::Shape{b, heads, sq});
+    }
+    mha::ScaledDotProductAttention(query, key, value, masks, output, options, logsumexp);
   });
 }
 

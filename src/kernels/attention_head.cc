@@ -1,15 +1,19 @@
-// AttendHead, compiled once per SIMD target: split the head's K and V into panels,
-// then for each block of queries walk the key blocks the masks leave open:
-// scores = Q K^T, masks, online softmax, context += P V.
+// AttendHead, compiled once per SIMD target: split the head's K and V into panels
+// (rotating keys), then for each block of queries (staged: scaled and rotated) walk
+// the key blocks the masks and window leave open: scores = Q K^T, soft-cap, ALiBi,
+// masks, online softmax (seeded by the sink), context += P V.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/kernels/attention_head.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include <algorithm>
+#include <cmath>
 
 #include "hwy/highway.h"
 #include "src/kernels/attention_head.h"
 #include "src/kernels/head_layout-inl.h"
+#include "src/kernels/logits-inl.h"
+#include "src/kernels/rotary-inl.h"
 #include "src/kernels/softmax-inl.h"
 #include "src/kernels/tile_matmul-inl.h"
 
@@ -18,12 +22,16 @@ namespace mha {
 namespace internal {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
+using mha::HWY_NAMESPACE::AddAlibi;
+using mha::HWY_NAMESPACE::KeyRotation;
 using mha::HWY_NAMESPACE::kNegInf;
-using mha::HWY_NAMESPACE::MaskFrom;
+using mha::HWY_NAMESPACE::MaskOutside;
 using mha::HWY_NAMESPACE::OnlineSoftmaxBlock;
+using mha::HWY_NAMESPACE::RotateRow;
 using mha::HWY_NAMESPACE::ScaleRow;
+using mha::HWY_NAMESPACE::SoftCap;
 using mha::HWY_NAMESPACE::SplitHead;
-using mha::HWY_NAMESPACE::SplitKeysTransposed;
+using mha::HWY_NAMESPACE::SplitRotatedKeys;
 using mha::HWY_NAMESPACE::TileMatMul;
 
 // Rows [first_row, first_row + rows) of a task against every key they may see;
@@ -43,21 +51,28 @@ class QueryBlock {
         values_(values),
         scores_(scratch + layout.scores),
         context_(scratch + layout.context),
+        query_tile_(scratch + layout.query_tile),
         maxes_(scratch + layout.row_stats),
         sums_(maxes_ + HeadScratch::kQueryBlock) {}
 
   template <class D>
   void Run(D d) {
     std::fill(context_, context_ + rows_ * layout_.padded_head_dim, 0.0f);
-    std::fill(maxes_, maxes_ + rows_, kNegInf);
-    std::fill(sums_, sums_ + rows_, 0.0f);
-    // Causal ends grow with the query, so the block's last row sees the most keys.
-    const int64_t key_limit = masks_.KeyEnd(task_.batch, Absolute(rows_ - 1));
-    for (int64_t first_key = 0; first_key < key_limit;
-         first_key += static_cast<int64_t>(layout_.key_block)) {
-      KeyBlock(d, first_key, std::min<int64_t>(layout_.key_block, key_limit - first_key));
+    for (size_t i = 0; i < rows_; ++i) {  // a sink is a logit with no value
+      const bool sink = task_.sinks != nullptr;
+      maxes_[i] = sink ? task_.sinks[Head(i)] : kNegInf;
+      sums_[i] = sink ? 1.0f : 0.0f;
     }
-    Finish(key_limit);
+    const float* query = StageQueries(d);
+    // Key ranges grow with the query, so the first row starts and the last row ends
+    // the keys the block can see; key blocks before and after are never computed.
+    const int64_t block = static_cast<int64_t>(layout_.key_block);
+    const int64_t key_limit = masks_.KeyEnd(task_.batch, Absolute(rows_ - 1));
+    const int64_t key_start = masks_.KeyBegin(task_.batch, Absolute(0)) / block * block;
+    for (int64_t first_key = key_start; first_key < key_limit; first_key += block) {
+      KeyBlock(d, query, first_key, std::min<int64_t>(block, key_limit - first_key));
+    }
+    Finish(key_start < key_limit ? key_limit : 0);
   }
 
  private:
@@ -66,24 +81,46 @@ class QueryBlock {
     return task_.first_query +
            (first_row_ + static_cast<int64_t>(i)) * task_.position_step;
   }
+  int64_t Head(size_t i) const {
+    return task_.head + (first_row_ + static_cast<int64_t>(i)) * task_.head_step;
+  }
+  int64_t RotaryPosition(size_t i) const {
+    const int64_t query = Absolute(i);
+    return task_.query_positions ? task_.query_positions[query]
+                                 : task_.query_position_offset + query;
+  }
+
+  // The block's query rows, scaled and rotated into the query tile when asked;
+  // otherwise read in place.
+  template <class D>
+  const float* StageQueries(D d) {
+    const float* source = task_.query + first_row_ * task_.query_stride;
+    if (task_.query_scale == 1.0f && !task_.rotary) return source;
+    const size_t head_dim = static_cast<size_t>(task_.head_dim);
+    for (size_t i = 0; i < rows_; ++i) {
+      RotateRow(d, source + i * task_.query_stride, head_dim, task_.rotary,
+                task_.rotary ? RotaryPosition(i) : 0, task_.query_scale,
+                query_tile_ + i * layout_.padded_head_dim);
+    }
+    return query_tile_;
+  }
+  int64_t QueryStride() const {
+    return task_.query_scale == 1.0f && !task_.rotary
+               ? task_.query_stride
+               : static_cast<int64_t>(layout_.padded_head_dim);
+  }
 
   template <class D>
-  void KeyBlock(D d, int64_t first_key, int64_t count) {
+  void KeyBlock(D d, const float* query, int64_t first_key, int64_t count) {
     const size_t padded = RoundUp(static_cast<size_t>(count), HeadScratch::kPanelAlign);
     const size_t head_dim = static_cast<size_t>(task_.head_dim);
     const size_t dim = layout_.padded_head_dim, stride = layout_.key_block;
-    TileMatMul(d, rows_, padded, head_dim, task_.query + first_row_ * task_.query_stride,
-               task_.query_stride, keys_ + first_key * head_dim, stride, scores_, stride,
+    TileMatMul(d, rows_, padded, head_dim, query, QueryStride(),
+               keys_ + first_key * head_dim, stride, scores_, stride,
                /*accumulate=*/false);
     for (size_t i = 0; i < rows_; ++i) {
       float* row = scores_ + i * stride;
-      const int64_t query = Absolute(i);
-      const int64_t open =
-          std::clamp<int64_t>(masks_.KeyEnd(task_.batch, query) - first_key, 0, count);
-      if (masks_.has_tensor_masks()) {
-        masks_.AddTensorMasks(task_.batch, task_.head, query, first_key, open, row);
-      }
-      MaskFrom(d, row, static_cast<size_t>(open), padded);
+      LogitRow(d, i, first_key, count, padded, row);
       const bool has_context = sums_[i] > 0.0f;
       const float rescale = OnlineSoftmaxBlock(d, row, padded, maxes_[i], sums_[i]);
       if (has_context && rescale != 1.0f) ScaleRow(d, context_ + i * dim, dim, rescale);
@@ -92,7 +129,29 @@ class QueryBlock {
                context_, dim, /*accumulate=*/true);
   }
 
-  // Normalises and writes the context rows (the head merge) and the probabilities.
+  // Scores of row i to final logits: soft-cap, ALiBi, tensor masks, key range.
+  template <class D>
+  void LogitRow(D d, size_t i, int64_t first_key, int64_t count, size_t padded,
+                float* row) const {
+    const int64_t query = Absolute(i), head = Head(i);
+    const int64_t begin =
+        std::clamp<int64_t>(masks_.KeyBegin(task_.batch, query) - first_key, 0, count);
+    const int64_t end =
+        std::clamp<int64_t>(masks_.KeyEnd(task_.batch, query) - first_key, begin, count);
+    if (task_.softcap > 0.0f) SoftCap(d, row, padded, task_.softcap);
+    if (task_.alibi_slopes) {
+      AddAlibi(d, row, padded, task_.alibi_slopes[head],
+               first_key - masks_.QueryPosition(task_.batch, query));
+    }
+    if (masks_.has_tensor_masks()) {
+      masks_.AddTensorMasks(task_.batch, head, query, first_key + begin, end - begin,
+                            row + begin);
+    }
+    MaskOutside(d, row, static_cast<size_t>(begin), static_cast<size_t>(end), padded);
+  }
+
+  // Normalises and writes the context rows (the head merge), the log-sum-exp and
+  // the probabilities. key_limit: keys the scores hold (0 when no block ran).
   void Finish(int64_t key_limit) {
     for (size_t i = 0; i < rows_; ++i) {
       const float sum = sums_[i];
@@ -101,6 +160,10 @@ class QueryBlock {
       float* out = task_.context + row_index * task_.context_stride;
       const float* acc = context_ + i * layout_.padded_head_dim;
       for (int64_t k = 0; k < task_.head_dim; ++k) out[k] = acc[k] * inverse;
+      if (task_.logsumexp) {
+        task_.logsumexp[row_index * task_.logsumexp_stride] =
+            sum > 0.0f ? maxes_[i] + std::log(sum) : kNegInf;
+      }
       if (!task_.probabilities) continue;
       // With probabilities the single key block holds the whole row.
       float* probs = task_.probabilities + row_index * task_.key_len;
@@ -120,6 +183,7 @@ class QueryBlock {
   const T* values_;
   float* scores_;
   float* context_;
+  float* query_tile_;
   float* maxes_;  // running softmax max and sum per row
   float* sums_;
 };
@@ -136,6 +200,30 @@ void AttendRows(D d, const HeadTask& task, const MaskPlan& masks,
   }
 }
 
+// Copies (and rotates) the keys and values the task's queries can see into panels:
+// keys before the first query's window start and after the last query's end are
+// never copied.
+template <class D>
+void SplitPanels(D d, const HeadTask& task, const MaskPlan& masks,
+                 const HeadScratch& layout, float* scratch) {
+  const int64_t last_query = task.first_query + (task.query_len - 1) * task.position_step;
+  const size_t count = static_cast<size_t>(masks.KeyEnd(task.batch, last_query));
+  const size_t begin = std::min<size_t>(
+      count, static_cast<size_t>(masks.KeyBegin(task.batch, task.first_query)) /
+                 layout.key_block * layout.key_block);
+  const size_t padded = RoundUp(count, HeadScratch::kPanelAlign);
+  const size_t head_dim = static_cast<size_t>(task.head_dim);
+  const KeyRotation rotation{task.rotary, task.key_positions, 0,
+                             scratch + layout.rotated_keys, HeadScratch::kRotationRows};
+  SplitRotatedKeys(d, task.key + begin * task.key_stride, task.key_stride, begin,
+                   count - begin, padded, head_dim, scratch + layout.key_panel,
+                   layout.key_block, rotation);
+  SplitHead(d, task.value + begin * task.value_stride, task.value_stride, count - begin,
+            padded - begin, head_dim,
+            scratch + layout.value_panel + begin * layout.padded_head_dim,
+            layout.padded_head_dim);
+}
+
 void AttendHead(const HeadTask& task, const MaskPlan& masks, const HeadScratch& layout,
                 float* scratch) {
   const hn::ScalableTag<float> d;
@@ -149,18 +237,10 @@ void AttendHead(const HeadTask& task, const MaskPlan& masks, const HeadScratch& 
                       static_cast<const float*>(task.key_panel),
                       static_cast<const float*>(task.value_panel));
   }
-  // Keys no query of the task can see (causal, lengths) are never copied.
-  const size_t count = static_cast<size_t>(masks.KeyEnd(
-      task.batch, task.first_query + (task.query_len - 1) * task.position_step));
-  const size_t padded = RoundUp(count, HeadScratch::kPanelAlign);
-  const size_t head_dim = static_cast<size_t>(task.head_dim);
-  float* keys = scratch + layout.key_panel;
-  float* values = scratch + layout.value_panel;
-  SplitKeysTransposed(d, task.key, task.key_stride, 0, count, padded, head_dim, keys,
-                      layout.key_block);
-  SplitHead(d, task.value, task.value_stride, count, padded, head_dim, values,
-            layout.padded_head_dim);
-  AttendRows(d, task, masks, layout, scratch, keys, values);
+  SplitPanels(d, task, masks, layout, scratch);
+  AttendRows(d, task, masks, layout, scratch,
+             static_cast<const float*>(scratch + layout.key_panel),
+             static_cast<const float*>(scratch + layout.value_panel));
 }
 
 }  // namespace HWY_NAMESPACE
@@ -186,7 +266,9 @@ HeadScratch::HeadScratch(int64_t key_len, int64_t head_dim, bool with_probabilit
   value_panel = key_panel + static_cast<size_t>(head_dim) * panel_keys;
   scores = value_panel + panel_keys * padded_head_dim;
   context = scores + kQueryBlock * key_block;
-  row_stats = context + kQueryBlock * padded_head_dim;
+  query_tile = context + kQueryBlock * padded_head_dim;
+  rotated_keys = query_tile + kQueryBlock * padded_head_dim;
+  row_stats = rotated_keys + (split_panels ? kRotationRows * padded_head_dim : 0);
   total_floats = row_stats + 2 * kQueryBlock;
 }
 
@@ -197,3 +279,4 @@ void AttendHead(const HeadTask& task, const MaskPlan& masks, const HeadScratch& 
 
 }  // namespace mha::internal
 #endif  // HWY_ONCE
+

@@ -1,13 +1,15 @@
 // AttendHead: scaled dot-product attention for one (batch, head), dispatched at run
 // time to the best SIMD target (Highway). Flash-style: query blocks meet key blocks
 // through tile products and an online softmax, so no score matrix is ever built
-// unless the caller asks for the attention weights. The caller has folded the scale
-// into the query projection.
+// unless the caller asks for the attention weights. Every feature (rotary
+// embeddings, soft-capping, ALiBi, sinks, sliding windows, masks, a KV cache's
+// panels) is an option of this one kernel.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "mha/rotary.hpp"
 #include "src/masks/mask_plan.h"
 
 namespace mha::internal {
@@ -24,8 +26,9 @@ struct HeadTask {
   int64_t first_query = 0, query_len = 0, key_len = 0, head_dim = 0;
   // Positions advance by this per query row: 1 for a sequence of tokens; 0 when the
   // rows are the query heads of one KV group at a single position (decoding), so that
-  // each K/V panel is streamed once for the whole group.
-  int64_t position_step = 1;
+  // each K/V panel is streamed once for the whole group. Heads advance by head_step
+  // per row (0, or 1 in that case).
+  int64_t position_step = 1, head_step = 0;
   // Rows of this head inside the projection matrices; row r (r = 0 is first_query
   // for the query, key 0 for keys and values) starts at pointer + r * stride and
   // holds head_dim floats.
@@ -38,6 +41,10 @@ struct HeadTask {
   int64_t context_stride = 0;
   // Optional [query_len, Sk] attention probabilities of these queries.
   float* probabilities = nullptr;
+  // Optional natural log of each row's softmax denominator; row r's at
+  // logsumexp[r * logsumexp_stride].
+  float* logsumexp = nullptr;
+  int64_t logsumexp_stride = 1;
   // Keys and values already split into panels (a KV cache): K^T in key blocks of
   // HeadScratch::kKeyBlock ([head_dim, block] each) and V [keys, padded head_dim],
   // zero-padded, as float or (bf16_panels) bfloat16. When set, the key/value rows
@@ -45,6 +52,21 @@ struct HeadTask {
   const void* key_panel = nullptr;
   const void* value_panel = nullptr;
   bool bf16_panels = false;
+
+  // Queries are multiplied by query_scale as they are staged (the core API's scale;
+  // the layer folds it into its query weights and leaves 1).
+  float query_scale = 1.0f;
+  // Rotary embedding of queries and (when split here) keys: query index q sits at
+  // query_positions[q], or query_position_offset + q; key j at key_positions[j], or j.
+  const RotaryEmbedding* rotary = nullptr;
+  const int64_t* query_positions = nullptr;
+  int64_t query_position_offset = 0;
+  const int64_t* key_positions = nullptr;
+  // Logit options: soft-cap (0: none), ALiBi slopes and sink logits per head (null:
+  // none), indexed by head.
+  float softcap = 0.0f;
+  const float* alibi_slopes = nullptr;
+  const float* sinks = nullptr;
 };
 
 // Where AttendHead keeps its per-thread panels and tiles, in floats. Rows are padded
@@ -53,6 +75,7 @@ struct HeadScratch {
   static constexpr size_t kPanelAlign = 16;
   static constexpr size_t kQueryBlock = 48;  // rows of Q per tile (a multiple of 6)
   static constexpr size_t kKeyBlock = 128;   // keys per tile without attention weights
+  static constexpr size_t kRotationRows = 128;  // keys rotated at a time
 
   // split_panels: room for the K^T and V panels AttendHead copies from projection
   // rows (not needed when tasks bring their own panels).
@@ -63,7 +86,10 @@ struct HeadScratch {
   // Keys per tile, and per block of the K^T panel: all keys at once when
   // probabilities are written; always kKeyBlock with a cache's panels.
   size_t key_block;
-  size_t key_panel, value_panel, scores, context, row_stats, total_floats;  // offsets
+  // Offsets: the panels, the score tile, the context accumulators, the staged query
+  // tile, rotated keys, and the running softmax max and sum per row.
+  size_t key_panel, value_panel, scores, context, query_tile, rotated_keys, row_stats,
+      total_floats;
 };
 
 void AttendHead(const HeadTask& task, const MaskPlan& masks, const HeadScratch& layout,

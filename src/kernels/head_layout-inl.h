@@ -20,6 +20,7 @@
 #include "hwy/contrib/algo/copy-inl.h"
 #include "hwy/highway.h"
 #include "src/kernels/bf16_convert.h"
+#include "src/kernels/rotary-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mha {
@@ -55,6 +56,50 @@ HWY_INLINE void SplitKeysTransposed(D /*d*/, const float* HWY_RESTRICT src,
       for (size_t j = std::max(begin, copied); j < end; ++j) StoreAs(0.0f, row + j);
     }
     begin = end;
+  }
+}
+
+// How keys are rotated as they are split: key j sits at position
+// positions[j - positions_first], or at j without positions. `scratch` holds
+// scratch_rows * head_dim floats.
+struct KeyRotation {
+  const RotaryEmbedding* rotary = nullptr;
+  const int64_t* positions = nullptr;
+  int64_t positions_first = 0;
+  float* scratch = nullptr;
+  size_t scratch_rows = 0;
+
+  int64_t Position(size_t key) const {
+    const int64_t j = static_cast<int64_t>(key);
+    return positions ? positions[j - positions_first] : j;
+  }
+};
+
+// SplitKeysTransposed with each key rotated first (through rotation.scratch, a
+// bounded number of rows at a time).
+template <class D, typename T>
+HWY_INLINE void SplitRotatedKeys(D d, const float* HWY_RESTRICT src, size_t src_stride,
+                                 size_t first, size_t rows, size_t zero_end,
+                                 size_t head_dim, T* HWY_RESTRICT panel, size_t block,
+                                 const KeyRotation& rotation) {
+  if (!rotation.rotary) {
+    return SplitKeysTransposed(d, src, src_stride, first, rows, zero_end, head_dim,
+                               panel, block);
+  }
+  const size_t end = first + rows;
+  if (rows == 0) {  // only padding to zero
+    return SplitKeysTransposed(d, src, src_stride, first, 0, zero_end, head_dim, panel,
+                               block);
+  }
+  for (size_t begin = first; begin < end; begin += rotation.scratch_rows) {
+    const size_t count = std::min(rotation.scratch_rows, end - begin);
+    for (size_t r = 0; r < count; ++r) {
+      RotateRow(d, src + (begin - first + r) * src_stride, head_dim, rotation.rotary,
+                rotation.Position(begin + r), 1.0f, rotation.scratch + r * head_dim);
+    }
+    SplitKeysTransposed(d, rotation.scratch, head_dim, begin, count,
+                        begin + count < end ? begin + count : zero_end, head_dim, panel,
+                        block);
   }
 }
 

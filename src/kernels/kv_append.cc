@@ -1,5 +1,6 @@
 // AppendToPanels, compiled once per SIMD target: the head split of head_layout-inl.h
-// aimed at a position inside a KV cache instead of at a fresh panel.
+// (keys rotated on the way in for rotary layers) aimed at a position inside a KV
+// cache instead of at a fresh panel.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/kernels/kv_append.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -21,9 +22,12 @@ void Append(const PanelAppend& a, T* keys, T* values) {
   const size_t first = static_cast<size_t>(a.first),
                stride = static_cast<size_t>(a.stride);
   const size_t value_stride = static_cast<size_t>(a.value_panel_stride);
-  mha::HWY_NAMESPACE::SplitKeysTransposed(d, a.keys, stride, first, rows, first + rows,
-                                          head_dim, keys,
-                                          static_cast<size_t>(a.key_block));
+  const mha::HWY_NAMESPACE::KeyRotation rotation{a.rotary, a.positions, a.first,
+                                                 a.rotation_scratch,
+                                                 PanelAppend::kRotationRows};
+  mha::HWY_NAMESPACE::SplitRotatedKeys(d, a.keys, stride, first, rows, first + rows,
+                                       head_dim, keys, static_cast<size_t>(a.key_block),
+                                       rotation);
   mha::HWY_NAMESPACE::SplitHead(d, a.values, stride, rows, rows, head_dim,
                                 values + first * value_stride, value_stride);
 }

@@ -2,7 +2,10 @@
 // panels (K^T columns and V rows), dispatched to the best SIMD target.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+
+#include "mha/rotary.hpp"
 
 namespace mha::internal {
 
@@ -18,6 +21,12 @@ struct PanelAppend {
   void* value_panel = nullptr;
   int64_t key_block = 0, value_panel_stride = 0, first = 0;
   bool bf16 = false;
+  // Rotary layers: new key r is rotated to position positions[r] on its way in,
+  // through rotation_scratch (kRotationRows * head_dim floats).
+  static constexpr size_t kRotationRows = 128;
+  const RotaryEmbedding* rotary = nullptr;
+  const int64_t* positions = nullptr;
+  float* rotation_scratch = nullptr;
 };
 
 void AppendToPanels(const PanelAppend& append);

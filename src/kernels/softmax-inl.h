@@ -32,14 +32,20 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // Rows are padded to whole vectors by the caller: n % Lanes(d) == 0.
 
-// row[open, n) = -inf. Whole-vector stores: scalar ones would stall the vector loads
-// that follow (failed store-to-load forwarding).
+// row[0, begin) and row[end, n) = -inf (begin <= end <= n). Whole-vector stores:
+// scalar ones would stall the vector loads that follow (failed store-to-load
+// forwarding).
 template <class D>
-HWY_INLINE void MaskFrom(D d, float* HWY_RESTRICT row, size_t open, size_t n) {
+HWY_INLINE void MaskOutside(D d, float* HWY_RESTRICT row, size_t begin, size_t end,
+                            size_t n) {
   const size_t lanes = hn::Lanes(d);
   const auto neg_inf = hn::Set(d, kNegInf);
-  for (size_t i = open / lanes * lanes; i < n; i += lanes) {
-    const auto keep = hn::FirstN(d, open > i ? open - i : 0);
+  for (size_t i = 0; i < begin; i += lanes) {
+    const auto masked = hn::FirstN(d, begin - i);
+    hn::StoreU(hn::IfThenElse(masked, neg_inf, hn::LoadU(d, row + i)), d, row + i);
+  }
+  for (size_t i = end / lanes * lanes; i < n; i += lanes) {
+    const auto keep = hn::FirstN(d, end > i ? end - i : 0);
     hn::StoreU(hn::IfThenElse(keep, hn::LoadU(d, row + i), neg_inf), d, row + i);
   }
 }

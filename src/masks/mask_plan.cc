@@ -31,7 +31,8 @@ float MaskPlan::StridedMask::At(int64_t offset, MaskConvention convention) const
   return value == 0.0f ? kMasked : 0.0f;
 }
 
-MaskPlan::MaskPlan(const AttentionMasks& masks, const Problem& problem, int64_t num_heads)
+MaskPlan::MaskPlan(const AttentionMasks& masks, const AttentionFeatures& features,
+                   const Problem& problem, int64_t num_heads)
     : is_causal_(masks.is_causal),
       key_len_(problem.key_len),
       convention_(masks.convention) {
@@ -39,6 +40,13 @@ MaskPlan::MaskPlan(const AttentionMasks& masks, const Problem& problem, int64_t 
       convention_ != MaskConvention::kZeroMeansMasked) {
     Fail("masks.convention: unknown value ", static_cast<int>(convention_));
   }
+  if (masks.causal_alignment == CausalAlignment::kBottomRight) {
+    query_offset_ = problem.key_len - problem.query_len;
+  } else if (masks.causal_alignment != CausalAlignment::kTopLeft) {
+    Fail("masks.causal_alignment: unknown value ",
+         static_cast<int>(masks.causal_alignment));
+  }
+  PlanWindow(features);
   if (masks.attn_mask.present())
     attn_ = PlanAttnMask(masks.attn_mask, problem, num_heads);
   if (masks.key_padding_mask.present()) {
@@ -47,12 +55,19 @@ MaskPlan::MaskPlan(const AttentionMasks& masks, const Problem& problem, int64_t 
   if (masks.key_lengths.present()) PlanKeyLengths(masks.key_lengths, problem);
 }
 
-MaskPlan MaskPlan::ForCache(const int64_t* first_positions, int64_t key_capacity) {
+MaskPlan MaskPlan::ForCache(const int64_t* first_positions, int64_t key_capacity,
+                           const AttentionFeatures& features) {
   MaskPlan plan;
   plan.is_causal_ = true;
   plan.key_len_ = key_capacity;
   plan.first_positions_ = first_positions;
+  plan.PlanWindow(features);
   return plan;
+}
+
+void MaskPlan::PlanWindow(const AttentionFeatures& features) {
+  window_ = features.sliding_window.value_or(0);
+  window_right_ = features.sliding_window_right.value_or(-1);
 }
 
 MaskPlan::StridedMask MaskPlan::PlanAttnMask(const TensorView& mask,

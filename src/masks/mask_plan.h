@@ -1,12 +1,13 @@
 // MaskPlan: every mask of one forward call, checked once and read per (batch, head,
-// query) row. Causal and length masks become a key range [0, KeyEnd) so that the
-// kernels skip masked keys instead of computing and discarding them; tensor masks
-// are added to the scores (0, -inf or the float given).
+// query) row. Causal, length and sliding-window masks become a key range
+// [KeyBegin, KeyEnd) so that the kernels skip masked keys instead of computing and
+// discarding them; tensor masks are added to the scores (0, -inf or the float given).
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 
+#include "mha/features.hpp"
 #include "mha/masks.hpp"
 #include "src/api/problem.h"
 
@@ -14,18 +15,35 @@ namespace mha::internal {
 
 class MaskPlan {
  public:
-  MaskPlan(const AttentionMasks& masks, const Problem& problem, int64_t num_heads);
+  // features: the sliding window (checked by ValidateFeatures).
+  MaskPlan(const AttentionMasks& masks, const AttentionFeatures& features,
+           const Problem& problem, int64_t num_heads);
 
   // Decoding over a KV cache: causal, bottom-right aligned. Query i of batch b sits at
-  // position first_positions[b] + i and sees keys 0 .. first_positions[b] + i.
-  static MaskPlan ForCache(const int64_t* first_positions, int64_t key_capacity);
+  // position first_positions[b] + i and sees keys 0 .. first_positions[b] + i (and
+  // only the window's).
+  static MaskPlan ForCache(const int64_t* first_positions, int64_t key_capacity,
+                           const AttentionFeatures& features);
 
-  // Keys at index >= KeyEnd(batch, query) are masked (by is_causal or key_lengths).
+  // Position of a query among the keys (causal alignment, or a cache's offset).
+  int64_t QueryPosition(int64_t batch, int64_t query) const {
+    return (first_positions_ ? first_positions_[batch] : query_offset_) + query;
+  }
+
+  // Keys at index < KeyBegin(batch, query) are masked (by the sliding window).
+  int64_t KeyBegin(int64_t batch, int64_t query) const {
+    if (window_ <= 0) return 0;
+    return std::max<int64_t>(0, QueryPosition(batch, query) - window_ + 1);
+  }
+
+  // Keys at index >= KeyEnd(batch, query) are masked (by is_causal, key_lengths or
+  // the window's right side).
   int64_t KeyEnd(int64_t batch, int64_t query) const {
-    const int64_t end = key_lengths_ ? std::min(KeyLength(batch), key_len_) : key_len_;
-    if (!is_causal_) return end;
-    const int64_t position = (first_positions_ ? first_positions_[batch] : 0) + query;
-    return std::min(end, position + 1);
+    int64_t end = key_lengths_ ? std::min(KeyLength(batch), key_len_) : key_len_;
+    const int64_t position = QueryPosition(batch, query);
+    if (is_causal_) end = std::min(end, position + 1);
+    if (window_right_ >= 0) end = std::min(end, position + window_right_ + 1);
+    return std::max<int64_t>(0, end);
   }
 
   // True when attn_mask or key_padding_mask is given.
@@ -57,8 +75,12 @@ class MaskPlan {
   void PlanKeyLengths(const TensorView& lengths, const Problem& problem);
   int64_t KeyLength(int64_t batch) const;  // key_lengths[batch], or Sk without them
 
+  void PlanWindow(const AttentionFeatures& features);
+
   bool is_causal_ = false;
   int64_t key_len_ = 0;
+  int64_t query_offset_ = 0;  // Sk - Sq when bottom-right aligned
+  int64_t window_ = 0, window_right_ = -1;
   const int64_t* first_positions_ = nullptr;  // per batch, with ForCache
   const void* key_lengths_ = nullptr;
   DType key_lengths_dtype_ = DType::kInt64;

@@ -3,13 +3,18 @@
 // no arithmetic with the fast path: only argument checks and element addressing.
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "mha/reference.hpp"
 #include "src/api/problem.h"
 #include "src/kernels/bf16_convert.h"
 #include "src/masks/mask_plan.h"
+#include "src/api/check.h"
+#include "src/features/logit_features.h"
 #include "src/planning/weight_layout.h"
+#include "src/reference/naive_core.h"
+#include "src/rotary/positions.h"
 
 namespace mha {
 namespace {
@@ -31,13 +36,6 @@ std::vector<double> Linear(const T* x, int64_t rows, int64_t in_dim,
     }
   }
   return y;
-}
-
-int64_t KeyLength(const TensorView& key_lengths, int64_t batch, int64_t key_len) {
-  if (!key_lengths.present()) return key_len;
-  return key_lengths.dtype == DType::kInt32
-             ? static_cast<const int32_t*>(key_lengths.data)[batch]
-             : static_cast<const int64_t*>(key_lengths.data)[batch];
 }
 
 // attn_weights = per-head probabilities, or their mean over heads.
@@ -80,50 +78,23 @@ void WriteOutput(const std::vector<double>& context, int64_t rows, int64_t model
         output);
 }
 
-double Dot(const double* a, const double* b, int64_t n) {
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
-  return sum;
-}
-
-// Softmax of scores in place; a row that is -inf everywhere becomes zeros.
-void Softmax(std::vector<double>& scores) {
-  double max = -std::numeric_limits<double>::infinity();
-  for (double s : scores) max = std::max(max, s);
-  if (std::isinf(max) && max < 0) {
-    std::fill(scores.begin(), scores.end(), 0.0);
-    return;
-  }
-  double sum = 0.0;
-  for (double& s : scores) sum += (s = std::exp(s - max));
-  for (double& s : scores) s /= sum;
-}
-
-// Scores of query i against every key of head h, masked, then softmaxed.
-struct HeadRowInputs {
-  const std::vector<double>& q;
-  const std::vector<double>& k;
-  const internal::MaskPlan& tensor_masks;
-  const AttentionMasks& masks;
-  const Problem& p;
-  int64_t model, kv_dim, head_dim, group_size;
-  double scale;
-};
-
-void AttentionRow(const HeadRowInputs& in, int64_t b, int64_t h, int64_t i,
-                  std::vector<double>& scores) {
-  const Problem& p = in.p;
-  const int64_t length = KeyLength(in.masks.key_lengths, b, p.key_len);
-  const double* qi = &in.q[(b * p.query_len + i) * in.model + h * in.head_dim];
-  for (int64_t j = 0; j < p.key_len; ++j) {
-    const double* kj =
-        &in.k[(b * p.key_len + j) * in.kv_dim + h / in.group_size * in.head_dim];
-    const bool masked = (in.masks.is_causal && j > i) || j >= length;
-    scores[j] = masked ? -std::numeric_limits<double>::infinity()
-                       : Dot(qi, kj, in.head_dim) * in.scale +
-                             in.tensor_masks.TensorMaskAt(b, h, i, j);
-  }
-  Softmax(scores);
+// [B, S, heads * head_dim] rows to [B, heads, S, head_dim], or back (to_heads false).
+std::vector<double> Transpose(const std::vector<double>& x, int64_t batch, int64_t len,
+                              int64_t heads, int64_t head_dim, bool to_heads) {
+  std::vector<double> y(x.size());
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < len; ++i)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t d = 0; d < head_dim; ++d) {
+          const int64_t rows = ((b * len + i) * heads + h) * head_dim + d;
+          const int64_t split = ((b * heads + h) * len + i) * head_dim + d;
+          if (to_heads) {
+            y[split] = x[rows];
+          } else {
+            y[rows] = x[split];
+          }
+        }
+  return y;
 }
 
 }  // namespace
@@ -136,10 +107,12 @@ void NaiveMultiheadAttention(const AttentionConfig& config,
   const int64_t output_dim = internal::ValidateLayer(config, weights);
   const Problem p =
       internal::ValidateForward(config, output_dim, inputs, outputs, options);
-  const internal::MaskPlan tensor_masks(masks, p, config.num_heads);
+  const internal::MaskPlan tensor_masks(masks, config.features, p, config.num_heads);
+  const internal::LogitFeatures logits(config.features, weights.sinks, config.num_heads,
+                                       "weights.sinks");
   const int64_t heads = config.num_heads, head_dim = config.head_dim;
   const int64_t model = config.model_dim(), kv_dim = config.kv_dim();
-  const int64_t group_size = config.group_size();
+  const int64_t kv_heads = config.resolved_num_kv_heads();
   const auto project = [&](const TensorView& x, int64_t len, int64_t dim, int64_t width,
                            const Projection& w) {
     const int64_t rows = p.batch_size * len;
@@ -150,44 +123,41 @@ void NaiveMultiheadAttention(const AttentionConfig& config,
                           widened.data());
     return Linear(widened.data(), rows, dim, weight, width);
   };
-  const std::vector<double> q =
-      project(p.query, p.query_len, config.query_dim, model, weights.query);
-  const std::vector<double> k =
-      project(p.key, p.key_len, config.resolved_key_dim(), kv_dim, weights.key);
-  const std::vector<double> v =
-      project(p.value, p.key_len, config.resolved_value_dim(), kv_dim, weights.value);
-  const HeadRowInputs row_inputs{
-      q,
-      k,
-      tensor_masks,
-      masks,
-      p,
-      model,
-      kv_dim,
-      head_dim,
-      group_size,
-      config.scale ? *config.scale : 1.0 / std::sqrt(static_cast<double>(head_dim))};
-
-  std::vector<double> context(p.batch_size * p.query_len * model);
-  std::vector<double> weights_out(p.batch_size * heads * p.query_len * p.key_len);
-  std::vector<double> scores(p.key_len);
-  for (int64_t b = 0; b < p.batch_size; ++b) {
-    for (int64_t h = 0; h < heads; ++h) {
-      for (int64_t i = 0; i < p.query_len; ++i) {
-        AttentionRow(row_inputs, b, h, i, scores);
-        for (int64_t d = 0; d < head_dim; ++d) {
-          double sum = 0.0;
-          for (int64_t j = 0; j < p.key_len; ++j) {
-            sum += scores[j] *
-                   v[(b * p.key_len + j) * kv_dim + h / group_size * head_dim + d];
-          }
-          context[(b * p.query_len + i) * model + h * head_dim + d] = sum;
-        }
-        std::copy(scores.begin(), scores.end(),
-                  &weights_out[((b * heads + h) * p.query_len + i) * p.key_len]);
-      }
+  internal::NaiveCoreInputs in;
+  in.batch = p.batch_size;
+  in.num_heads = heads;
+  in.num_kv_heads = kv_heads;
+  in.query_len = p.query_len;
+  in.key_len = p.key_len;
+  in.head_dim = head_dim;
+  in.query = Transpose(project(p.query, p.query_len, config.query_dim, model, weights.query),
+                       p.batch_size, p.query_len, heads, head_dim, true);
+  in.key = Transpose(project(p.key, p.key_len, config.resolved_key_dim(), kv_dim, weights.key),
+                     p.batch_size, p.key_len, kv_heads, head_dim, true);
+  in.value = Transpose(
+      project(p.value, p.key_len, config.resolved_value_dim(), kv_dim, weights.value),
+      p.batch_size, p.key_len, kv_heads, head_dim, true);
+  in.scale = config.scale ? *config.scale : 1.0 / std::sqrt(static_cast<double>(head_dim));
+  in.masks = &masks;
+  in.tensor_masks = &tensor_masks;
+  in.features = config.features;
+  in.sinks = &logits.sinks;
+  std::optional<RotaryEmbedding> rotary;
+  std::vector<int64_t> positions(p.batch_size * p.query_len);
+  if (config.rotary.enabled()) {
+    if (p.query_len != p.key_len) {
+      internal::Fail("rotary embeddings: need keys as long as the queries");
     }
+    rotary.emplace(config.rotary, head_dim);
+    internal::ResolvePositions("options.position_ids", options.position_ids, p.batch_size,
+                               p.query_len, p.batched, nullptr, *rotary, positions.data());
+    in.rotary = &*rotary;
+    in.query_positions = in.key_positions = positions.data();
   }
+  const internal::NaiveCoreOutputs out = internal::NaiveAttentionCore(in);
+  const std::vector<double> context =
+      Transpose(out.context, p.batch_size, p.query_len, heads, head_dim, false);
+  const std::vector<double>& weights_out = out.probabilities;
   WriteAttnWeights(weights_out, p, heads, options.average_attn_weights,
                    outputs.attn_weights);
   WriteOutput(context, p.batch_size * p.query_len, model, weights.output, output_dim,

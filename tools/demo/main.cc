@@ -59,7 +59,10 @@ int main(int argc, char** argv) {
                                     {in_bias.data(), mha::Shape{3 * embed}},
                                     {out_proj.data(), mha::Shape{embed, embed}},
                                     {out_bias.data(), mha::Shape{embed}});
-    const mha::AttentionConfig config{heads, embed / heads, embed, 0, 0, {}};
+    mha::AttentionConfig config;
+    config.num_heads = heads;
+    config.head_dim = embed / heads;
+    config.query_dim = embed;
     // The last 20% of every sequence is padding.
     std::vector<int64_t> lengths(batch, seq - seq / 5);
     mha::AttentionMasks masks;

@@ -10,7 +10,11 @@ int main(void) {
   static float w[E * E], x[S * E], out[S * E];
   for (int i = 0; i < E * E; ++i) w[i] = 0.01f * (float)(i % 7);
   for (int i = 0; i < S * E; ++i) x[i] = sinf((float)i);
-  mha_config config = {2, E / 2, E, 0, 0, 0, 0.0f, 0};
+  mha_config config;
+  memset(&config, 0, sizeof config);
+  config.num_heads = 2;
+  config.head_dim = E / 2;
+  config.query_dim = E;
   mha_weights weights;
   memset(&weights, 0, sizeof(weights));
   weights.query.weight = weights.key.weight = weights.value.weight = w;

@@ -1,0 +1,33 @@
+// AttentionFeatures: what today's decoder models do to attention besides masks and
+// rotary embeddings. Shared by the layer (AttentionConfig::features) and the
+// attention-core API (CoreOptions::features).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace mha {
+
+struct AttentionFeatures {
+  // Logits soft-capped: score = softcap * tanh(score / softcap), on the scaled
+  // scores before any bias or mask (Gemma 2's attn_logit_softcapping); > 0.
+  std::optional<float> softcap;
+  // ALiBi (BLOOM, MPT): score += slope[h] * (j - i) for key position j and query
+  // position i. Slopes are alibi_slopes ([num_heads]) or, when empty, BLOOM's
+  // build_alibi_tensor formula for any head count.
+  bool alibi = false;
+  std::vector<float> alibi_slopes;
+  // The query at position p sees keys p - sliding_window + 1 .. p at most (Mistral,
+  // Gemma local layers); >= 1. Tiles wholly outside the window are never computed.
+  std::optional<int64_t> sliding_window;
+  // Keys after p + sliding_window_right are masked too (symmetric local attention);
+  // >= 0. Absent: no right limit beyond what causal masking sets.
+  std::optional<int64_t> sliding_window_right;
+};
+
+// BLOOM's ALiBi slopes: for the largest power of two n <= num_heads, 2^(-8i/n) for
+// i = 1..n; the remaining heads take every other slope of the 2n sequence.
+std::vector<float> AlibiSlopes(int64_t num_heads);
+
+}  // namespace mha

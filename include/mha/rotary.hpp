@@ -1,0 +1,77 @@
+// Rotary position embeddings (RoPE): configuration and the cos/sin table built once
+// from it. Used by the layer (AttentionConfig::rotary) and the attention-core API.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace mha {
+
+// How a head's dimensions pair up for rotation.
+enum class RotaryPairing {
+  kNone,         // no rotary embedding
+  kHalfSplit,    // (x[i], x[i + rotary_dim/2]): GPT-NeoX, Hugging Face Llama/Mistral/Qwen
+  kInterleaved,  // (x[2i], x[2i+1]): GPT-J, Meta's original Llama code
+};
+
+// Frequency scaling for contexts longer than the model was trained on.
+enum class RopeScalingType {
+  kNone,
+  kLinear,  // inv_freq / factor (position interpolation)
+  kLlama3,  // Llama 3.1: low frequencies / factor, high kept, smooth in between
+};
+
+struct RopeScaling {
+  RopeScalingType type = RopeScalingType::kNone;
+  double factor = 1.0;
+  double low_freq_factor = 1.0;                   // llama3
+  double high_freq_factor = 4.0;                  // llama3
+  int64_t original_max_position_embeddings = 8192;  // llama3
+};
+
+struct RotaryConfig {
+  RotaryPairing pairing = RotaryPairing::kNone;
+  int64_t rotary_dim = 0;  // dimensions rotated (even, <= head_dim); 0: head_dim
+  double theta = 10000.0;  // rope_theta: inv_freq[i] = theta^(-2i / rotary_dim)
+  RopeScaling scaling;
+  // [rotary_dim / 2] inverse frequencies supplied by the caller (YaRN, NTK, LongRoPE):
+  // replaces theta and scaling when not empty.
+  std::vector<float> inv_freq;
+  // Multiplies cos and sin (Hugging Face's attention_scaling, e.g. YaRN's mscale).
+  double attention_factor = 1.0;
+  // Positions must lie in [0, max_positions): the table's rows.
+  int64_t max_positions = 8192;
+
+  bool enabled() const { return pairing != RotaryPairing::kNone; }
+};
+
+// The table cos/sin(position * inv_freq[i]) * attention_factor for every position
+// below max_positions, computed once in double and stored as float.
+class RotaryEmbedding {
+ public:
+  // Throws mha::Error for an invalid config (odd or too large rotary_dim, ...).
+  RotaryEmbedding(const RotaryConfig& config, int64_t head_dim);
+
+  RotaryPairing pairing() const { return pairing_; }
+  int64_t rotary_dim() const { return rotary_dim_; }
+  int64_t head_dim() const { return head_dim_; }
+  int64_t max_positions() const { return max_positions_; }
+  double attention_factor() const { return attention_factor_; }
+  const std::vector<float>& inv_freq() const { return inv_freq_; }
+  // rotary_dim / 2 values for one position (0 <= position < max_positions).
+  const float* Cos(int64_t position) const { return &cos_[position * half()]; }
+  const float* Sin(int64_t position) const { return &sin_[position * half()]; }
+
+ private:
+  int64_t half() const { return rotary_dim_ / 2; }
+
+  RotaryPairing pairing_;
+  int64_t head_dim_, rotary_dim_, max_positions_;
+  double attention_factor_;
+  std::vector<float> inv_freq_, cos_, sin_;
+};
+
+// The inverse frequencies a config gives (theta with its scaling, or the caller's).
+std::vector<float> RotaryInverseFrequencies(const RotaryConfig& config, int64_t head_dim);
+
+}  // namespace mha

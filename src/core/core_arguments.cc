@@ -1,0 +1,135 @@
+// CoreArguments: validation of the attention-core API's tensors and options.
+#include "src/core/core_arguments.h"
+
+#include <cmath>
+
+#include "src/api/check.h"
+#include "src/rotary/positions.h"
+
+namespace mha::internal {
+namespace {
+
+// Largest head_dim taken: far above any model's (Gemma: 256), small enough that the
+// kernel's per-thread tiles stay a few MiB.
+constexpr int64_t kMaxHeadDim = 4096;
+
+struct Sizes {
+  int64_t batch, heads, seq, head_dim;
+};
+
+// Reads [B, H, S, D] sizes whatever the layout and resolves the view's strides.
+template <class Tensor, class T>
+Sizes CheckTensorView(const char* name, const Tensor& tensor, HeadRows<T>* rows) {
+  if (!tensor.data) Fail(name, ": data is null");
+  if (tensor.layout != HeadLayout::kBHSD && tensor.layout != HeadLayout::kBSHD) {
+    Fail(name, ".layout: unknown value ", static_cast<int>(tensor.layout));
+  }
+  const bool bhsd = tensor.layout == HeadLayout::kBHSD;
+  const Shape& shape = tensor.shape;
+  if (shape.rank() != 4) {
+    Fail(name, ": expected rank 4 (", bhsd ? "[B, H, S, D]" : "[B, S, H, D]",
+         "), got shape ", shape.ToString());
+  }
+  CheckedNumElements(name, shape, sizeof(float));
+  const Sizes sizes{shape[0], bhsd ? shape[1] : shape[2], bhsd ? shape[2] : shape[1],
+                    shape[3]};
+  if (sizes.batch < 1 || sizes.heads < 1 || sizes.seq < 1 || sizes.head_dim < 1) {
+    Fail(name, ": every dimension must be >= 1, got shape ", shape.ToString());
+  }
+  int64_t strides[3] = {tensor.strides[0], tensor.strides[1], tensor.strides[2]};
+  if (!strides[0] && !strides[1] && !strides[2]) {  // dense
+    strides[2] = shape[3];
+    strides[1] = shape[2] * strides[2];
+    strides[0] = shape[1] * strides[1];
+  }
+  int64_t last = 0;
+  for (int axis = 0; axis < 3; ++axis) {
+    if (strides[axis] < sizes.head_dim && shape[axis] > 1) {
+      Fail(name, ".strides[", axis, "]: must be >= head_dim ", sizes.head_dim,
+           " (rows may not overlap), got ", strides[axis], " for shape ",
+           shape.ToString());
+    }
+    int64_t span = 0;
+    if (__builtin_mul_overflow(shape[axis] - 1, strides[axis], &span) ||
+        __builtin_add_overflow(last, span, &last)) {
+      Fail(name, ".strides: the view's extent overflows int64");
+    }
+  }
+  *rows = bhsd ? HeadRows<T>{tensor.data, strides[0], strides[1], strides[2]}
+               : HeadRows<T>{tensor.data, strides[0], strides[2], strides[1]};
+  return sizes;
+}
+
+void CheckSame(const char* what, const char* name, int64_t expected, int64_t got) {
+  if (expected != got) Fail(name, ": ", what, " must be ", expected, ", got ", got);
+}
+
+}  // namespace
+
+CoreArguments::CoreArguments(const AttentionTensor& query_view,
+                             const AttentionTensor& key_view,
+                             const AttentionTensor& value_view,
+                             const AttentionMasks& mask_views,
+                             const MutableAttentionTensor& output_view,
+                             const CoreOptions& options,
+                             const MutableTensorView& logsumexp) {
+  if (options.num_threads < 0) {
+    Fail("options.num_threads: must be >= 0, got ", options.num_threads);
+  }
+  const Sizes q = CheckTensorView("query", query_view, &query);
+  const Sizes k = CheckTensorView("key", key_view, &key);
+  const Sizes v = CheckTensorView("value", value_view, &value);
+  const Sizes o = CheckTensorView("output", output_view, &output);
+  batch = q.batch;
+  num_heads = q.heads;
+  num_kv_heads = k.heads;
+  query_len = q.seq;
+  key_len = k.seq;
+  head_dim = q.head_dim;
+  if (head_dim > kMaxHeadDim) {
+    Fail("query: head_dim must be <= ", kMaxHeadDim, ", got ", head_dim);
+  }
+  CheckSame("batch (query's)", "key", batch, k.batch);
+  CheckSame("batch (query's)", "value", batch, v.batch);
+  CheckSame("head_dim (query's)", "key", head_dim, k.head_dim);
+  CheckSame("head_dim (query's)", "value", head_dim, v.head_dim);
+  CheckSame("heads (key's)", "value", num_kv_heads, v.heads);
+  CheckSame("sequence length (key's)", "value", key_len, v.seq);
+  if (num_heads % num_kv_heads != 0) {
+    Fail("key: heads ", num_kv_heads, " must divide the query's heads ", num_heads);
+  }
+  if (o.batch != batch || o.heads != num_heads || o.seq != query_len ||
+      o.head_dim != head_dim) {
+    Fail("output: expected sizes [B=", batch, ", H=", num_heads, ", S=", query_len,
+         ", D=", head_dim, "] in its layout, got shape ", output_view.shape.ToString());
+  }
+  if (logsumexp.present()) {
+    CheckOutput("logsumexp", logsumexp, Shape{batch, num_heads, query_len});
+  }
+  scale = options.scale ? *options.scale : 1.0f / std::sqrt(float(head_dim));
+  if (!std::isfinite(scale) || scale == 0.0f) {
+    Fail("options.scale: must be finite and non-zero, got ", scale);
+  }
+  problem.batch_size = batch;
+  problem.query_len = query_len;
+  problem.key_len = key_len;
+  ValidateFeatures(options.features, num_heads);
+  masks.emplace(mask_views, options.features, problem, num_heads);
+  logits.emplace(options.features, options.sinks, num_heads, "options.sinks");
+  if (!options.rotary) {
+    if (options.query_positions.present() || options.key_positions.present()) {
+      Fail("options.query_positions/key_positions: given without options.rotary");
+    }
+    return;
+  }
+  CheckSame("head_dim (query's)", "options.rotary", head_dim, options.rotary->head_dim());
+  query_positions.resize(batch * query_len);
+  key_positions.resize(batch * key_len);
+  const std::vector<int64_t> offsets(batch, key_len - query_len);
+  ResolvePositions("options.query_positions", options.query_positions, batch, query_len,
+                   true, offsets.data(), *options.rotary, query_positions.data());
+  ResolvePositions("options.key_positions", options.key_positions, batch, key_len, true,
+                   nullptr, *options.rotary, key_positions.data());
+}
+
+}  // namespace mha::internal

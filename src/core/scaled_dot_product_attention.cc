@@ -1,0 +1,42 @@
+// ScaledDotProductAttention: the public attention-core API. Checks its arguments,
+// then hands the views to the same RunAttentionCore the layer uses.
+#include "mha/scaled_dot_product_attention.hpp"
+
+#include "src/core/core_arguments.h"
+#include "src/threading/parallel_for.h"
+
+namespace mha {
+
+void ScaledDotProductAttention(const AttentionTensor& query, const AttentionTensor& key,
+                               const AttentionTensor& value, const AttentionMasks& masks,
+                               const MutableAttentionTensor& output,
+                               const CoreOptions& options,
+                               const MutableTensorView& logsumexp) {
+  const internal::CoreArguments args(query, key, value, masks, output, options,
+                                     logsumexp);
+  internal::CoreCall call;
+  call.num_heads = args.num_heads;
+  call.num_kv_heads = args.num_kv_heads;
+  call.head_dim = args.head_dim;
+  call.query_len = call.query_count = args.query_len;
+  call.key_len = args.key_len;
+  call.batch_end = args.batch;
+  call.query = args.query;
+  call.key = args.key;
+  call.value = args.value;
+  call.context = args.output;
+  call.logsumexp = logsumexp.floats();
+  call.query_scale = args.scale;
+  args.logits->ApplyTo(call);
+  if (options.rotary) {
+    call.rotary = options.rotary;
+    call.query_positions = args.query_positions.data();
+    call.key_positions = args.key_positions.data();
+  }
+  // Kept per calling thread, so repeated calls allocate nothing.
+  thread_local std::vector<float> scratch;
+  const internal::ScopedThreadCount thread_count(options.num_threads);
+  internal::RunAttentionCore(call, *args.masks, scratch);
+}
+
+}  // namespace mha

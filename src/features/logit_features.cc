@@ -1,0 +1,54 @@
+// Checks of the attention features, and the slopes and sinks they resolve to.
+#include "src/features/logit_features.h"
+
+#include <cmath>
+
+#include "src/api/check.h"
+
+namespace mha::internal {
+
+void ValidateFeatures(const AttentionFeatures& features, int64_t num_heads) {
+  if (features.softcap && !(std::isfinite(*features.softcap) && *features.softcap > 0)) {
+    Fail("features.softcap: must be finite and > 0, got ", *features.softcap);
+  }
+  if (features.sliding_window && *features.sliding_window < 1) {
+    Fail("features.sliding_window: must be >= 1, got ", *features.sliding_window);
+  }
+  if (features.sliding_window_right && *features.sliding_window_right < 0) {
+    Fail("features.sliding_window_right: must be >= 0, got ",
+         *features.sliding_window_right);
+  }
+  if (!features.alibi_slopes.empty()) {
+    if (!features.alibi) Fail("features.alibi_slopes: given while features.alibi is off");
+    if (static_cast<int64_t>(features.alibi_slopes.size()) != num_heads) {
+      Fail("features.alibi_slopes: expected num_heads = ", num_heads, " values, got ",
+           features.alibi_slopes.size());
+    }
+    for (float slope : features.alibi_slopes) {
+      if (!std::isfinite(slope)) Fail("features.alibi_slopes: must be finite, got ", slope);
+    }
+  }
+}
+
+LogitFeatures::LogitFeatures(const AttentionFeatures& features, const TensorView& sinks_view,
+                             int64_t num_heads, const char* sinks_name)
+    : softcap(features.softcap.value_or(0.0f)) {
+  if (features.alibi) {
+    alibi_slopes =
+        features.alibi_slopes.empty() ? AlibiSlopes(num_heads) : features.alibi_slopes;
+  }
+  if (!sinks_view.present()) return;
+  CheckTensor(sinks_name, sinks_view, DType::kFloat32, Shape{num_heads});
+  sinks.assign(sinks_view.floats(), sinks_view.floats() + num_heads);
+  for (int64_t h = 0; h < num_heads; ++h) {
+    if (!std::isfinite(sinks[h])) Fail(sinks_name, "[", h, "]: must be finite, got ", sinks[h]);
+  }
+}
+
+void LogitFeatures::ApplyTo(CoreCall& call) const {
+  call.softcap = softcap;
+  call.alibi_slopes = alibi_slopes.empty() ? nullptr : alibi_slopes.data();
+  call.sinks = sinks.empty() ? nullptr : sinks.data();
+}
+
+}  // namespace mha::internal

@@ -1,0 +1,29 @@
+// LogitFeatures: a layer's or a core call's soft-cap, ALiBi slopes and sinks, checked
+// once and handed to the attention core.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "mha/features.hpp"
+#include "mha/tensor.hpp"
+#include "src/core/attention_core.h"
+
+namespace mha::internal {
+
+// Checks soft-cap, ALiBi slopes and the sliding window for num_heads query heads.
+void ValidateFeatures(const AttentionFeatures& features, int64_t num_heads);
+
+struct LogitFeatures {
+  // features must have passed ValidateFeatures; sinks is optional ([num_heads]
+  // float32, finite), named `sinks_name` in errors.
+  LogitFeatures(const AttentionFeatures& features, const TensorView& sinks,
+                int64_t num_heads, const char* sinks_name);
+
+  void ApplyTo(CoreCall& call) const;
+
+  float softcap = 0.0f;
+  std::vector<float> alibi_slopes, sinks;  // empty: none
+};
+
+}  // namespace mha::internal

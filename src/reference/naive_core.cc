@@ -1,0 +1,180 @@
+// The naive attention core, and NaiveScaledDotProductAttention on top of it.
+#include "src/reference/naive_core.h"
+
+#include <cmath>
+#include <limits>
+
+#include "mha/scaled_dot_product_attention.hpp"
+#include "src/core/core_arguments.h"
+
+namespace mha::internal {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Rotates one [D] row in place to `position` (Hugging Face's apply_rotary_pos_emb).
+void Rotate(const RotaryEmbedding& rotary, int64_t position, double* row) {
+  const int64_t half = rotary.rotary_dim() / 2;
+  const bool interleaved = rotary.pairing() == RotaryPairing::kInterleaved;
+  for (int64_t i = 0; i < half; ++i) {
+    const double angle = static_cast<double>(position) * rotary.inv_freq()[i];
+    const double c = std::cos(angle) * rotary.attention_factor();
+    const double s = std::sin(angle) * rotary.attention_factor();
+    double& x1 = row[interleaved ? 2 * i : i];
+    double& x2 = row[interleaved ? 2 * i + 1 : i + half];
+    const double a = x1, b = x2;
+    x1 = a * c - b * s;
+    x2 = b * c + a * s;
+  }
+}
+
+void RotateAll(const RotaryEmbedding& rotary, const int64_t* positions, int64_t batch,
+               int64_t heads, int64_t len, int64_t head_dim, std::vector<double>& x) {
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < len; ++i)
+        Rotate(rotary, positions[b * len + i], &x[((b * heads + h) * len + i) * head_dim]);
+}
+
+bool KeyMasked(const NaiveCoreInputs& in, int64_t b, int64_t position, int64_t j) {
+  const AttentionMasks& m = *in.masks;
+  if (m.key_lengths.present()) {
+    const int64_t length = m.key_lengths.dtype == DType::kInt32
+                               ? static_cast<const int32_t*>(m.key_lengths.data)[b]
+                               : static_cast<const int64_t*>(m.key_lengths.data)[b];
+    if (j >= length) return true;
+  }
+  if (m.is_causal && j > position) return true;
+  if (in.features.sliding_window && j <= position - *in.features.sliding_window) return true;
+  return in.features.sliding_window_right && j > position + *in.features.sliding_window_right;
+}
+
+// Logits of one query row: scaled, soft-capped, ALiBi, masks.
+void Logits(const NaiveCoreInputs& in, const std::vector<double>& q,
+            const std::vector<double>& k, int64_t b, int64_t h, int64_t i,
+            const std::vector<float>& slopes, std::vector<double>& row) {
+  const int64_t d = in.head_dim, kv_head = h / (in.num_heads / in.num_kv_heads);
+  const int64_t offset = in.masks->causal_alignment == CausalAlignment::kBottomRight
+                             ? in.key_len - in.query_len
+                             : 0;
+  const int64_t position = i + offset;
+  const double* qi = &q[((b * in.num_heads + h) * in.query_len + i) * d];
+  for (int64_t j = 0; j < in.key_len; ++j) {
+    if (KeyMasked(in, b, position, j)) {
+      row[j] = -kInf;
+      continue;
+    }
+    const double* kj = &k[((b * in.num_kv_heads + kv_head) * in.key_len + j) * d];
+    double logit = 0.0;
+    for (int64_t x = 0; x < d; ++x) logit += qi[x] * kj[x];
+    logit *= in.scale;
+    if (in.features.softcap) {
+      const double cap = *in.features.softcap;
+      logit = cap * std::tanh(logit / cap);
+    }
+    if (in.features.alibi) logit += double{slopes[h]} * double(j - position);
+    row[j] = logit + in.tensor_masks->TensorMaskAt(b, h, i, j);
+  }
+}
+
+}  // namespace
+
+NaiveCoreOutputs NaiveAttentionCore(const NaiveCoreInputs& in) {
+  const int64_t d = in.head_dim, sq = in.query_len, sk = in.key_len;
+  std::vector<double> q = in.query, k = in.key;
+  if (in.rotary) {
+    RotateAll(*in.rotary, in.query_positions, in.batch, in.num_heads, sq, d, q);
+    RotateAll(*in.rotary, in.key_positions, in.batch, in.num_kv_heads, sk, d, k);
+  }
+  std::vector<float> slopes = in.features.alibi_slopes;
+  if (in.features.alibi && slopes.empty()) slopes = AlibiSlopes(in.num_heads);
+  NaiveCoreOutputs out;
+  out.context.assign(in.batch * in.num_heads * sq * d, 0.0);
+  out.probabilities.assign(in.batch * in.num_heads * sq * sk, 0.0);
+  out.logsumexp.assign(in.batch * in.num_heads * sq, -kInf);
+  std::vector<double> row(sk);
+  for (int64_t b = 0; b < in.batch; ++b) {
+    for (int64_t h = 0; h < in.num_heads; ++h) {
+      const int64_t kv_head = h / (in.num_heads / in.num_kv_heads);
+      const bool has_sink = in.sinks && !in.sinks->empty();
+      const double sink = has_sink ? double{(*in.sinks)[h]} : -kInf;
+      for (int64_t i = 0; i < sq; ++i) {
+        Logits(in, q, k, b, h, i, slopes, row);
+        double max = sink;
+        for (double x : row) max = std::max(max, x);
+        const int64_t index = (b * in.num_heads + h) * sq + i;
+        if (max == -kInf) continue;  // fully masked, no sink: zeros
+        double sum = has_sink ? std::exp(sink - max) : 0.0;
+        for (double& x : row) sum += (x = std::exp(x - max));
+        out.logsumexp[index] = max + std::log(sum);
+        for (int64_t j = 0; j < sk; ++j) {
+          const double p = row[j] / sum;
+          out.probabilities[index * sk + j] = p;
+          const double* vj = &in.value[((b * in.num_kv_heads + kv_head) * sk + j) * d];
+          for (int64_t x = 0; x < d; ++x) out.context[index * d + x] += p * vj[x];
+        }
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace mha::internal
+
+namespace mha {
+namespace {
+
+// A strided view widened to dense [B, H, S, D] doubles.
+std::vector<double> Widen(const internal::HeadRows<const float>& rows, int64_t batch,
+                          int64_t heads, int64_t len, int64_t head_dim) {
+  std::vector<double> dense(batch * heads * len * head_dim);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < len; ++i)
+        for (int64_t x = 0; x < head_dim; ++x)
+          dense[((b * heads + h) * len + i) * head_dim + x] = rows.Row(b, h, i)[x];
+  return dense;
+}
+
+}  // namespace
+
+void NaiveScaledDotProductAttention(const AttentionTensor& query,
+                                    const AttentionTensor& key,
+                                    const AttentionTensor& value,
+                                    const AttentionMasks& masks,
+                                    const MutableAttentionTensor& output,
+                                    const CoreOptions& options,
+                                    const MutableTensorView& logsumexp) {
+  const internal::CoreArguments args(query, key, value, masks, output, options,
+                                     logsumexp);
+  internal::NaiveCoreInputs in;
+  in.batch = args.batch;
+  in.num_heads = args.num_heads;
+  in.num_kv_heads = args.num_kv_heads;
+  in.query_len = args.query_len;
+  in.key_len = args.key_len;
+  in.head_dim = args.head_dim;
+  in.query = Widen(args.query, in.batch, in.num_heads, in.query_len, in.head_dim);
+  in.key = Widen(args.key, in.batch, in.num_kv_heads, in.key_len, in.head_dim);
+  in.value = Widen(args.value, in.batch, in.num_kv_heads, in.key_len, in.head_dim);
+  in.scale = options.scale ? double{*options.scale} : 1.0 / std::sqrt(double(in.head_dim));
+  in.masks = &masks;
+  in.tensor_masks = &*args.masks;
+  in.features = options.features;
+  in.sinks = &args.logits->sinks;
+  in.rotary = options.rotary;
+  in.query_positions = args.query_positions.data();
+  in.key_positions = args.key_positions.data();
+  const internal::NaiveCoreOutputs out = internal::NaiveAttentionCore(in);
+  for (int64_t b = 0; b < in.batch; ++b)
+    for (int64_t h = 0; h < in.num_heads; ++h)
+      for (int64_t i = 0; i < in.query_len; ++i) {
+        const int64_t index = (b * in.num_heads + h) * in.query_len + i;
+        for (int64_t x = 0; x < in.head_dim; ++x) {
+          args.output.Row(b, h, i)[x] = static_cast<float>(out.context[index * in.head_dim + x]);
+        }
+        if (logsumexp.present()) logsumexp.floats()[index] = float(out.logsumexp[index]);
+      }
+}
+
+}  // namespace mha

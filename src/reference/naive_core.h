@@ -1,0 +1,39 @@
+// NaiveAttentionCore: scaled dot-product attention in plain double-precision loops,
+// every feature written out from its formula (rotary embeddings, soft-cap, ALiBi,
+// sinks, causal alignment, sliding windows). Shared by the naive layer and the naive
+// attention-core API; shares no arithmetic with the fast path.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "mha/features.hpp"
+#include "mha/masks.hpp"
+#include "mha/rotary.hpp"
+#include "src/masks/mask_plan.h"
+
+namespace mha::internal {
+
+struct NaiveCoreInputs {
+  int64_t batch = 0, num_heads = 0, num_kv_heads = 0, query_len = 0, key_len = 0,
+          head_dim = 0;
+  std::vector<double> query, key, value;  // [B, H, S, D] dense
+  double scale = 1.0;
+  const AttentionMasks* masks = nullptr;
+  const MaskPlan* tensor_masks = nullptr;  // addressing of attn_mask / key padding
+  AttentionFeatures features;
+  const std::vector<float>* sinks = nullptr;  // [num_heads] or empty
+  const RotaryEmbedding* rotary = nullptr;
+  const int64_t* query_positions = nullptr;  // [B, Sq], with rotary
+  const int64_t* key_positions = nullptr;    // [B, Sk], with rotary
+};
+
+struct NaiveCoreOutputs {
+  std::vector<double> context;        // [B, H, Sq, D]
+  std::vector<double> probabilities;  // [B, H, Sq, Sk]
+  std::vector<double> logsumexp;      // [B, H, Sq]
+};
+
+NaiveCoreOutputs NaiveAttentionCore(const NaiveCoreInputs& in);
+
+}  // namespace mha::internal
