@@ -1,0 +1,315 @@
+// ScaledDotProductAttention (the attention-core API) against the naive double
+// reference over every feature alone and combined: layouts and strided views, GQA,
+// causal alignment, sliding windows, soft-capping, ALiBi, sinks, rotary embeddings,
+// masks, log-sum-exp, odd head_dims, one and two threads.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "tests/test_util.h"
+
+namespace mha::testing {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+struct CoreCase {
+  std::string name;
+  int64_t batch = 1, heads = 2, kv_heads = 2, query_len = 5, key_len = 5, head_dim = 8;
+  HeadLayout layout = HeadLayout::kBHSD;
+  bool causal = false, bottom_right = false;
+  std::optional<int64_t> window, window_right;
+  std::optional<float> softcap;
+  bool alibi = false, given_slopes = false, sinks = false;
+  RotaryPairing rope = RotaryPairing::kNone;
+  int64_t rotary_dim = 0;
+  RopeScalingType rope_scaling = RopeScalingType::kNone;
+  bool given_positions = false;
+  bool key_lengths = false, padding_mask = false, attn_mask = false;
+  bool fused_qkv = false;  // q/k/v are strided slices of one [B, S, width] buffer
+  int threads = 0;
+  std::optional<float> scale;
+};
+
+void PrintTo(const CoreCase& c, std::ostream* os) { *os << c.name; }
+
+// Views of q, k, v and output over owned buffers, with the case's options.
+struct CoreProblem {
+  explicit CoreProblem(const CoreCase& c) : c(c) {
+    const int64_t q_heads_width = c.heads * c.head_dim, kv_width = c.kv_heads * c.head_dim;
+    if (c.fused_qkv) {  // BSHD slices of [B, S, q | k | v]
+      const int64_t width = q_heads_width + 2 * kv_width;
+      fused = RandomFloats(c.batch * c.query_len * width, 1);
+      query = Slice(fused.data(), c.heads, c.query_len, width);
+      key = Slice(fused.data() + q_heads_width, c.kv_heads, c.key_len, width);
+      value = Slice(fused.data() + q_heads_width + kv_width, c.kv_heads, c.key_len, width);
+    } else {
+      q = RandomFloats(c.batch * c.query_len * q_heads_width, 1);
+      k = RandomFloats(c.batch * c.key_len * kv_width, 2);
+      v = RandomFloats(c.batch * c.key_len * kv_width, 3);
+      query = Dense(q.data(), c.heads, c.query_len);
+      key = Dense(k.data(), c.kv_heads, c.key_len);
+      value = Dense(v.data(), c.kv_heads, c.key_len);
+    }
+    masks.is_causal = c.causal;
+    if (c.bottom_right) masks.causal_alignment = CausalAlignment::kBottomRight;
+    for (int64_t b = 0; b < c.batch; ++b) lengths.push_back(b == 1 ? 0 : c.key_len - b);
+    if (c.key_lengths) masks.key_lengths = TensorView(lengths.data(), DType::kInt64, Shape{c.batch});
+    padding.assign(c.batch * c.key_len, 0);
+    for (size_t i = 0; i < padding.size(); i += 3) padding[i] = 1;
+    if (c.padding_mask) {
+      masks.key_padding_mask = TensorView(padding.data(), DType::kBool, Shape{c.batch, c.key_len});
+    }
+    mask = RandomFloats(c.query_len * c.key_len, 4);
+    mask[0] = kNegInf;
+    if (c.attn_mask) masks.attn_mask = TensorView(mask.data(), Shape{c.query_len, c.key_len});
+    options.scale = c.scale;
+    options.features.softcap = c.softcap;
+    options.features.alibi = c.alibi;
+    if (c.given_slopes) options.features.alibi_slopes = RandomFloats(c.heads, 5, 0.5f);
+    options.features.sliding_window = c.window;
+    options.features.sliding_window_right = c.window_right;
+    sink_values = RandomFloats(c.heads, 6, 2.0f);
+    if (c.sinks) options.sinks = TensorView(sink_values.data(), Shape{c.heads});
+    if (c.rope != RotaryPairing::kNone) {
+      RotaryConfig config;
+      config.pairing = c.rope;
+      config.rotary_dim = c.rotary_dim;
+      config.theta = 500000.0;
+      config.scaling.type = c.rope_scaling;
+      config.scaling.factor = 8.0;
+      config.scaling.original_max_position_embeddings = 64;
+      config.max_positions = 4096;
+      rotary.emplace(config, c.head_dim);
+      options.rotary = &*rotary;
+    }
+    if (c.given_positions) {
+      for (int64_t i = 0; i < c.batch * c.query_len; ++i) query_positions.push_back(7 + 3 * i);
+      for (int64_t i = 0; i < c.batch * c.key_len; ++i) key_positions.push_back(2 * i % 97);
+      options.query_positions =
+          TensorView(query_positions.data(), DType::kInt64, Shape{c.batch, c.query_len});
+      options.key_positions =
+          TensorView(key_positions.data(), DType::kInt64, Shape{c.batch, c.key_len});
+    }
+    options.num_threads = c.threads;
+  }
+
+  AttentionTensor Dense(const float* data, int64_t heads, int64_t len) const {
+    return c.layout == HeadLayout::kBHSD
+               ? AttentionTensor{data, Shape{c.batch, heads, len, c.head_dim}, c.layout, {}}
+               : AttentionTensor{data, Shape{c.batch, len, heads, c.head_dim}, c.layout, {}};
+  }
+  AttentionTensor Slice(const float* data, int64_t heads, int64_t len, int64_t width) const {
+    return {data, Shape{c.batch, len, heads, c.head_dim}, HeadLayout::kBSHD,
+            {len * width, width, c.head_dim}};
+  }
+  MutableAttentionTensor Output(std::vector<float>& out) const {
+    out.assign(c.batch * c.heads * c.query_len * c.head_dim, 0.0f);
+    const AttentionTensor view = Dense(out.data(), c.heads, c.query_len);
+    return {out.data(), view.shape, view.layout, {}};
+  }
+  MutableTensorView LogSumExp(std::vector<float>& lse) const {
+    lse.assign(c.batch * c.heads * c.query_len, 0.0f);
+    return MutableTensorView(lse.data(), Shape{c.batch, c.heads, c.query_len});
+  }
+
+  CoreCase c;
+  std::vector<float> fused, q, k, v, mask, sink_values;
+  std::vector<int64_t> lengths, query_positions, key_positions;
+  std::vector<uint8_t> padding;
+  AttentionTensor query, key, value;
+  AttentionMasks masks;
+  CoreOptions options;
+  std::optional<RotaryEmbedding> rotary;
+};
+
+// Log-sum-exps agree: both -inf (fully masked rows), or within the tolerance.
+void ExpectLogSumExpClose(const std::vector<float>& actual,
+                          const std::vector<float>& expected) {
+  for (size_t i = 0; i < expected.size(); ++i) {
+    if (std::isinf(expected[i])) {
+      EXPECT_EQ(actual[i], expected[i]) << "logsumexp[" << i << "]";
+    } else {
+      EXPECT_NEAR(actual[i], expected[i], 1e-4 * std::max(1.0f, std::fabs(expected[i])))
+          << "logsumexp[" << i << "]";
+    }
+  }
+}
+
+class CoreMatchesReference : public ::testing::TestWithParam<CoreCase> {};
+
+TEST_P(CoreMatchesReference, OutputAndLogSumExp) {
+  const CoreProblem p(GetParam());
+  std::vector<float> out, expected, lse, expected_lse;
+  ScaledDotProductAttention(p.query, p.key, p.value, p.masks, p.Output(out), p.options,
+                            p.LogSumExp(lse));
+  NaiveScaledDotProductAttention(p.query, p.key, p.value, p.masks, p.Output(expected),
+                                 p.options, p.LogSumExp(expected_lse));
+  ExpectClose(out, expected, "output");
+  ExpectLogSumExpClose(lse, expected_lse);
+}
+
+CoreCase Case(std::string name) {
+  CoreCase c;
+  c.name = std::move(name);
+  return c;
+}
+
+std::vector<CoreCase> Cases() {
+  std::vector<CoreCase> cases;
+  auto add = [&](CoreCase c) { cases.push_back(c); };
+  CoreCase c = Case("plain_bhsd");
+  c.batch = 2, c.heads = 4, c.kv_heads = 4, c.query_len = 37, c.key_len = 37, c.head_dim = 16;
+  add(c);
+  c = Case("bshd_gqa_cross");
+  c.batch = 2, c.heads = 8, c.kv_heads = 2, c.query_len = 19, c.key_len = 153, c.head_dim = 64;
+  c.layout = HeadLayout::kBSHD;
+  add(c);
+  c = Case("mqa_scale");
+  c.heads = 6, c.kv_heads = 1, c.query_len = 9, c.key_len = 140, c.head_dim = 32, c.scale = 0.3f;
+  add(c);
+  for (int64_t d : {1, 3, 80, 256, 512}) {
+    c = Case("head_dim_" + std::to_string(d));
+    c.batch = 2, c.query_len = 11, c.key_len = 133, c.head_dim = d, c.causal = true,
+    c.bottom_right = true;
+    add(c);
+  }
+  c = Case("causal_top_left");
+  c.query_len = 7, c.key_len = 20, c.causal = true;
+  add(c);
+  c = Case("causal_bottom_right");
+  c.heads = 4, c.kv_heads = 1, c.query_len = 50, c.key_len = 300, c.head_dim = 32;
+  c.causal = true, c.bottom_right = true;
+  add(c);
+  c = Case("sliding_window_causal");
+  c.query_len = c.key_len = 400, c.head_dim = 64, c.causal = true, c.window = 50;
+  add(c);
+  c = Case("sliding_window_symmetric");
+  c.batch = 2, c.query_len = c.key_len = 150, c.head_dim = 16, c.window = 20, c.window_right = 10;
+  add(c);
+  c = Case("sliding_window_1");
+  c.query_len = c.key_len = 30, c.causal = true, c.window = 1;
+  add(c);
+  c = Case("softcap");
+  c.query_len = 33, c.key_len = 70, c.head_dim = 80, c.softcap = 2.0f, c.scale = 1.0f;
+  add(c);
+  c = Case("alibi_6_heads_causal");
+  c.heads = c.kv_heads = 6, c.query_len = c.key_len = 140, c.causal = true, c.alibi = true;
+  add(c);
+  c = Case("alibi_given_slopes_gqa");
+  c.heads = 4, c.kv_heads = 2, c.query_len = 20, c.key_len = 90, c.alibi = true,
+  c.given_slopes = true;
+  add(c);
+  c = Case("sinks_masked_rows");
+  c.batch = 3, c.query_len = 12, c.key_len = 40, c.sinks = true, c.key_lengths = true;
+  add(c);
+  c = Case("masked_rows_no_sinks");
+  c.batch = 3, c.query_len = 12, c.key_len = 40, c.key_lengths = true, c.window = 3,
+  c.bottom_right = true;
+  add(c);
+  c = Case("rope_half_split");
+  c.query_len = c.key_len = 60, c.head_dim = 64, c.rope = RotaryPairing::kHalfSplit;
+  add(c);
+  c = Case("rope_interleaved_partial_positions");
+  c.batch = 2, c.query_len = 13, c.key_len = 29, c.head_dim = 80, c.rope = RotaryPairing::kInterleaved;
+  c.rotary_dim = 16, c.given_positions = true;
+  add(c);
+  c = Case("rope_llama3_bshd_causal");
+  c.heads = 8, c.kv_heads = 2, c.query_len = 40, c.key_len = 200, c.head_dim = 128;
+  c.layout = HeadLayout::kBSHD, c.causal = true, c.bottom_right = true;
+  c.rope = RotaryPairing::kHalfSplit, c.rope_scaling = RopeScalingType::kLlama3;
+  add(c);
+  c = Case("rope_linear_partial_odd_half");
+  c.query_len = c.key_len = 21, c.head_dim = 24, c.rope = RotaryPairing::kHalfSplit;
+  c.rotary_dim = 10, c.rope_scaling = RopeScalingType::kLinear;
+  add(c);
+  c = Case("fused_qkv_slices");
+  c.batch = 2, c.heads = 4, c.kv_heads = 2, c.query_len = c.key_len = 45, c.head_dim = 16;
+  c.fused_qkv = true, c.causal = true, c.rope = RotaryPairing::kHalfSplit;
+  add(c);
+  c = Case("masks_all_kinds");
+  c.batch = 2, c.query_len = 17, c.key_len = 33, c.key_lengths = true, c.padding_mask = true,
+  c.attn_mask = true;
+  add(c);
+  c = Case("everything_one_thread");
+  c.batch = 2, c.heads = 6, c.kv_heads = 2, c.query_len = 70, c.key_len = 170, c.head_dim = 48;
+  c.causal = true, c.bottom_right = true, c.window = 64, c.softcap = 30.0f, c.alibi = true,
+  c.sinks = true, c.rope = RotaryPairing::kHalfSplit, c.padding_mask = true,
+  c.attn_mask = true, c.threads = 1;
+  add(c);
+  c.name = "everything_two_threads";
+  c.threads = 2;
+  add(c);
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CoreMatchesReference, ::testing::ValuesIn(Cases()),
+                         [](const ::testing::TestParamInfo<CoreCase>& info) {
+                           return info.param.name;
+                         });
+
+// Attention over keys [0, split) and [split, Sk), merged by log-sum-exp, equals
+// attention over all keys: what callers splitting key ranges rely on.
+TEST(LogSumExp, MergesSplitKeyRanges) {
+  CoreCase c = Case("split");
+  c.batch = 2, c.heads = 4, c.kv_heads = 2, c.query_len = 9, c.key_len = 230, c.head_dim = 32;
+  const CoreProblem p(c);
+  std::vector<float> full, full_lse;
+  ScaledDotProductAttention(p.query, p.key, p.value, {}, p.Output(full), {},
+                            p.LogSumExp(full_lse));
+  const int64_t split = 101;
+  std::vector<float> parts[2], lses[2];
+  for (int part = 0; part < 2; ++part) {
+    const int64_t first = part ? split : 0, len = part ? c.key_len - split : split;
+    const int64_t kv_stride = c.key_len * c.head_dim;
+    const AttentionTensor key{p.k.data() + first * c.head_dim,
+                              Shape{c.batch, c.kv_heads, len, c.head_dim}, HeadLayout::kBHSD,
+                              {c.kv_heads * kv_stride, kv_stride, c.head_dim}};
+    AttentionTensor value = key;
+    value.data = p.v.data() + first * c.head_dim;
+    ScaledDotProductAttention(p.query, key, value, {}, p.Output(parts[part]), {},
+                              p.LogSumExp(lses[part]));
+  }
+  for (size_t row = 0; row < full_lse.size(); ++row) {
+    const float lse = std::log(std::exp(lses[0][row]) + std::exp(lses[1][row]));
+    EXPECT_NEAR(lse, full_lse[row], 1e-4f);
+    for (int64_t x = 0; x < c.head_dim; ++x) {
+      const size_t i = row * c.head_dim + x;
+      const float merged = std::exp(lses[0][row] - lse) * parts[0][i] +
+                           std::exp(lses[1][row] - lse) * parts[1][i];
+      EXPECT_NEAR(merged, full[i], 1e-4f) << "row " << row << " dim " << x;
+    }
+  }
+}
+
+// A fully masked row with a sink gives output 0 (the sink takes all the weight).
+TEST(Sinks, FullyMaskedRowGivesZero) {
+  CoreCase c = Case("sink_zero");
+  c.batch = 2, c.key_lengths = true, c.sinks = true;
+  const CoreProblem p(c);
+  std::vector<float> out, lse;
+  ScaledDotProductAttention(p.query, p.key, p.value, p.masks, p.Output(out), p.options,
+                            p.LogSumExp(lse));
+  const int64_t plane = c.heads * c.query_len * c.head_dim;
+  for (int64_t i = plane; i < 2 * plane; ++i) ASSERT_EQ(out[i], 0.0f) << i;  // batch 1
+  for (int64_t h = 0; h < c.heads; ++h) {  // the denominator is the sink alone
+    EXPECT_FLOAT_EQ(lse[(c.heads + h) * c.query_len], p.sink_values[h]);
+  }
+}
+
+TEST(AlibiSlopes, MatchBloomFormula) {
+  // BLOOM's build_alibi_tensor: 8 heads give 2^-1 .. 2^-8; 12 heads add the odd
+  // powers of 2^-0.5 to the first eight's 2^-1 .. 2^-8.
+  const std::vector<float> eight = AlibiSlopes(8);
+  for (int i = 0; i < 8; ++i) EXPECT_FLOAT_EQ(eight[i], std::pow(2.0f, -(i + 1.0f)));
+  const std::vector<float> twelve = AlibiSlopes(12);
+  ASSERT_EQ(twelve.size(), 12u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_FLOAT_EQ(twelve[8 + i], std::pow(2.0f, -0.5f * (2 * i + 1)));
+  }
+}
+
+}  // namespace
+}  // namespace mha::testing

@@ -1,0 +1,294 @@
+// The layer with today's decoder features (rotary embeddings, sliding windows,
+// soft-capping, sinks, ALiBi) against the naive layer, in the whole and chunked
+// flows and with attention weights; with a KV cache, prefill, decode and chunked
+// prefill equal one causal Forward; bad feature arguments fail cleanly.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/test_util.h"
+
+namespace mha::testing {
+namespace {
+
+struct FeatureCase {
+  std::string name;
+  int64_t num_heads = 4, num_kv_heads = 0, head_dim = 8;
+  RotaryPairing rope = RotaryPairing::kNone;
+  int64_t rotary_dim = 0;
+  std::optional<int64_t> window;
+  std::optional<float> softcap;
+  bool alibi = false, sinks = false;
+};
+
+FeatureCase Named(const char* name) {
+  FeatureCase c;
+  c.name = name;
+  return c;
+}
+
+void PrintTo(const FeatureCase& c, std::ostream* os) { *os << c.name; }
+
+// A layer with the case's features; its sinks live in `sinks`.
+struct FeatureLayer {
+  explicit FeatureLayer(const FeatureCase& c) {
+    LayerSpec spec;
+    spec.num_heads = c.num_heads;
+    spec.num_kv_heads = c.num_kv_heads;
+    spec.head_dim = c.head_dim;
+    spec.query_dim = 24;
+    layer = MakeLayer(spec, 21);
+    layer.config.rotary.pairing = c.rope;
+    layer.config.rotary.rotary_dim = c.rotary_dim;
+    layer.config.rotary.max_positions = 512;
+    layer.config.features.sliding_window = c.window;
+    layer.config.features.softcap = c.softcap;
+    layer.config.features.alibi = c.alibi;
+    sinks = RandomFloats(c.num_heads, 22, 1.5f);
+    if (c.sinks) layer.weights.sinks = TensorView(sinks.data(), Shape{c.num_heads});
+  }
+  OwnedLayer layer;
+  std::vector<float> sinks;
+};
+
+std::vector<FeatureCase> Cases() {
+  std::vector<FeatureCase> cases;
+  FeatureCase c;
+  c = Named("rope_half_split");
+  c.rope = RotaryPairing::kHalfSplit;
+  cases.push_back(c);
+  c = Named("rope_interleaved_partial_gqa");
+  c.rope = RotaryPairing::kInterleaved, c.rotary_dim = 4, c.num_kv_heads = 2, c.head_dim = 10;
+  cases.push_back(c);
+  c = Named("sliding_window");
+  c.window = 5;
+  cases.push_back(c);
+  c = Named("softcap");
+  c.softcap = 1.5f;
+  cases.push_back(c);
+  c = Named("alibi");
+  c.alibi = true, c.num_heads = 3;
+  cases.push_back(c);
+  c = Named("sinks_mqa");
+  c.sinks = true, c.num_kv_heads = 1;
+  cases.push_back(c);
+  c = Named("everything_gqa");
+  c.rope = RotaryPairing::kHalfSplit, c.window = 7, c.softcap = 20.0f, c.alibi = true,
+  c.sinks = true, c.num_kv_heads = 2;
+  cases.push_back(c);
+  return cases;
+}
+
+std::string Name(const ::testing::TestParamInfo<FeatureCase>& info) {
+  return info.param.name;
+}
+
+class LayerFeatures : public ::testing::TestWithParam<FeatureCase> {};
+
+// Causal and not, with per-head weights, and through the chunked flow.
+TEST_P(LayerFeatures, MatchesNaiveLayer) {
+  const FeatureLayer f(GetParam());
+  const MultiheadAttention attention(f.layer.config, f.layer.weights);
+  const int64_t b = 2, s = 61, e = 24, h = GetParam().num_heads;
+  const std::vector<float> x = RandomFloats(b * s * e, 23);
+  for (const bool causal : {false, true}) {
+    AttentionMasks masks;
+    masks.is_causal = causal;
+    const AttentionInputs inputs{TensorView(x.data(), Shape{b, s, e}), {}, {}};
+    std::vector<float> out(b * s * e), ref(b * s * e), weights(b * h * s * s),
+        ref_weights(b * h * s * s), chunked(b * s * e);
+    ForwardOptions options;
+    options.average_attn_weights = false;
+    attention.Forward(inputs, masks,
+                      {MutableTensorView(out.data(), Shape{b, s, e}),
+                       MutableTensorView(weights.data(), Shape{b, h, s, s})},
+                      options);
+    NaiveMultiheadAttention(f.layer.config, f.layer.weights, inputs, masks,
+                            {MutableTensorView(ref.data(), Shape{b, s, e}),
+                             MutableTensorView(ref_weights.data(), Shape{b, h, s, s})},
+                            options);
+    ExpectClose(out, ref, causal ? "causal output" : "output");
+    ExpectClose(weights, ref_weights, "attn_weights");
+    ForwardOptions small;
+    small.workspace_budget_bytes = 4096;  // forces query chunks
+    attention.Forward(inputs, masks, {MutableTensorView(chunked.data(), Shape{b, s, e}), {}},
+                      small);
+    ExpectClose(chunked, ref, "chunked output");
+  }
+}
+
+// Prefill 19, decode 3 tokens one by one, then a chunk of 9: each step's output
+// equals the rows of one causal Forward over the whole sequence.
+TEST_P(LayerFeatures, CacheMatchesCausalForward) {
+  const FeatureLayer f(GetParam());
+  const MultiheadAttention attention(f.layer.config, f.layer.weights);
+  const int64_t b = 2, total = 31, e = 24;
+  const std::vector<float> x = RandomFloats(b * total * e, 24);
+  std::vector<float> full(b * total * e);
+  AttentionMasks causal;
+  causal.is_causal = true;
+  attention.Forward({TensorView(x.data(), Shape{b, total, e}), {}, {}}, causal,
+                    {MutableTensorView(full.data(), Shape{b, total, e}), {}});
+  KvCache cache(f.layer.config, b, 64);
+  int64_t done = 0;
+  for (const int64_t step : {19, 1, 1, 1, 9}) {
+    std::vector<float> in, expected;
+    for (int64_t batch = 0; batch < b; ++batch) {
+      const auto row = (batch * total + done) * e;
+      in.insert(in.end(), x.begin() + row, x.begin() + row + step * e);
+      expected.insert(expected.end(), full.begin() + row, full.begin() + row + step * e);
+    }
+    std::vector<float> out(b * step * e);
+    attention.ForwardWithCache(TensorView(in.data(), Shape{b, step, e}), {}, cache,
+                               MutableTensorView(out.data(), Shape{b, step, e}));
+    ExpectClose(out, expected, ("step at " + std::to_string(done)).c_str());
+    done += step;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Features, LayerFeatures, ::testing::ValuesIn(Cases()), Name);
+
+// Left-padded batch: sequence 1 starts two tokens late, its positions say so, and
+// its first two keys are masked; its real rows equal the unpadded sequence's.
+TEST(RotaryPositions, LeftPaddingWithPositionIds) {
+  FeatureCase c = Named("rope");
+  c.rope = RotaryPairing::kHalfSplit;
+  const FeatureLayer f(c);
+  const MultiheadAttention attention(f.layer.config, f.layer.weights);
+  const int64_t s = 9, e = 24, pad = 2;
+  const std::vector<float> x = RandomFloats(s * e, 25);
+  std::vector<float> padded(2 * s * e, 0.0f);
+  std::copy(x.begin(), x.end(), padded.begin());
+  std::copy(x.begin(), x.end() - pad * e, padded.begin() + (s + pad) * e);
+  std::vector<int64_t> positions(2 * s), lengths_mask(2 * s, 0);
+  for (int64_t i = 0; i < s; ++i) {
+    positions[i] = i;
+    positions[s + i] = std::max<int64_t>(0, i - pad);
+  }
+  std::vector<uint8_t> padding(2 * s, 0);
+  padding[s] = padding[s + 1] = 1;
+  AttentionMasks masks;
+  masks.is_causal = true;
+  masks.key_padding_mask = TensorView(padding.data(), DType::kBool, Shape{2, s});
+  ForwardOptions options;
+  options.position_ids = TensorView(positions.data(), DType::kInt64, Shape{2, s});
+  std::vector<float> out(2 * s * e);
+  attention.Forward({TensorView(padded.data(), Shape{2, s, e}), {}, {}}, masks,
+                    {MutableTensorView(out.data(), Shape{2, s, e}), {}}, options);
+  const std::vector<float> first(out.begin(), out.begin() + (s - pad) * e);
+  const std::vector<float> second(out.begin() + (s + pad) * e, out.end());
+  ExpectClose(second, first, "left-padded rows");
+}
+
+// Each bad argument fails with a message naming it and writes nothing.
+TEST(FeatureErrors, NameTheArgumentAndWriteNothing) {
+  FeatureCase c = Named("errors");
+  c.rope = RotaryPairing::kHalfSplit;
+  const FeatureLayer good(c);
+  const auto expect_config_error = [&](const char* needle, auto&& mutate) {
+    FeatureLayer f(c);
+    mutate(f.layer.config, f.layer.weights);
+    try {
+      MultiheadAttention attention(f.layer.config, f.layer.weights);
+      ADD_FAILURE() << "no error for " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_config_error("features.sliding_window: must be >= 1, got 0",
+                      [](AttentionConfig& config, AttentionWeights&) {
+                        config.features.sliding_window = 0;
+                      });
+  expect_config_error("features.sliding_window: must be >= 1, got -3",
+                      [](AttentionConfig& config, AttentionWeights&) {
+                        config.features.sliding_window = -3;
+                      });
+  expect_config_error("features.softcap: must be finite and > 0, got 0",
+                      [](AttentionConfig& config, AttentionWeights&) {
+                        config.features.softcap = 0.0f;
+                      });
+  expect_config_error("features.softcap: must be finite and > 0, got -1",
+                      [](AttentionConfig& config, AttentionWeights&) {
+                        config.features.softcap = -1.0f;
+                      });
+  expect_config_error("rotary.rotary_dim: must be even and in [2, head_dim 8], got 5",
+                      [](AttentionConfig& config, AttentionWeights&) {
+                        config.rotary.rotary_dim = 5;
+                      });
+  expect_config_error("rotary.rotary_dim: must be even and in [2, head_dim 8], got 10",
+                      [](AttentionConfig& config, AttentionWeights&) {
+                        config.rotary.rotary_dim = 10;
+                      });
+  expect_config_error("features.alibi_slopes: expected num_heads = 4 values, got 3",
+                      [](AttentionConfig& config, AttentionWeights&) {
+                        config.features.alibi = true;
+                        config.features.alibi_slopes = {1, 2, 3};
+                      });
+  const std::vector<float> three_sinks(3, 0.0f);
+  expect_config_error("weights.sinks: expected shape [4], got [3]",
+                      [&](AttentionConfig&, AttentionWeights& weights) {
+                        weights.sinks = TensorView(three_sinks.data(), Shape{3});
+                      });
+
+  const MultiheadAttention attention(good.layer.config, good.layer.weights);
+  const int64_t s = 4, e = 24;
+  const std::vector<float> x = RandomFloats(s * e, 26);
+  std::vector<float> out(s * e, 7.0f);
+  const std::vector<int64_t> positions = {0, 1, 2, 512};
+  ForwardOptions options;
+  options.position_ids = TensorView(positions.data(), DType::kInt64, Shape{s});
+  try {
+    attention.Forward({TensorView(x.data(), Shape{s, e}), {}, {}}, {},
+                      {MutableTensorView(out.data(), Shape{s, e}), {}}, options);
+    ADD_FAILURE() << "no error for a position past the table";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "options.position_ids[0, 3]: position 512 is outside the rotary table "
+                  "[0, 512)"),
+              std::string::npos)
+        << e.what();
+  }
+  for (float value : out) ASSERT_EQ(value, 7.0f);
+
+  KvCache cache(good.layer.config, 1, 600);
+  std::vector<float> long_x = RandomFloats(513 * e, 27), long_out(513 * e);
+  EXPECT_THROW(attention.ForwardWithCache(TensorView(long_x.data(), Shape{1, 513, e}), {},
+                                          cache,
+                                          MutableTensorView(long_out.data(), Shape{1, 513, e})),
+               Error);
+  EXPECT_EQ(cache.length(0), 0);
+}
+
+TEST(CoreErrors, StridesAndShapes) {
+  const std::vector<float> data(2 * 3 * 4 * 8, 1.0f);
+  std::vector<float> out(data.size(), 5.0f);
+  const AttentionTensor q{data.data(), Shape{2, 3, 4, 8}, HeadLayout::kBHSD, {}};
+  const MutableAttentionTensor o{out.data(), Shape{2, 3, 4, 8}, HeadLayout::kBHSD, {}};
+  AttentionTensor overlapping = q;
+  overlapping.strides[0] = 96, overlapping.strides[1] = 32, overlapping.strides[2] = 4;
+  const auto expect_error = [&](const char* needle, const AttentionTensor& key,
+                                const CoreOptions& options) {
+    try {
+      ScaledDotProductAttention(q, key, key, {}, o, options);
+      ADD_FAILURE() << "no error for " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+    for (float value : out) ASSERT_EQ(value, 5.0f);
+  };
+  expect_error("key.strides[2]: must be >= head_dim 8 (rows may not overlap), got 4",
+               overlapping, {});
+  AttentionTensor two_heads = q;
+  two_heads.shape = Shape{2, 2, 4, 8};
+  expect_error("key: heads 2 must divide the query's heads 3", two_heads, {});
+  CoreOptions sinks;
+  const std::vector<float> two(2, 0.0f);
+  sinks.sinks = TensorView(two.data(), Shape{2});
+  expect_error("options.sinks: expected shape [3], got [2]", q, sinks);
+  CoreOptions window;
+  window.features.sliding_window = 0;
+  expect_error("features.sliding_window: must be >= 1, got 0", q, window);
+}
+
+}  // namespace
+}  // namespace mha::testing
