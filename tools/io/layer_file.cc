@@ -64,6 +64,7 @@ LoadedLayer LoadLayer(const std::string& path, int64_t num_heads, int64_t num_kv
   layer.weights = FindInputWeights(layer.file);
   layer.weights.output.weight = layer.file.Find("out_proj.weight");
   layer.weights.output.bias = layer.file.Find("out_proj.bias");
+  layer.weights.sinks = layer.file.Find("sinks");
 
   AttentionConfig& config = layer.config;
   config.query_dim = Columns(layer.file, "query", layer.weights.query.weight);

@@ -22,7 +22,8 @@ struct LoadedLayer {
 // out_proj.weight, each with an optional .bias), all [out, in]. A missing bias means
 // none; a missing out_proj.weight means no output projection. head_dim is the query
 // projection's rows / num_heads; num_kv_heads 0 means num_heads (key and value
-// projections then have num_kv_heads * head_dim rows).
+// projections then have num_kv_heads * head_dim rows). An optional `sinks` tensor
+// [num_heads] gives attention sinks (gpt-oss).
 LoadedLayer LoadLayer(const std::string& path, int64_t num_heads,
                       int64_t num_kv_heads = 0);
 

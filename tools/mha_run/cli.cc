@@ -16,10 +16,19 @@ namespace {
 constexpr char kUsage[] =
     "usage: mha-run --weights W.safetensors --num-heads H [--num-kv-heads G]\n"
     "               --query Q.npy [--key K.npy] [--value V.npy]\n"
-    "               [--causal] [--attn-mask M.npy] [--key-padding-mask P.npy]\n"
-    "               [--key-lengths L.npy] [--mask-convention torch|zero-means-masked]\n"
-    "               --output O.npy [--attn-weights A.npy] [--average-heads] [--threads "
-    "N]\n";
+    "               [--causal] [--bottom-right] [--attn-mask M.npy]\n"
+    "               [--key-padding-mask P.npy] [--key-lengths L.npy]\n"
+    "               [--mask-convention torch|zero-means-masked]\n"
+    "               [--rope neox|interleaved] [--rope-theta T] [--rotary-dim R]\n"
+    "               [--rope-scaling linear:F|llama3:F,LOW,HIGH,ORIGINAL]\n"
+    "               [--rope-max-positions N] [--position-ids P.npy]\n"
+    "               [--sliding-window W] [--sliding-window-right R] [--softcap C]\n"
+    "               [--alibi] --output O.npy [--attn-weights A.npy]\n"
+    "               [--average-heads] [--threads N]\n"
+    "       mha-run --core --query Q.npy --key K.npy --value V.npy [--layout bhsd|bshd]\n"
+    "               [--scale S] [--sinks S.npy] [--key-position-ids P.npy]\n"
+    "               [--logsumexp L.npy] [the mask, rope and feature flags above]\n"
+    "               --output O.npy\n";
 
 class UsageError : public std::runtime_error {
  public:
@@ -30,8 +39,12 @@ struct Options {
   std::map<std::string, std::string> files;  // flag -> path
   int64_t num_heads = 0, num_kv_heads = 0;
   int threads = 0;
-  bool causal = false, average_heads = false;
+  bool causal = false, bottom_right = false, average_heads = false, core = false;
   MaskConvention convention = MaskConvention::kTorch;
+  HeadLayout layout = HeadLayout::kBHSD;
+  std::optional<float> scale;
+  AttentionFeatures features;
+  RotaryConfig rotary;
 };
 
 int64_t ParseCount(const std::string& flag, const std::string& text) {
@@ -47,19 +60,107 @@ int64_t ParseCount(const std::string& flag, const std::string& text) {
   return value;
 }
 
+double ParseNumber(const std::string& flag, const std::string& text) {
+  size_t used = 0;
+  double value = 0.0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size()) {
+    throw UsageError(flag + ": expected a number, got '" + text + "'");
+  }
+  return value;
+}
+
+// linear:F or llama3:F,LOW,HIGH,ORIGINAL
+RopeScaling ParseRopeScaling(const std::string& text) {
+  const std::string flag = "--rope-scaling";
+  RopeScaling scaling;
+  const size_t colon = text.find(':');
+  const std::string kind = text.substr(0, colon);
+  std::vector<std::string> values;
+  for (size_t begin = colon == std::string::npos ? text.size() : colon + 1;
+       begin <= text.size();) {
+    const size_t comma = std::min(text.find(',', begin), text.size());
+    values.push_back(text.substr(begin, comma - begin));
+    begin = comma + 1;
+  }
+  if (kind == "linear" && values.size() == 1) {
+    scaling.type = RopeScalingType::kLinear;
+  } else if (kind == "llama3" && values.size() == 4) {
+    scaling.type = RopeScalingType::kLlama3;
+    scaling.low_freq_factor = ParseNumber(flag, values[1]);
+    scaling.high_freq_factor = ParseNumber(flag, values[2]);
+    scaling.original_max_position_embeddings = ParseCount(flag, values[3]);
+  } else {
+    throw UsageError(flag + ": expected linear:F or llama3:F,LOW,HIGH,ORIGINAL, got '" +
+                     text + "'");
+  }
+  scaling.factor = ParseNumber(flag, values[0]);
+  return scaling;
+}
+
+// Flags that take a value other than a file; false for an unknown flag.
+bool ParseValueFlag(const std::string& flag, const std::string& value, Options& options) {
+  if (flag == "--rope" && (value == "neox" || value == "interleaved")) {
+    options.rotary.pairing =
+        value == "neox" ? RotaryPairing::kHalfSplit : RotaryPairing::kInterleaved;
+  } else if (flag == "--rope-theta") {
+    options.rotary.theta = ParseNumber(flag, value);
+  } else if (flag == "--rotary-dim") {
+    options.rotary.rotary_dim = ParseCount(flag, value);
+  } else if (flag == "--rope-scaling") {
+    options.rotary.scaling = ParseRopeScaling(value);
+  } else if (flag == "--rope-max-positions") {
+    options.rotary.max_positions = ParseCount(flag, value);
+  } else if (flag == "--sliding-window") {
+    options.features.sliding_window = ParseCount(flag, value);
+  } else if (flag == "--sliding-window-right") {
+    options.features.sliding_window_right = ParseCount(flag, value);
+  } else if (flag == "--softcap") {
+    options.features.softcap = static_cast<float>(ParseNumber(flag, value));
+  } else if (flag == "--scale") {
+    options.scale = static_cast<float>(ParseNumber(flag, value));
+  } else if (flag == "--layout" && (value == "bhsd" || value == "bshd")) {
+    options.layout = value == "bhsd" ? HeadLayout::kBHSD : HeadLayout::kBSHD;
+  } else if (flag == "--num-heads") {
+    options.num_heads = ParseCount(flag, value);
+  } else if (flag == "--num-kv-heads") {
+    options.num_kv_heads = ParseCount(flag, value);
+  } else if (flag == "--threads") {
+    options.threads = static_cast<int>(std::min<int64_t>(ParseCount(flag, value), 4096));
+  } else if (flag == "--mask-convention" && value == "torch") {
+    options.convention = MaskConvention::kTorch;
+  } else if (flag == "--mask-convention" && value == "zero-means-masked") {
+    options.convention = MaskConvention::kZeroMeansMasked;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 Options Parse(const std::vector<std::string>& args) {
-  static const char* kFileFlags[] = {"--weights",     "--query",     "--key",
-                                     "--value",       "--attn-mask", "--key-padding-mask",
-                                     "--key-lengths", "--output",    "--attn-weights"};
+  static const char* kFileFlags[] = {
+      "--weights",      "--query",           "--key",         "--value",
+      "--attn-mask",    "--key-padding-mask", "--key-lengths", "--output",
+      "--attn-weights", "--position-ids",     "--key-position-ids", "--sinks",
+      "--logsumexp"};
+  static const std::map<std::string, bool Options::*> kSwitches = {
+      {"--causal", &Options::causal},
+      {"--bottom-right", &Options::bottom_right},
+      {"--average-heads", &Options::average_heads},
+      {"--core", &Options::core}};
   Options options;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& flag = args[i];
-    if (flag == "--causal") {
-      options.causal = true;
+    if (kSwitches.count(flag)) {
+      options.*kSwitches.at(flag) = true;
       continue;
     }
-    if (flag == "--average-heads") {
-      options.average_heads = true;
+    if (flag == "--alibi") {
+      options.features.alibi = true;
       continue;
     }
     if (i + 1 >= args.size()) throw UsageError("missing value after " + flag);
@@ -67,26 +168,19 @@ Options Parse(const std::vector<std::string>& args) {
     if (std::find(std::begin(kFileFlags), std::end(kFileFlags), flag) !=
         std::end(kFileFlags)) {
       options.files[flag] = value;
-    } else if (flag == "--num-heads") {
-      options.num_heads = ParseCount(flag, value);
-    } else if (flag == "--num-kv-heads") {
-      options.num_kv_heads = ParseCount(flag, value);
-    } else if (flag == "--threads") {
-      options.threads =
-          static_cast<int>(std::min<int64_t>(ParseCount(flag, value), 4096));
-    } else if (flag == "--mask-convention" && value == "torch") {
-      options.convention = MaskConvention::kTorch;
-    } else if (flag == "--mask-convention" && value == "zero-means-masked") {
-      options.convention = MaskConvention::kZeroMeansMasked;
-    } else {
+    } else if (!ParseValueFlag(flag, value, options)) {
       throw UsageError("unknown argument '" + flag + " " + value + "'");
     }
   }
-  for (const char* required : {"--weights", "--query", "--output"}) {
-    if (!options.files.count(required))
-      throw UsageError(std::string("missing ") + required);
+  const std::vector<const char*> required =
+      options.core ? std::vector<const char*>{"--query", "--key", "--value", "--output"}
+                   : std::vector<const char*>{"--weights", "--query", "--output"};
+  for (const char* name : required) {
+    if (!options.files.count(name)) throw UsageError(std::string("missing ") + name);
   }
-  if (options.num_heads < 1) throw UsageError("--num-heads must be given and >= 1");
+  if (!options.core && options.num_heads < 1) {
+    throw UsageError("--num-heads must be given and >= 1");
+  }
   return options;
 }
 
@@ -101,22 +195,81 @@ TensorView View(const std::optional<io::Array>& array) {
   return array ? array->view() : TensorView();
 }
 
-int Run(const Options& options) {
-  const io::LoadedLayer layer = io::LoadLayer(options.files.at("--weights"),
-                                              options.num_heads, options.num_kv_heads);
-  const MultiheadAttention attention(layer.config, layer.weights);
-  const auto query = Load(options, "--query"), key = Load(options, "--key"),
-             value = Load(options, "--value"), attn_mask = Load(options, "--attn-mask"),
-             padding = Load(options, "--key-padding-mask"),
-             lengths = Load(options, "--key-lengths");
-
-  const AttentionInputs inputs{View(query), View(key), View(value)};
+// The mask files and flags; the arrays stay alive in `arrays`.
+AttentionMasks LoadMasks(const Options& options, std::vector<std::optional<io::Array>>& arrays) {
+  for (const char* flag : {"--attn-mask", "--key-padding-mask", "--key-lengths"}) {
+    arrays.push_back(Load(options, flag));
+  }
   AttentionMasks masks;
   masks.is_causal = options.causal;
-  masks.attn_mask = View(attn_mask);
-  masks.key_padding_mask = View(padding);
-  masks.key_lengths = View(lengths);
+  if (options.bottom_right) masks.causal_alignment = CausalAlignment::kBottomRight;
+  masks.attn_mask = View(arrays[0]);
+  masks.key_padding_mask = View(arrays[1]);
+  masks.key_lengths = View(arrays[2]);
   masks.convention = options.convention;
+  return masks;
+}
+
+// --core: the attention-core API on projected q/k/v arrays [B, H, S, D] or [B, S, H, D].
+int RunCore(const Options& options) {
+  const auto query = Load(options, "--query"), key = Load(options, "--key"),
+             value = Load(options, "--value"), sinks = Load(options, "--sinks"),
+             positions = Load(options, "--position-ids"),
+             key_positions = Load(options, "--key-position-ids");
+  for (const auto* array : {&*query, &*key, &*value}) {
+    if (array->dtype != DType::kFloat32 || array->shape.rank() != 4) {
+      throw io::FileError("--core: query, key and value must be float32 rank-4 arrays, got " +
+                          array->shape.ToString());
+    }
+  }
+  std::vector<std::optional<io::Array>> mask_arrays;
+  const AttentionMasks masks = LoadMasks(options, mask_arrays);
+  CoreOptions core;
+  core.scale = options.scale;
+  core.features = options.features;
+  core.sinks = View(sinks);
+  core.query_positions = View(positions);
+  core.key_positions = View(key_positions);
+  core.num_threads = options.threads;
+  std::optional<RotaryEmbedding> rotary;
+  if (options.rotary.enabled()) {
+    rotary.emplace(options.rotary, query->shape[3]);
+    core.rotary = &*rotary;
+  }
+  const Shape& q = query->shape;
+  const bool bhsd = options.layout == HeadLayout::kBHSD;
+  const int64_t heads = bhsd ? q[1] : q[2], sq = bhsd ? q[2] : q[1];
+  std::vector<float> output(io::CheckedByteSize("output", q, DType::kFloat32) / 4);
+  std::vector<float> lse(options.files.count("--logsumexp") ? q[0] * heads * sq : 0);
+  const auto tensor = [&](const io::Array& a) {
+    return AttentionTensor{reinterpret_cast<const float*>(a.bytes.data()), a.shape,
+                           options.layout, {}};
+  };
+  ScaledDotProductAttention(
+      tensor(*query), tensor(*key), tensor(*value), masks,
+      MutableAttentionTensor{output.data(), q, options.layout, {}}, core,
+      lse.empty() ? MutableTensorView()
+                  : MutableTensorView(lse.data(), Shape{q[0], heads, sq}));
+  io::WriteNpy(options.files.at("--output"), output.data(), q);
+  if (!lse.empty()) {
+    io::WriteNpy(options.files.at("--logsumexp"), lse.data(), Shape{q[0], heads, sq});
+  }
+  return 0;
+}
+
+int Run(const Options& options) {
+  if (options.core) return RunCore(options);
+  io::LoadedLayer layer = io::LoadLayer(options.files.at("--weights"), options.num_heads,
+                                        options.num_kv_heads);
+  layer.config.features = options.features;
+  layer.config.rotary = options.rotary;
+  const MultiheadAttention attention(layer.config, layer.weights);
+  const auto query = Load(options, "--query"), key = Load(options, "--key"),
+             value = Load(options, "--value"), positions = Load(options, "--position-ids");
+
+  const AttentionInputs inputs{View(query), View(key), View(value)};
+  std::vector<std::optional<io::Array>> mask_arrays;
+  const AttentionMasks masks = LoadMasks(options, mask_arrays);
 
   // Output shapes follow the query's: [B, Sq, dim] or unbatched [Sq, dim].
   const Shape& q = query->shape;
@@ -139,6 +292,7 @@ int Run(const Options& options) {
   ForwardOptions forward;
   forward.average_attn_weights = options.average_heads;
   forward.num_threads = options.threads;
+  forward.position_ids = View(positions);
   attention.Forward(inputs, masks,
                     {MutableTensorView(output.data(), out_shape),
                      want_weights ? MutableTensorView(weights.data(), weights_shape)
