@@ -48,6 +48,9 @@ TEST_P(PyTorchFixture, MhaRunMatchesPyTorch) {
   args.insert(args.end(), {"--output", out.string()});
   const bool has_weights = fs::exists(dir / "expected_attn_weights.npy");
   if (has_weights) args.insert(args.end(), {"--attn-weights", weights.string()});
+  const fs::path lse = fs::path(::testing::TempDir()) / (GetParam() + "_lse.npy");
+  const bool has_lse = fs::exists(dir / "expected_logsumexp.npy");
+  if (has_lse) args.insert(args.end(), {"--logsumexp", lse.string()});
 
   std::ostringstream err;
   ASSERT_EQ(cli::RunMhaCli(args, err), 0) << err.str();
@@ -55,6 +58,9 @@ TEST_P(PyTorchFixture, MhaRunMatchesPyTorch) {
   if (has_weights) {
     ExpectClose(LoadFloats(weights), LoadFloats(dir / "expected_attn_weights.npy"),
                 "attn_weights");
+  }
+  if (has_lse) {
+    ExpectClose(LoadFloats(lse), LoadFloats(dir / "expected_logsumexp.npy"), "logsumexp");
   }
 }
 

@@ -81,6 +81,11 @@ void ExpectClose(const std::vector<float>& actual, const std::vector<float>& exp
   size_t worst = 0;
   for (size_t i = 0; i < expected.size(); ++i) {
     ASSERT_FALSE(std::isnan(actual[i])) << what << ": NaN at " << i;
+    ASSERT_FALSE(std::isnan(expected[i])) << what << ": NaN expected at " << i;
+    if (std::isinf(expected[i])) {  // -inf log-sum-exps: exactly
+      ASSERT_EQ(actual[i], expected[i]) << what << " at " << i;
+      continue;
+    }
     max_ref = std::max(max_ref, std::fabs(double{expected[i]}));
     const double err = std::fabs(double{actual[i]} - double{expected[i]});
     if (err > max_err) max_err = err, worst = i;

@@ -341,8 +341,202 @@ def gqa(name, num_heads, num_kv_heads, causal):
     case.finish(out, weights)
 
 
+# ---- Decoder features, re-derived from the public reference implementations ----
+
+def rope_inv_freq(rotary_dim, theta, scaling=None):
+    """transformers' default rope init, with _compute_llama3_parameters or linear."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, rotary_dim, 2, dtype=torch.int64).float()
+                               / rotary_dim))
+    if scaling is None:
+        return inv_freq
+    if scaling[0] == "linear":
+        return inv_freq / scaling[1]
+    _, factor, low_freq_factor, high_freq_factor, old_context_len = scaling
+    low_freq_wavelen = old_context_len / low_freq_factor
+    high_freq_wavelen = old_context_len / high_freq_factor
+    wavelen = 2 * math.pi / inv_freq
+    inv_freq_llama = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+    smooth_factor = (old_context_len / wavelen - low_freq_factor) / (
+        high_freq_factor - low_freq_factor)
+    smoothed = (1 - smooth_factor) * inv_freq_llama / factor + smooth_factor * inv_freq_llama
+    is_medium = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
+    return torch.where(is_medium, smoothed, inv_freq_llama)
+
+
+def rotate_half(x):
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def rotate_every_two(x):  # GPT-J
+    x1, x2 = x[..., ::2], x[..., 1::2]
+    return torch.stack((-x2, x1), dim=-1).flatten(-2)
+
+
+def apply_rope(x, positions, inv_freq, pairing):
+    """x [B, H, S, D], positions [B, S]; rotates the first 2 * len(inv_freq) dims."""
+    rotary_dim = 2 * inv_freq.shape[0]
+    freqs = positions.float()[:, None, :, None] * inv_freq[None, None, None, :]
+    x_rot, x_pass = x[..., :rotary_dim], x[..., rotary_dim:]
+    if pairing == "neox":
+        emb = torch.cat((freqs, freqs), dim=-1)
+        rotated = x_rot * emb.cos() + rotate_half(x_rot) * emb.sin()
+    else:
+        cos = freqs.cos().repeat_interleave(2, dim=-1)
+        sin = freqs.sin().repeat_interleave(2, dim=-1)
+        rotated = x_rot * cos + rotate_every_two(x_rot) * sin
+    return torch.cat((rotated, x_pass), dim=-1)
+
+
+def bloom_alibi_slopes(num_heads):
+    """BLOOM's build_alibi_tensor slopes."""
+    closest_power_of_2 = 2 ** math.floor(math.log2(num_heads))
+    base = torch.tensor(2 ** (-(2 ** -(math.log2(closest_power_of_2) - 3))))
+    slopes = torch.pow(base, torch.arange(1, 1 + closest_power_of_2))
+    if closest_power_of_2 != num_heads:
+        extra_base = torch.tensor(2 ** (-(2 ** -(math.log2(2 * closest_power_of_2) - 3))))
+        remaining = min(closest_power_of_2, num_heads - closest_power_of_2)
+        slopes = torch.cat([slopes, torch.pow(extra_base, torch.arange(1, 1 + 2 * remaining, 2))])
+    return slopes
+
+
+def eager_attention(q, k, v, scaling, causal_offset=None, window=None, softcap=None,
+                    alibi=None, sinks=None, key_padding=None):
+    """q [B, H, Sq, D], k/v [B, KV, Sk, D] -> (out [B, H, Sq, D], logsumexp [B, H, Sq]).
+    Order as in the references: scores * scaling, Gemma 2's softcap, BLOOM's alibi,
+    Mistral's causal sliding-window mask, gpt-oss's sinks joined to the softmax."""
+    groups = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+    scores = torch.matmul(q, k.transpose(2, 3)) * scaling
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap
+    sq, sk = q.shape[2], k.shape[2]
+    if alibi is not None:  # BLOOM: slope * key position (a per-row constant apart)
+        scores = scores + alibi[None, :, None, None] * torch.arange(sk)[None, None, None, :]
+    i = torch.arange(sq)[:, None] + (causal_offset or 0)
+    j = torch.arange(sk)[None, :]
+    allowed = torch.ones(sq, sk, dtype=torch.bool)
+    if causal_offset is not None:
+        allowed &= j <= i
+    if window is not None:
+        allowed &= i - j < window
+    scores = scores.masked_fill(~allowed, float("-inf"))
+    if key_padding is not None:
+        scores = scores.masked_fill(key_padding[:, None, None, :], float("-inf"))
+    if sinks is not None:
+        sink = sinks.reshape(1, -1, 1, 1).expand(q.shape[0], -1, sq, -1)
+        scores = torch.cat([scores, sink], dim=-1)
+    lse = torch.logsumexp(scores, dim=-1)
+    probs = torch.softmax(scores - scores.max(dim=-1, keepdim=True).values, dim=-1)
+    # Rows with every key masked: NaN in PyTorch, zeros in mha (its documented choice).
+    probs = torch.nan_to_num(probs, nan=0.0)
+    if sinks is not None:
+        probs = probs[..., :-1]
+    return torch.matmul(probs, v), lse
+
+
+def decoder_case(name, embed, heads, kv_heads, seq, rope=None, rotary_dim=None,
+                 theta=10000.0, scaling=None, window=None, softcap=None, alibi=False,
+                 sinks=False, bias=False, position_ids=None, key_padding=None):
+    """A decoder layer (separate q/k/v/o linears, causal) run by mha-run."""
+    torch.manual_seed(sum(name.encode()))
+    head_dim = embed // heads
+    batch = 2
+    lin = {n: nn.Linear(embed, o * head_dim, bias=bias) for n, o in
+           (("q_proj", heads), ("k_proj", kv_heads), ("v_proj", kv_heads))}
+    lin["out_proj"] = nn.Linear(heads * head_dim, embed, bias=bias)
+    x = torch.randn(batch, seq, embed)
+    tensors = {n + ".weight": m.weight for n, m in lin.items()}
+    if bias:
+        tensors.update({n + ".bias": m.bias for n, m in lin.items()})
+    sink_values = torch.randn(heads) * 2 if sinks else None
+    if sinks:
+        tensors["sinks"] = sink_values
+    case = Case(name)
+    save_safetensors(os.path.join(case.dir, "weights.safetensors"), tensors)
+    case.args += ["--weights", "weights.safetensors", "--num-heads", str(heads),
+                  "--num-kv-heads", str(kv_heads), "--causal"]
+    case.flag("--query", "query.npy", x)
+
+    def split(t, h):
+        return t.view(batch, seq, h, head_dim).transpose(1, 2)
+
+    with torch.no_grad():
+        q, k = split(lin["q_proj"](x), heads), split(lin["k_proj"](x), kv_heads)
+        v = split(lin["v_proj"](x), kv_heads)
+        if rope is not None:
+            rotary_dim = rotary_dim or head_dim
+            inv_freq = rope_inv_freq(rotary_dim, theta, scaling)
+            positions = position_ids if position_ids is not None else \
+                torch.arange(seq)[None, :].expand(batch, -1)
+            q, k = apply_rope(q, positions, inv_freq, rope), apply_rope(k, positions, inv_freq, rope)
+            case.args += ["--rope", rope, "--rope-theta", repr(theta),
+                          "--rotary-dim", str(rotary_dim)]
+            if scaling is not None:
+                case.args += ["--rope-scaling", scaling[0] + ":" + ",".join(
+                    str(v) for v in scaling[1:])]
+            if position_ids is not None:
+                case.flag("--position-ids", "position_ids.npy", position_ids.numpy())
+        if window is not None:
+            case.args += ["--sliding-window", str(window)]
+        if softcap is not None:
+            case.args += ["--softcap", repr(softcap)]
+        slopes = bloom_alibi_slopes(heads) if alibi else None
+        if alibi:
+            case.args += ["--alibi"]
+        if key_padding is not None:
+            case.flag("--key-padding-mask", "key_padding_mask.npy", key_padding.numpy())
+        out, _ = eager_attention(q, k, v, head_dim ** -0.5, 0, window, softcap, slopes,
+                                 sink_values, key_padding)
+        out = lin["out_proj"](out.transpose(1, 2).reshape(batch, seq, heads * head_dim))
+    case.finish(out)
+
+
+def core_case(name):
+    """The attention-core API (mha-run --core): BSHD q/k/v, GQA, bottom-right causal
+    over a longer key sequence, rope with linear scaling, softcap, window, sinks."""
+    torch.manual_seed(7)
+    batch, heads, kv_heads, sq, sk, head_dim = 2, 4, 2, 5, 13, 16
+    q = torch.randn(batch, sq, heads, head_dim)
+    k, v = torch.randn(batch, sk, kv_heads, head_dim), torch.randn(batch, sk, kv_heads, head_dim)
+    sinks = torch.randn(heads)
+    case = Case(name)
+    case.args += ["--core", "--layout", "bshd", "--causal", "--bottom-right",
+                  "--rope", "neox", "--rope-scaling", "linear:2.0", "--softcap", "3.0",
+                  "--sliding-window", "6"]
+    case.flag("--query", "query.npy", q)
+    case.flag("--key", "key.npy", k)
+    case.flag("--value", "value.npy", v)
+    case.flag("--sinks", "sinks.npy", sinks)
+    inv_freq = rope_inv_freq(head_dim, 10000.0, ("linear", 2.0))
+    qpos = torch.arange(sk - sq, sk)[None, :].expand(batch, -1)
+    kpos = torch.arange(sk)[None, :].expand(batch, -1)
+    qh = apply_rope(q.transpose(1, 2), qpos, inv_freq, "neox")
+    kh = apply_rope(k.transpose(1, 2), kpos, inv_freq, "neox")
+    out, lse = eager_attention(qh, kh, v.transpose(1, 2), head_dim ** -0.5, sk - sq, 6, 3.0,
+                               None, sinks)
+    case.array("expected_logsumexp.npy", lse)
+    case.finish(out.transpose(1, 2))
+
+
+def decoder_cases():
+    decoder_case("llama3_rope_gqa", 32, 4, 2, 7, rope="neox", theta=500000.0,
+                 scaling=("llama3", 8.0, 1.0, 4.0, 16))
+    left_padded = torch.tensor([[0, 1, 2, 3, 4, 5], [0, 0, 0, 1, 2, 3]])
+    padding = torch.tensor([[False] * 6, [True, True] + [False] * 4])
+    decoder_case("gptj_interleaved_partial_positions", 24, 3, 3, 6, rope="interleaved",
+                 rotary_dim=4, bias=True, position_ids=left_padded, key_padding=padding)
+    decoder_case("mistral_sliding_window", 32, 4, 1, 9, rope="neox", window=3)
+    decoder_case("gemma2_softcap_window", 32, 2, 1, 8, rope="neox", softcap=5.0, window=4)
+    decoder_case("gpt_oss_sinks_window", 32, 4, 2, 8, rope="neox", theta=150000.0,
+                 window=5, sinks=True, bias=True)
+    decoder_case("bloom_alibi_6_heads", 24, 6, 6, 7, alibi=True, bias=True)
+    core_case("core_sdpa_features")
+
+
 def main():
     torch_mha_cases()
+    decoder_cases()
     gqa("gqa_8q_2kv_causal", 8, 2, True)
     gqa("mqa_4q_1kv", 4, 1, False)
     seed000()
