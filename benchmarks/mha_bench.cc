@@ -9,10 +9,17 @@
 #include <string>
 #include <vector>
 
+#include "benchmarks/bench_util.h"
+#include "benchmarks/decoder_cases.h"
 #include "mha/mha.hpp"
 #include "oneapi/dnnl/dnnl.hpp"
 
 namespace {
+
+using mha::bench::MakeConfig;
+using mha::bench::Random;
+using mha::bench::SetGflops;
+using mha::bench::TimedLoop;
 
 enum class Mask { kNone, kCausal, kKeyPadding20 };
 
@@ -31,24 +38,6 @@ constexpr BenchCase kCases[] = {
     {"long_causal_s8192", 1, 8192, 8192, 1024, 16, Mask::kCausal, false},
     {"cross_q128_k1024", 4, 128, 1024, 512, 8, Mask::kNone, true},
 };
-
-std::vector<float> Random(size_t count, uint32_t seed, float scale) {
-  std::vector<float> values(count);
-  uint32_t state = seed * 2654435761u + 1;
-  for (float& v : values) {
-    state = state * 1664525u + 1013904223u;
-    v = scale * (static_cast<float>(state >> 8) / 8388608.0f - 1.0f);
-  }
-  return values;
-}
-
-mha::AttentionConfig MakeConfig(int64_t heads, int64_t head_dim, int64_t embed) {
-  mha::AttentionConfig config;
-  config.num_heads = heads;
-  config.head_dim = head_dim;
-  config.query_dim = embed;
-  return config;
-}
 
 // One case's layer, inputs, masks and outputs, built outside the timed loop.
 struct Problem {
@@ -102,23 +91,6 @@ double UsefulFlops(const BenchCase& c) {
 std::map<std::string, double>& NaiveSeconds() {
   static std::map<std::string, double> seconds;
   return seconds;
-}
-
-template <class F>
-double TimedLoop(benchmark::State& state, const F& run) {
-  double seconds = 0.0;
-  for (auto _ : state) {
-    const auto start = std::chrono::steady_clock::now();
-    run();
-    seconds +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  }
-  return seconds / static_cast<double>(state.iterations());
-}
-
-void SetGflops(benchmark::State& state, double flops) {
-  state.counters["GFLOPS"] =
-      benchmark::Counter(flops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void BM_Naive(benchmark::State& state, const BenchCase& c) {
@@ -294,6 +266,7 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   RegisterAll();
+  mha::bench::RegisterDecoderCases();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;
