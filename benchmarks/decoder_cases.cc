@@ -113,9 +113,9 @@ void RegisterDecoderCases() {
         ->Unit(benchmark::kMillisecond);
   }
   for (const bool rope : {true, false}) {
-    benchmark::RegisterBenchmark(
-        rope ? "BM_Layer/llama3_8b_prefill_s1024" : "BM_Layer/llama3_8b_prefill_s1024_norope",
-        BM_Llama3Prefill, rope)
+    benchmark::RegisterBenchmark(rope ? "BM_Layer/llama3_8b_prefill_s1024"
+                                      : "BM_Layer/llama3_8b_prefill_s1024_norope",
+                                 BM_Llama3Prefill, rope)
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
   }

@@ -38,13 +38,15 @@ void PrintTo(const CoreCase& c, std::ostream* os) { *os << c.name; }
 // Views of q, k, v and output over owned buffers, with the case's options.
 struct CoreProblem {
   explicit CoreProblem(const CoreCase& c) : c(c) {
-    const int64_t q_heads_width = c.heads * c.head_dim, kv_width = c.kv_heads * c.head_dim;
+    const int64_t q_heads_width = c.heads * c.head_dim,
+                  kv_width = c.kv_heads * c.head_dim;
     if (c.fused_qkv) {  // BSHD slices of [B, S, q | k | v]
       const int64_t width = q_heads_width + 2 * kv_width;
       fused = RandomFloats(c.batch * c.query_len * width, 1);
       query = Slice(fused.data(), c.heads, c.query_len, width);
       key = Slice(fused.data() + q_heads_width, c.kv_heads, c.key_len, width);
-      value = Slice(fused.data() + q_heads_width + kv_width, c.kv_heads, c.key_len, width);
+      value =
+          Slice(fused.data() + q_heads_width + kv_width, c.kv_heads, c.key_len, width);
     } else {
       q = RandomFloats(c.batch * c.query_len * q_heads_width, 1);
       k = RandomFloats(c.batch * c.key_len * kv_width, 2);
@@ -56,15 +58,18 @@ struct CoreProblem {
     masks.is_causal = c.causal;
     if (c.bottom_right) masks.causal_alignment = CausalAlignment::kBottomRight;
     for (int64_t b = 0; b < c.batch; ++b) lengths.push_back(b == 1 ? 0 : c.key_len - b);
-    if (c.key_lengths) masks.key_lengths = TensorView(lengths.data(), DType::kInt64, Shape{c.batch});
+    if (c.key_lengths)
+      masks.key_lengths = TensorView(lengths.data(), DType::kInt64, Shape{c.batch});
     padding.assign(c.batch * c.key_len, 0);
     for (size_t i = 0; i < padding.size(); i += 3) padding[i] = 1;
     if (c.padding_mask) {
-      masks.key_padding_mask = TensorView(padding.data(), DType::kBool, Shape{c.batch, c.key_len});
+      masks.key_padding_mask =
+          TensorView(padding.data(), DType::kBool, Shape{c.batch, c.key_len});
     }
     mask = RandomFloats(c.query_len * c.key_len, 4);
     mask[0] = kNegInf;
-    if (c.attn_mask) masks.attn_mask = TensorView(mask.data(), Shape{c.query_len, c.key_len});
+    if (c.attn_mask)
+      masks.attn_mask = TensorView(mask.data(), Shape{c.query_len, c.key_len});
     options.scale = c.scale;
     options.features.softcap = c.softcap;
     options.features.alibi = c.alibi;
@@ -86,8 +91,10 @@ struct CoreProblem {
       options.rotary = &*rotary;
     }
     if (c.given_positions) {
-      for (int64_t i = 0; i < c.batch * c.query_len; ++i) query_positions.push_back(7 + 3 * i);
-      for (int64_t i = 0; i < c.batch * c.key_len; ++i) key_positions.push_back(2 * i % 97);
+      for (int64_t i = 0; i < c.batch * c.query_len; ++i)
+        query_positions.push_back(7 + 3 * i);
+      for (int64_t i = 0; i < c.batch * c.key_len; ++i)
+        key_positions.push_back(2 * i % 97);
       options.query_positions =
           TensorView(query_positions.data(), DType::kInt64, Shape{c.batch, c.query_len});
       options.key_positions =
@@ -98,11 +105,18 @@ struct CoreProblem {
 
   AttentionTensor Dense(const float* data, int64_t heads, int64_t len) const {
     return c.layout == HeadLayout::kBHSD
-               ? AttentionTensor{data, Shape{c.batch, heads, len, c.head_dim}, c.layout, {}}
-               : AttentionTensor{data, Shape{c.batch, len, heads, c.head_dim}, c.layout, {}};
+               ? AttentionTensor{data,
+                                 Shape{c.batch, heads, len, c.head_dim},
+                                 c.layout,
+                                 {}}
+               : AttentionTensor{
+                     data, Shape{c.batch, len, heads, c.head_dim}, c.layout, {}};
   }
-  AttentionTensor Slice(const float* data, int64_t heads, int64_t len, int64_t width) const {
-    return {data, Shape{c.batch, len, heads, c.head_dim}, HeadLayout::kBSHD,
+  AttentionTensor Slice(const float* data, int64_t heads, int64_t len,
+                        int64_t width) const {
+    return {data,
+            Shape{c.batch, len, heads, c.head_dim},
+            HeadLayout::kBSHD,
             {len * width, width, c.head_dim}};
   }
   MutableAttentionTensor Output(std::vector<float>& out) const {
@@ -161,14 +175,17 @@ std::vector<CoreCase> Cases() {
   std::vector<CoreCase> cases;
   auto add = [&](CoreCase c) { cases.push_back(c); };
   CoreCase c = Case("plain_bhsd");
-  c.batch = 2, c.heads = 4, c.kv_heads = 4, c.query_len = 37, c.key_len = 37, c.head_dim = 16;
+  c.batch = 2, c.heads = 4, c.kv_heads = 4, c.query_len = 37, c.key_len = 37,
+  c.head_dim = 16;
   add(c);
   c = Case("bshd_gqa_cross");
-  c.batch = 2, c.heads = 8, c.kv_heads = 2, c.query_len = 19, c.key_len = 153, c.head_dim = 64;
+  c.batch = 2, c.heads = 8, c.kv_heads = 2, c.query_len = 19, c.key_len = 153,
+  c.head_dim = 64;
   c.layout = HeadLayout::kBSHD;
   add(c);
   c = Case("mqa_scale");
-  c.heads = 6, c.kv_heads = 1, c.query_len = 9, c.key_len = 140, c.head_dim = 32, c.scale = 0.3f;
+  c.heads = 6, c.kv_heads = 1, c.query_len = 9, c.key_len = 140, c.head_dim = 32,
+  c.scale = 0.3f;
   add(c);
   for (int64_t d : {1, 3, 80, 256, 512}) {
     c = Case("head_dim_" + std::to_string(d));
@@ -187,7 +204,8 @@ std::vector<CoreCase> Cases() {
   c.query_len = c.key_len = 400, c.head_dim = 64, c.causal = true, c.window = 50;
   add(c);
   c = Case("sliding_window_symmetric");
-  c.batch = 2, c.query_len = c.key_len = 150, c.head_dim = 16, c.window = 20, c.window_right = 10;
+  c.batch = 2, c.query_len = c.key_len = 150, c.head_dim = 16, c.window = 20,
+  c.window_right = 10;
   add(c);
   c = Case("sliding_window_1");
   c.query_len = c.key_len = 30, c.causal = true, c.window = 1;
@@ -196,7 +214,8 @@ std::vector<CoreCase> Cases() {
   c.query_len = 33, c.key_len = 70, c.head_dim = 80, c.softcap = 2.0f, c.scale = 1.0f;
   add(c);
   c = Case("alibi_6_heads_causal");
-  c.heads = c.kv_heads = 6, c.query_len = c.key_len = 140, c.causal = true, c.alibi = true;
+  c.heads = c.kv_heads = 6, c.query_len = c.key_len = 140, c.causal = true,
+  c.alibi = true;
   add(c);
   c = Case("alibi_given_slopes_gqa");
   c.heads = 4, c.kv_heads = 2, c.query_len = 20, c.key_len = 90, c.alibi = true,
@@ -213,7 +232,8 @@ std::vector<CoreCase> Cases() {
   c.query_len = c.key_len = 60, c.head_dim = 64, c.rope = RotaryPairing::kHalfSplit;
   add(c);
   c = Case("rope_interleaved_partial_positions");
-  c.batch = 2, c.query_len = 13, c.key_len = 29, c.head_dim = 80, c.rope = RotaryPairing::kInterleaved;
+  c.batch = 2, c.query_len = 13, c.key_len = 29, c.head_dim = 80,
+  c.rope = RotaryPairing::kInterleaved;
   c.rotary_dim = 16, c.given_positions = true;
   add(c);
   c = Case("rope_llama3_bshd_causal");
@@ -230,14 +250,15 @@ std::vector<CoreCase> Cases() {
   c.fused_qkv = true, c.causal = true, c.rope = RotaryPairing::kHalfSplit;
   add(c);
   c = Case("masks_all_kinds");
-  c.batch = 2, c.query_len = 17, c.key_len = 33, c.key_lengths = true, c.padding_mask = true,
-  c.attn_mask = true;
+  c.batch = 2, c.query_len = 17, c.key_len = 33, c.key_lengths = true,
+  c.padding_mask = true, c.attn_mask = true;
   add(c);
   c = Case("everything_one_thread");
-  c.batch = 2, c.heads = 6, c.kv_heads = 2, c.query_len = 70, c.key_len = 170, c.head_dim = 48;
-  c.causal = true, c.bottom_right = true, c.window = 64, c.softcap = 30.0f, c.alibi = true,
-  c.sinks = true, c.rope = RotaryPairing::kHalfSplit, c.padding_mask = true,
-  c.attn_mask = true, c.threads = 1;
+  c.batch = 2, c.heads = 6, c.kv_heads = 2, c.query_len = 70, c.key_len = 170,
+  c.head_dim = 48;
+  c.causal = true, c.bottom_right = true, c.window = 64, c.softcap = 30.0f,
+  c.alibi = true, c.sinks = true, c.rope = RotaryPairing::kHalfSplit,
+  c.padding_mask = true, c.attn_mask = true, c.threads = 1;
   add(c);
   c.name = "everything_two_threads";
   c.threads = 2;
@@ -254,7 +275,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, CoreMatchesReference, ::testing::ValuesIn(Cases(
 // attention over all keys: what callers splitting key ranges rely on.
 TEST(LogSumExp, MergesSplitKeyRanges) {
   CoreCase c = Case("split");
-  c.batch = 2, c.heads = 4, c.kv_heads = 2, c.query_len = 9, c.key_len = 230, c.head_dim = 32;
+  c.batch = 2, c.heads = 4, c.kv_heads = 2, c.query_len = 9, c.key_len = 230,
+  c.head_dim = 32;
   const CoreProblem p(c);
   std::vector<float> full, full_lse;
   ScaledDotProductAttention(p.query, p.key, p.value, {}, p.Output(full), {},
@@ -265,7 +287,8 @@ TEST(LogSumExp, MergesSplitKeyRanges) {
     const int64_t first = part ? split : 0, len = part ? c.key_len - split : split;
     const int64_t kv_stride = c.key_len * c.head_dim;
     const AttentionTensor key{p.k.data() + first * c.head_dim,
-                              Shape{c.batch, c.kv_heads, len, c.head_dim}, HeadLayout::kBHSD,
+                              Shape{c.batch, c.kv_heads, len, c.head_dim},
+                              HeadLayout::kBHSD,
                               {c.kv_heads * kv_stride, kv_stride, c.head_dim}};
     AttentionTensor value = key;
     value.data = p.v.data() + first * c.head_dim;

@@ -1,5 +1,6 @@
 /* The C API from C: a forward checked against a naive C implementation, errors as
- * status codes with messages, and KV-cache decoding against a causal forward. */
+ * status codes with messages, KV-cache decoding against a causal forward, and the
+ * attention core (GQA, BSHD, sinks, log-sum-exp, rotary table) against naive C. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +67,80 @@ static void Naive(const float* x, const float* w[4], const float* bias[4], int c
   Linear(ctx, B * S, E, w[3], bias[3], E, out);
 }
 
+/* Naive causal attention core on BSHD q [1, S, 2, D], k/v [1, S, 1, D] with a sink
+ * per query head: output like q, lse [1, 2, S]. */
+static void NaiveCore(const float* q, const float* k, const float* v, const float* sinks,
+                      float* out, float* lse) {
+  for (int h = 0; h < 2; ++h)
+    for (int i = 0; i < S; ++i) {
+      double logits[S], max = sinks[h], sum = 0.0;
+      for (int j = 0; j <= i; ++j) {
+        double dot = 0.0;
+        for (int d = 0; d < D; ++d) dot += (double)q[(i * 2 + h) * D + d] * k[j * D + d];
+        logits[j] = dot / sqrt((double)D);
+        if (logits[j] > max) max = logits[j];
+      }
+      sum = exp(sinks[h] - max);
+      for (int j = 0; j <= i; ++j) sum += exp(logits[j] - max);
+      lse[h * S + i] = (float)(max + log(sum));
+      for (int d = 0; d < D; ++d) {
+        double acc = 0.0;
+        for (int j = 0; j <= i; ++j) acc += exp(logits[j] - max) / sum * v[j * D + d];
+        out[(i * 2 + h) * D + d] = (float)acc;
+      }
+    }
+}
+
+static mha_attention_tensor Bshd(const float* data, int64_t heads) {
+  mha_attention_tensor t;
+  memset(&t, 0, sizeof t);
+  t.data = data;
+  t.shape[0] = 1, t.shape[1] = S, t.shape[2] = heads, t.shape[3] = D;
+  t.layout = MHA_BSHD;
+  return t;
+}
+
+static void CheckCore(void) {
+  float q[S * 2 * D], k[S * D], v[S * D], sinks[2] = {0.5f, -1.0f};
+  for (int i = 0; i < S * 2 * D; ++i) q[i] = (float)sin(0.3 * i);
+  for (int i = 0; i < S * D; ++i) k[i] = (float)cos(0.7 * i), v[i] = (float)sin(1.1 * i);
+  float out[S * 2 * D], expected[S * 2 * D], lse[2 * S], expected_lse[2 * S];
+  NaiveCore(q, k, v, sinks, expected, expected_lse);
+  mha_attention_args args;
+  memset(&args, 0, sizeof args);
+  args.query = Bshd(q, 2), args.key = Bshd(k, 1), args.value = Bshd(v, 1);
+  args.output = Bshd(out, 2);
+  args.is_causal = 1;
+  args.sinks = sinks;
+  args.logsumexp = lse;
+  Check(mha_scaled_dot_product_attention(&args) == MHA_OK, "core call");
+  Check(Close(out, expected, S * 2 * D) < 1e-5f, "core output");
+  Check(Close(lse, expected_lse, 2 * S) < 1e-5f, "core logsumexp");
+
+  /* A bad window is refused, naming it, with the output untouched. */
+  args.features.sliding_window = -2;
+  memset(out, 0, sizeof out);
+  Check(mha_scaled_dot_product_attention(&args) == MHA_INVALID_ARGUMENT, "bad window");
+  Check(strstr(mha_last_error(), "sliding_window") != NULL, "bad window message");
+  Check(out[0] == 0.0f && out[S * 2 * D - 1] == 0.0f, "nothing written");
+  args.features.sliding_window = 0;
+
+  /* A rotary table: odd rotary_dim refused; a valid one changes the result. */
+  mha_rope_config rope;
+  memset(&rope, 0, sizeof rope);
+  rope.pairing = MHA_ROPE_HALF_SPLIT;
+  rope.rotary_dim = 3;
+  mha_rotary* rotary = NULL;
+  Check(mha_rotary_create(&rope, D, &rotary) == MHA_INVALID_ARGUMENT, "odd rotary_dim");
+  Check(strstr(mha_last_error(), "rotary_dim") != NULL, "rotary_dim message");
+  rope.rotary_dim = 0;
+  Check(mha_rotary_create(&rope, D, &rotary) == MHA_OK, "rotary create");
+  args.rotary = rotary;
+  Check(mha_scaled_dot_product_attention(&args) == MHA_OK, "core with rope");
+  Check(Close(out, expected, S * 2 * D) > 1e-3f, "rope rotates");
+  mha_rotary_destroy(rotary);
+}
+
 int main(void) {
   static float weights[4][E * E], biases[4][E], x[B * S * E];
   srand(7);
@@ -118,7 +193,8 @@ int main(void) {
           memcpy(token + b * E, x + (b * S + t) * E, sizeof(float) * E);
           memcpy(want + b * E, expected + (b * S + t) * E, sizeof(float) * E);
         }
-        Check(mha_forward_with_cache(layer, cache, B, 1, token, NULL, NULL, step, 0) == MHA_OK,
+        Check(mha_forward_with_cache(layer, cache, B, 1, token, NULL, NULL, step, 0) ==
+                  MHA_OK,
               "decode step");
         Check(Close(step, want, B * E) < 1e-4f, "decode output");
       }
@@ -158,7 +234,8 @@ int main(void) {
   {
     float out[B * S * E], expected[B * S * E];
     Naive(x, wp, bp, 1, expected);
-    Check(mha_forward_with_cache(bf16_layer, bf16_cache, B, S, x, NULL, NULL, out, 0) == MHA_OK,
+    Check(mha_forward_with_cache(bf16_layer, bf16_cache, B, S, x, NULL, NULL, out, 0) ==
+              MHA_OK,
           "bf16 prefill");
     Check(Close(out, expected, B * S * E) < 1e-2f, "bf16 prefill output");
   }
@@ -166,6 +243,7 @@ int main(void) {
   mha_layer_destroy(bf16_layer);
 
   mha_layer_destroy(layer);
+  CheckCore();
   printf("%d passed, %d failed\n", g_passed, g_failed);
   return g_failed == 0 ? 0 : 1;
 }

@@ -58,7 +58,8 @@ std::vector<FeatureCase> Cases() {
   c.rope = RotaryPairing::kHalfSplit;
   cases.push_back(c);
   c = Named("rope_interleaved_partial_gqa");
-  c.rope = RotaryPairing::kInterleaved, c.rotary_dim = 4, c.num_kv_heads = 2, c.head_dim = 10;
+  c.rope = RotaryPairing::kInterleaved, c.rotary_dim = 4, c.num_kv_heads = 2,
+  c.head_dim = 10;
   cases.push_back(c);
   c = Named("sliding_window");
   c.window = 5;
@@ -111,8 +112,8 @@ TEST_P(LayerFeatures, MatchesNaiveLayer) {
     ExpectClose(weights, ref_weights, "attn_weights");
     ForwardOptions small;
     small.workspace_budget_bytes = 4096;  // forces query chunks
-    attention.Forward(inputs, masks, {MutableTensorView(chunked.data(), Shape{b, s, e}), {}},
-                      small);
+    attention.Forward(inputs, masks,
+                      {MutableTensorView(chunked.data(), Shape{b, s, e}), {}}, small);
     ExpectClose(chunked, ref, "chunked output");
   }
 }
@@ -203,22 +204,19 @@ TEST(FeatureErrors, NameTheArgumentAndWriteNothing) {
                       [](AttentionConfig& config, AttentionWeights&) {
                         config.features.sliding_window = -3;
                       });
-  expect_config_error("features.softcap: must be finite and > 0, got 0",
-                      [](AttentionConfig& config, AttentionWeights&) {
-                        config.features.softcap = 0.0f;
-                      });
+  expect_config_error(
+      "features.softcap: must be finite and > 0, got 0",
+      [](AttentionConfig& config, AttentionWeights&) { config.features.softcap = 0.0f; });
   expect_config_error("features.softcap: must be finite and > 0, got -1",
                       [](AttentionConfig& config, AttentionWeights&) {
                         config.features.softcap = -1.0f;
                       });
-  expect_config_error("rotary.rotary_dim: must be even and in [2, head_dim 8], got 5",
-                      [](AttentionConfig& config, AttentionWeights&) {
-                        config.rotary.rotary_dim = 5;
-                      });
-  expect_config_error("rotary.rotary_dim: must be even and in [2, head_dim 8], got 10",
-                      [](AttentionConfig& config, AttentionWeights&) {
-                        config.rotary.rotary_dim = 10;
-                      });
+  expect_config_error(
+      "rotary.rotary_dim: must be even and in [2, head_dim 8], got 5",
+      [](AttentionConfig& config, AttentionWeights&) { config.rotary.rotary_dim = 5; });
+  expect_config_error(
+      "rotary.rotary_dim: must be even and in [2, head_dim 8], got 10",
+      [](AttentionConfig& config, AttentionWeights&) { config.rotary.rotary_dim = 10; });
   expect_config_error("features.alibi_slopes: expected num_heads = 4 values, got 3",
                       [](AttentionConfig& config, AttentionWeights&) {
                         config.features.alibi = true;
@@ -252,10 +250,10 @@ TEST(FeatureErrors, NameTheArgumentAndWriteNothing) {
 
   KvCache cache(good.layer.config, 1, 600);
   std::vector<float> long_x = RandomFloats(513 * e, 27), long_out(513 * e);
-  EXPECT_THROW(attention.ForwardWithCache(TensorView(long_x.data(), Shape{1, 513, e}), {},
-                                          cache,
-                                          MutableTensorView(long_out.data(), Shape{1, 513, e})),
-               Error);
+  EXPECT_THROW(
+      attention.ForwardWithCache(TensorView(long_x.data(), Shape{1, 513, e}), {}, cache,
+                                 MutableTensorView(long_out.data(), Shape{1, 513, e})),
+      Error);
   EXPECT_EQ(cache.length(0), 0);
 }
 

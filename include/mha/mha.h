@@ -55,10 +55,10 @@ typedef struct {
 
 /* Logit and window features (see mha/features.hpp); all-zero: none. */
 typedef struct {
-  float softcap;              /* > 0: score = softcap * tanh(score / softcap) */
-  int alibi;                  /* non-zero: ALiBi */
-  const float* alibi_slopes;  /* [num_heads], or NULL: BLOOM's slopes */
-  int64_t sliding_window;     /* > 0: keys p - sliding_window + 1 .. p */
+  float softcap;             /* > 0: score = softcap * tanh(score / softcap) */
+  int alibi;                 /* non-zero: ALiBi */
+  const float* alibi_slopes; /* [num_heads], or NULL: BLOOM's slopes */
+  int64_t sliding_window;    /* > 0: keys p - sliding_window + 1 .. p */
   int has_sliding_window_right;
   int64_t sliding_window_right; /* with has_sliding_window_right: keys up to p + this */
 } mha_features;
@@ -134,9 +134,8 @@ int64_t mha_kv_cache_length(const mha_kv_cache* cache, int64_t sequence);
  * output_dim]. On failure the cache and output are left as they were. */
 mha_status mha_forward_with_cache(const mha_layer* layer, mha_kv_cache* cache,
                                   int64_t batch, int64_t new_tokens, const float* query,
-                                  const int64_t* new_lengths,
-                                  const int64_t* position_ids, float* output,
-                                  int num_threads);
+                                  const int64_t* new_lengths, const int64_t* position_ids,
+                                  float* output, int num_threads);
 
 /* The attention core (see mha/scaled_dot_product_attention.hpp). */
 typedef struct mha_rotary mha_rotary;
@@ -168,8 +167,8 @@ typedef struct {
   const uint8_t* key_padding_mask; /* [batch, key_len], non-zero = ignore, or NULL */
   const float* attn_mask;          /* [query_len, key_len], added to scores, or NULL */
   mha_features features;
-  const float* sinks;          /* [query heads] or NULL */
-  const mha_rotary* rotary;    /* or NULL */
+  const float* sinks;             /* [query heads] or NULL */
+  const mha_rotary* rotary;       /* or NULL */
   const int64_t* query_positions; /* [batch, query_len] or NULL: key_len-query_len+i */
   const int64_t* key_positions;   /* [batch, key_len] or NULL: j */
   float* logsumexp;               /* [batch, query heads, query_len] or NULL */

@@ -88,26 +88,33 @@ void MultiheadAttention::Impl::AppendToCache(const Problem& problem, const float
   const int64_t kv_heads = cache.num_kv_heads, head_dim = config.head_dim;
   const float* keys = qkv + packed.FusedColumn(PackedWeights::kKey);
   const float* values = qkv + packed.FusedColumn(PackedWeights::kValue);
-  const size_t rotation_floats = rotary ? internal::PanelAppend::kRotationRows * head_dim : 0;
-  float* scratch = Workspace::Reserve(workspace.head_scratch,
-                                      internal::TeamSize() * rotation_floats);
-  internal::ParallelFor(
-      problem.batch_size * kv_heads, scratch, rotation_floats,
-      [&](int64_t index, float* thread_scratch) {
-        const int64_t b = index / kv_heads, kv_head = index % kv_heads;
-        const int64_t first_row = b * problem.query_len * width + kv_head * head_dim;
-        internal::PanelAppend append{keys + first_row, values + first_row, width,
-                                     new_lengths[b], head_dim, cache.KeyPanel(b, kv_head),
-                                     cache.ValuePanel(b, kv_head),
-                                     internal::HeadScratch::kKeyBlock,
-                                     cache.padded_head_dim, cache.lengths[b], cache.bf16};
-        if (rotary) {
-          append.rotary = &*rotary;
-          append.positions = rotary_positions + b * problem.query_len;
-          append.rotation_scratch = thread_scratch;
-        }
-        internal::AppendToPanels(append);
-      });
+  const size_t rotation_floats =
+      rotary ? internal::PanelAppend::kRotationRows * head_dim : 0;
+  float* scratch =
+      Workspace::Reserve(workspace.head_scratch, internal::TeamSize() * rotation_floats);
+  internal::ParallelFor(problem.batch_size * kv_heads, scratch, rotation_floats,
+                        [&](int64_t index, float* thread_scratch) {
+                          const int64_t b = index / kv_heads, kv_head = index % kv_heads;
+                          const int64_t first_row =
+                              b * problem.query_len * width + kv_head * head_dim;
+                          internal::PanelAppend append{keys + first_row,
+                                                       values + first_row,
+                                                       width,
+                                                       new_lengths[b],
+                                                       head_dim,
+                                                       cache.KeyPanel(b, kv_head),
+                                                       cache.ValuePanel(b, kv_head),
+                                                       internal::HeadScratch::kKeyBlock,
+                                                       cache.padded_head_dim,
+                                                       cache.lengths[b],
+                                                       cache.bf16};
+                          if (rotary) {
+                            append.rotary = &*rotary;
+                            append.positions = rotary_positions + b * problem.query_len;
+                            append.rotation_scratch = thread_scratch;
+                          }
+                          internal::AppendToPanels(append);
+                        });
 }
 
 void MultiheadAttention::Impl::ForwardWithCache(const TensorView& query,

@@ -38,8 +38,7 @@ struct MultiheadAttention::Impl {
                     bool average, internal::Workspace& workspace) const;
   void ForwardInChunks(const internal::Problem& problem, const internal::MaskPlan& masks,
                        const internal::CoreCall& base, bool values_in_output,
-                       int64_t chunk_rows,
-                       const AttentionOutputs& outputs,
+                       int64_t chunk_rows, const AttentionOutputs& outputs,
                        internal::Workspace& workspace) const;
   // A core call with the layer's sizes, logit features and rotary table; queries,
   // keys, values and context laid out as projections are: [B, S, heads * head_dim]
@@ -52,8 +51,9 @@ struct MultiheadAttention::Impl {
                                  const TensorView& position_ids, const int64_t* offsets,
                                  internal::Workspace& workspace) const;
   void RunFlow(const internal::Problem& problem, const internal::MaskPlan& mask_plan,
-               const internal::CoreCall& base, bool is_causal, const AttentionOutputs& outputs,
-               const ForwardOptions& options, internal::Workspace& workspace) const;
+               const internal::CoreCall& base, bool is_causal,
+               const AttentionOutputs& outputs, const ForwardOptions& options,
+               internal::Workspace& workspace) const;
   MutableTensorView StageOutput(const MutableTensorView& output,
                                 internal::Workspace& workspace) const;
   void FinishOutput(const MutableTensorView& staged,

@@ -237,8 +237,8 @@ void MultiheadAttention::Impl::Forward(const AttentionInputs& inputs,
                    problem.key_len);
   }
   const internal::WorkspacePool::Lease workspace = workspaces.Acquire();
-  const CoreCall base =
-      BaseCall(problem, RotaryPositions(problem, options.position_ids, nullptr, *workspace));
+  const CoreCall base = BaseCall(
+      problem, RotaryPositions(problem, options.position_ids, nullptr, *workspace));
   // Everything is checked: from here on outputs are written.
   const internal::ScopedThreadCount thread_count(ThreadsFor(problem, options));
   AttentionOutputs fp32_outputs = outputs;
@@ -268,7 +268,8 @@ void MultiheadAttention::Impl::FinishOutput(const MutableTensorView& staged,
 // Picks the whole or the chunked flow for the workspace budget.
 void MultiheadAttention::Impl::RunFlow(const Problem& problem,
                                        const internal::MaskPlan& mask_plan,
-                                       const CoreCall& base, bool is_causal, const AttentionOutputs& outputs,
+                                       const CoreCall& base, bool is_causal,
+                                       const AttentionOutputs& outputs,
                                        const ForwardOptions& options,
                                        Workspace& workspace) const {
   const double row_bytes = 4.0 * config.model_dim(), kv_row_bytes = 4.0 * config.kv_dim();

@@ -29,7 +29,7 @@ struct Workspace {
   std::vector<float> projections, merged_heads, per_head_weights, head_scratch, chunks,
       staged_output;
   std::vector<int64_t> positions, new_lengths;  // per sequence, when decoding
-  std::vector<int64_t> rotary_positions;       // per query token, [B, Sq]
+  std::vector<int64_t> rotary_positions;        // per query token, [B, Sq]
   // One per LinearPrimitive of the layer: query, key, value, fused QKV, output.
   LinearCall calls[5];
 };

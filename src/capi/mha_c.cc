@@ -147,7 +147,8 @@ mha::AttentionTensor ToTensor(const mha_attention_tensor& t, const char* name) {
                      std::to_string(static_cast<int>(t.layout)));
   }
   return mha::AttentionTensor{
-      t.data, mha::Shape{t.shape[0], t.shape[1], t.shape[2], t.shape[3]},
+      t.data,
+      mha::Shape{t.shape[0], t.shape[1], t.shape[2], t.shape[3]},
       t.layout == MHA_BHSD ? mha::HeadLayout::kBHSD : mha::HeadLayout::kBSHD,
       {t.strides[0], t.strides[1], t.strides[2]}};
 }
@@ -268,9 +269,8 @@ int64_t mha_kv_cache_length(const mha_kv_cache* cache, int64_t sequence) {
 
 mha_status mha_forward_with_cache(const mha_layer* layer, mha_kv_cache* cache,
                                   int64_t batch, int64_t new_tokens, const float* query,
-                                  const int64_t* new_lengths,
-                                  const int64_t* position_ids, float* output,
-                                  int num_threads) {
+                                  const int64_t* new_lengths, const int64_t* position_ids,
+                                  float* output, int num_threads) {
   return Guard([&] {
     Require(layer, "layer");
     Require(cache, "cache");
@@ -311,7 +311,8 @@ mha_status mha_scaled_dot_product_attention(const mha_attention_args* args) {
     const mha::AttentionTensor value = ToTensor(args->value, "value");
     const mha::AttentionTensor out = ToTensor(args->output, "output");
     const int64_t b = query.shape[0], sq = ToSeq(args->query), sk = ToSeq(args->key);
-    const int64_t heads = args->query.layout == MHA_BHSD ? query.shape[1] : query.shape[2];
+    const int64_t heads =
+        args->query.layout == MHA_BHSD ? query.shape[1] : query.shape[2];
     mha::AttentionMasks masks;
     masks.is_causal = args->is_causal != 0;
     if (args->causal_bottom_right) {
@@ -325,7 +326,8 @@ mha_status mha_scaled_dot_product_attention(const mha_attention_args* args) {
       masks.key_padding_mask =
           mha::TensorView(args->key_padding_mask, mha::DType::kBool, mha::Shape{b, sk});
     }
-    if (args->attn_mask) masks.attn_mask = mha::TensorView(args->attn_mask, mha::Shape{sq, sk});
+    if (args->attn_mask)
+      masks.attn_mask = mha::TensorView(args->attn_mask, mha::Shape{sq, sk});
     mha::CoreOptions options;
     if (args->scale != 0.0f) options.scale = args->scale;
     options.features = ToFeatures(args->features, heads);
@@ -340,7 +342,9 @@ mha_status mha_scaled_dot_product_attention(const mha_attention_args* args) {
           mha::TensorView(args->key_positions, mha::DType::kInt64, mha::Shape{b, sk});
     }
     options.num_threads = args->num_threads;
-    mha::MutableAttentionTensor output{const_cast<float*>(out.data), out.shape, out.layout,
+    mha::MutableAttentionTensor output{const_cast<float*>(out.data),
+                                       out.shape,
+                                       out.layout,
                                        {out.strides[0], out.strides[1], out.strides[2]}};
     mha::MutableTensorView logsumexp;
     if (args->logsumexp) {

@@ -43,8 +43,7 @@ HeadTask MakeTask(const CoreCall& call, int64_t batch, int64_t head,
     task.value_stride = call.value.row_stride;
   }
   if (call.probabilities) {
-    task.probabilities =
-        call.probabilities + (plane + call.first_query) * call.key_len;
+    task.probabilities = call.probabilities + (plane + call.first_query) * call.key_len;
   }
   task.query_scale = call.query_scale;
   task.softcap = call.softcap;
@@ -53,7 +52,8 @@ HeadTask MakeTask(const CoreCall& call, int64_t batch, int64_t head,
   if (call.rotary) {
     task.rotary = call.rotary;
     task.query_positions = call.query_positions + batch * call.query_len;
-    if (call.key_positions) task.key_positions = call.key_positions + batch * call.key_len;
+    if (call.key_positions)
+      task.key_positions = call.key_positions + batch * call.key_len;
   }
   return task;
 }

@@ -25,13 +25,15 @@ void ValidateFeatures(const AttentionFeatures& features, int64_t num_heads) {
            features.alibi_slopes.size());
     }
     for (float slope : features.alibi_slopes) {
-      if (!std::isfinite(slope)) Fail("features.alibi_slopes: must be finite, got ", slope);
+      if (!std::isfinite(slope))
+        Fail("features.alibi_slopes: must be finite, got ", slope);
     }
   }
 }
 
-LogitFeatures::LogitFeatures(const AttentionFeatures& features, const TensorView& sinks_view,
-                             int64_t num_heads, const char* sinks_name)
+LogitFeatures::LogitFeatures(const AttentionFeatures& features,
+                             const TensorView& sinks_view, int64_t num_heads,
+                             const char* sinks_name)
     : softcap(features.softcap.value_or(0.0f)) {
   if (features.alibi) {
     alibi_slopes =
@@ -41,7 +43,8 @@ LogitFeatures::LogitFeatures(const AttentionFeatures& features, const TensorView
   CheckTensor(sinks_name, sinks_view, DType::kFloat32, Shape{num_heads});
   sinks.assign(sinks_view.floats(), sinks_view.floats() + num_heads);
   for (int64_t h = 0; h < num_heads; ++h) {
-    if (!std::isfinite(sinks[h])) Fail(sinks_name, "[", h, "]: must be finite, got ", sinks[h]);
+    if (!std::isfinite(sinks[h]))
+      Fail(sinks_name, "[", h, "]: must be finite, got ", sinks[h]);
   }
 }
 

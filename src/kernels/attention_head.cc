@@ -279,4 +279,3 @@ void AttendHead(const HeadTask& task, const MaskPlan& masks, const HeadScratch& 
 
 }  // namespace mha::internal
 #endif  // HWY_ONCE
-

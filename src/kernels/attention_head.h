@@ -73,8 +73,8 @@ struct HeadTask {
 // to kPanelAlign floats, a whole number of vectors on every target.
 struct HeadScratch {
   static constexpr size_t kPanelAlign = 16;
-  static constexpr size_t kQueryBlock = 48;  // rows of Q per tile (a multiple of 6)
-  static constexpr size_t kKeyBlock = 128;   // keys per tile without attention weights
+  static constexpr size_t kQueryBlock = 48;     // rows of Q per tile (a multiple of 6)
+  static constexpr size_t kKeyBlock = 128;      // keys per tile without attention weights
   static constexpr size_t kRotationRows = 128;  // keys rotated at a time
 
   // split_panels: room for the K^T and V panels AttendHead copies from projection

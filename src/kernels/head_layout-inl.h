@@ -83,8 +83,8 @@ HWY_INLINE void SplitRotatedKeys(D d, const float* HWY_RESTRICT src, size_t src_
                                  size_t head_dim, T* HWY_RESTRICT panel, size_t block,
                                  const KeyRotation& rotation) {
   if (!rotation.rotary) {
-    return SplitKeysTransposed(d, src, src_stride, first, rows, zero_end, head_dim,
-                               panel, block);
+    return SplitKeysTransposed(d, src, src_stride, first, rows, zero_end, head_dim, panel,
+                               block);
   }
   const size_t end = first + rows;
   if (rows == 0) {  // only padding to zero

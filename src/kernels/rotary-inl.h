@@ -33,7 +33,8 @@ HWY_INLINE void RotateHalves(D d, const float* HWY_RESTRICT src, const float* co
   size_t i = 0;
   for (; i + lanes <= half; i += lanes) {
     const auto x1 = hn::LoadU(d, src + i), x2 = hn::LoadU(d, src + i + half);
-    const auto c = hn::Mul(hn::LoadU(d, cos + i), s), n = hn::Mul(hn::LoadU(d, sin + i), s);
+    const auto c = hn::Mul(hn::LoadU(d, cos + i), s),
+               n = hn::Mul(hn::LoadU(d, sin + i), s);
     hn::StoreU(hn::NegMulAdd(x2, n, hn::Mul(x1, c)), d, dst + i);
     hn::StoreU(hn::MulAdd(x1, n, hn::Mul(x2, c)), d, dst + i + half);
   }

@@ -56,7 +56,7 @@ MaskPlan::MaskPlan(const AttentionMasks& masks, const AttentionFeatures& feature
 }
 
 MaskPlan MaskPlan::ForCache(const int64_t* first_positions, int64_t key_capacity,
-                           const AttentionFeatures& features) {
+                            const AttentionFeatures& features) {
   MaskPlan plan;
   plan.is_causal_ = true;
   plan.key_len_ = key_capacity;

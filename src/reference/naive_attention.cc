@@ -7,11 +7,11 @@
 #include <vector>
 
 #include "mha/reference.hpp"
+#include "src/api/check.h"
 #include "src/api/problem.h"
+#include "src/features/logit_features.h"
 #include "src/kernels/bf16_convert.h"
 #include "src/masks/mask_plan.h"
-#include "src/api/check.h"
-#include "src/features/logit_features.h"
 #include "src/planning/weight_layout.h"
 #include "src/reference/naive_core.h"
 #include "src/rotary/positions.h"
@@ -130,14 +130,17 @@ void NaiveMultiheadAttention(const AttentionConfig& config,
   in.query_len = p.query_len;
   in.key_len = p.key_len;
   in.head_dim = head_dim;
-  in.query = Transpose(project(p.query, p.query_len, config.query_dim, model, weights.query),
-                       p.batch_size, p.query_len, heads, head_dim, true);
-  in.key = Transpose(project(p.key, p.key_len, config.resolved_key_dim(), kv_dim, weights.key),
-                     p.batch_size, p.key_len, kv_heads, head_dim, true);
+  in.query =
+      Transpose(project(p.query, p.query_len, config.query_dim, model, weights.query),
+                p.batch_size, p.query_len, heads, head_dim, true);
+  in.key =
+      Transpose(project(p.key, p.key_len, config.resolved_key_dim(), kv_dim, weights.key),
+                p.batch_size, p.key_len, kv_heads, head_dim, true);
   in.value = Transpose(
       project(p.value, p.key_len, config.resolved_value_dim(), kv_dim, weights.value),
       p.batch_size, p.key_len, kv_heads, head_dim, true);
-  in.scale = config.scale ? *config.scale : 1.0 / std::sqrt(static_cast<double>(head_dim));
+  in.scale =
+      config.scale ? *config.scale : 1.0 / std::sqrt(static_cast<double>(head_dim));
   in.masks = &masks;
   in.tensor_masks = &tensor_masks;
   in.features = config.features;
@@ -150,7 +153,8 @@ void NaiveMultiheadAttention(const AttentionConfig& config,
     }
     rotary.emplace(config.rotary, head_dim);
     internal::ResolvePositions("options.position_ids", options.position_ids, p.batch_size,
-                               p.query_len, p.batched, nullptr, *rotary, positions.data());
+                               p.query_len, p.batched, nullptr, *rotary,
+                               positions.data());
     in.rotary = &*rotary;
     in.query_positions = in.key_positions = positions.data();
   }

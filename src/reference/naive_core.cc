@@ -33,7 +33,8 @@ void RotateAll(const RotaryEmbedding& rotary, const int64_t* positions, int64_t 
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t h = 0; h < heads; ++h)
       for (int64_t i = 0; i < len; ++i)
-        Rotate(rotary, positions[b * len + i], &x[((b * heads + h) * len + i) * head_dim]);
+        Rotate(rotary, positions[b * len + i],
+               &x[((b * heads + h) * len + i) * head_dim]);
 }
 
 bool KeyMasked(const NaiveCoreInputs& in, int64_t b, int64_t position, int64_t j) {
@@ -45,8 +46,10 @@ bool KeyMasked(const NaiveCoreInputs& in, int64_t b, int64_t position, int64_t j
     if (j >= length) return true;
   }
   if (m.is_causal && j > position) return true;
-  if (in.features.sliding_window && j <= position - *in.features.sliding_window) return true;
-  return in.features.sliding_window_right && j > position + *in.features.sliding_window_right;
+  if (in.features.sliding_window && j <= position - *in.features.sliding_window)
+    return true;
+  return in.features.sliding_window_right &&
+         j > position + *in.features.sliding_window_right;
 }
 
 // Logits of one query row: scaled, soft-capped, ALiBi, masks.
@@ -157,7 +160,8 @@ void NaiveScaledDotProductAttention(const AttentionTensor& query,
   in.query = Widen(args.query, in.batch, in.num_heads, in.query_len, in.head_dim);
   in.key = Widen(args.key, in.batch, in.num_kv_heads, in.key_len, in.head_dim);
   in.value = Widen(args.value, in.batch, in.num_kv_heads, in.key_len, in.head_dim);
-  in.scale = options.scale ? double{*options.scale} : 1.0 / std::sqrt(double(in.head_dim));
+  in.scale =
+      options.scale ? double{*options.scale} : 1.0 / std::sqrt(double(in.head_dim));
   in.masks = &masks;
   in.tensor_masks = &*args.masks;
   in.features = options.features;
@@ -171,7 +175,8 @@ void NaiveScaledDotProductAttention(const AttentionTensor& query,
       for (int64_t i = 0; i < in.query_len; ++i) {
         const int64_t index = (b * in.num_heads + h) * in.query_len + i;
         for (int64_t x = 0; x < in.head_dim; ++x) {
-          args.output.Row(b, h, i)[x] = static_cast<float>(out.context[index * in.head_dim + x]);
+          args.output.Row(b, h, i)[x] =
+              static_cast<float>(out.context[index * in.head_dim + x]);
         }
         if (logsumexp.present()) logsumexp.floats()[index] = float(out.logsumexp[index]);
       }

@@ -1,6 +1,7 @@
 // The per-target kernels against plain double-precision loops, on every SIMD target
 // this CPU supports: the online softmax over odd lengths and block splits, masked and
-// fully masked rows; the tile product over odd shapes; and the whole layer.
+// fully masked rows; the tile product over odd shapes; the whole layer; and the
+// attention core with every decoder feature.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "tests/kernels/kernels_test.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -77,6 +78,15 @@ using mha::testing::LayerSpec;
 using mha::testing::MakeLayer;
 using mha::testing::OwnedLayer;
 using mha::testing::RandomFloats;
+using mha::AttentionMasks;
+using mha::AttentionTensor;
+using mha::CoreOptions;
+using mha::HeadLayout;
+using mha::RotaryConfig;
+using mha::RotaryEmbedding;
+using mha::RotaryPairing;
+using mha::Shape;
+using mha::TensorView;
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
@@ -193,6 +203,42 @@ TEST_P(Kernels, LayerMatchesBaselineOnThisTarget) {
     mha::NaiveMultiheadAttention(layer.config, layer.weights, inputs, masks,
                                  {MutableTensorView(ref.data(), Shape{2, 19, 13}), {}});
     ExpectClose(out, ref, "output");
+  }
+}
+
+// Every decoder feature on this target (soft-cap's Tanh, ALiBi's ramp, the window's
+// masking, sinks, both RoPE pairings with vector tails), through the attention core.
+TEST_P(Kernels, DecoderFeaturesMatchBaselineOnThisTarget) {
+  for (int64_t head_dim : {3, 17, 64}) {
+    for (RotaryPairing pairing :
+         {RotaryPairing::kHalfSplit, RotaryPairing::kInterleaved}) {
+      const int64_t batch = 2, heads = 4, seq = 45;
+      const std::vector<float> q = RandomFloats(batch * heads * seq * head_dim, 1),
+                               kv = RandomFloats(batch * 2 * seq * head_dim, 2),
+                               sinks = RandomFloats(heads, 3);
+      const AttentionTensor query{q.data(), Shape{batch, heads, seq, head_dim}, {}, {}};
+      const AttentionTensor key{kv.data(), Shape{batch, 2, seq, head_dim}, {}, {}};
+      RotaryConfig rotary_config;
+      rotary_config.pairing = pairing;
+      rotary_config.rotary_dim = head_dim == 3 ? 2 : head_dim == 17 ? 10 : 0;
+      const RotaryEmbedding rotary(rotary_config, head_dim);
+      CoreOptions options;
+      options.features.softcap = 3.0f;
+      options.features.alibi = true;
+      options.features.sliding_window = 20;
+      options.sinks = TensorView(sinks.data(), Shape{heads});
+      options.rotary = &rotary;
+      AttentionMasks masks;
+      masks.is_causal = true;
+      std::vector<float> out(q.size()), ref(q.size());
+      ScaledDotProductAttention(query, key, key, masks,
+                                {out.data(), query.shape, HeadLayout::kBHSD, {}},
+                                options);
+      NaiveScaledDotProductAttention(query, key, key, masks,
+                                     {ref.data(), query.shape, HeadLayout::kBHSD, {}},
+                                     options);
+      ExpectClose(out, ref, "core output");
+    }
   }
 }
 

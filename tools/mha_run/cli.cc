@@ -142,11 +142,19 @@ bool ParseValueFlag(const std::string& flag, const std::string& value, Options& 
 }
 
 Options Parse(const std::vector<std::string>& args) {
-  static const char* kFileFlags[] = {
-      "--weights",      "--query",           "--key",         "--value",
-      "--attn-mask",    "--key-padding-mask", "--key-lengths", "--output",
-      "--attn-weights", "--position-ids",     "--key-position-ids", "--sinks",
-      "--logsumexp"};
+  static const char* kFileFlags[] = {"--weights",
+                                     "--query",
+                                     "--key",
+                                     "--value",
+                                     "--attn-mask",
+                                     "--key-padding-mask",
+                                     "--key-lengths",
+                                     "--output",
+                                     "--attn-weights",
+                                     "--position-ids",
+                                     "--key-position-ids",
+                                     "--sinks",
+                                     "--logsumexp"};
   static const std::map<std::string, bool Options::*> kSwitches = {
       {"--causal", &Options::causal},
       {"--bottom-right", &Options::bottom_right},
@@ -196,7 +204,8 @@ TensorView View(const std::optional<io::Array>& array) {
 }
 
 // The mask files and flags; the arrays stay alive in `arrays`.
-AttentionMasks LoadMasks(const Options& options, std::vector<std::optional<io::Array>>& arrays) {
+AttentionMasks LoadMasks(const Options& options,
+                         std::vector<std::optional<io::Array>>& arrays) {
   for (const char* flag : {"--attn-mask", "--key-padding-mask", "--key-lengths"}) {
     arrays.push_back(Load(options, flag));
   }
@@ -218,8 +227,9 @@ int RunCore(const Options& options) {
              key_positions = Load(options, "--key-position-ids");
   for (const auto* array : {&*query, &*key, &*value}) {
     if (array->dtype != DType::kFloat32 || array->shape.rank() != 4) {
-      throw io::FileError("--core: query, key and value must be float32 rank-4 arrays, got " +
-                          array->shape.ToString());
+      throw io::FileError(
+          "--core: query, key and value must be float32 rank-4 arrays, got " +
+          array->shape.ToString());
     }
   }
   std::vector<std::optional<io::Array>> mask_arrays;
@@ -242,8 +252,8 @@ int RunCore(const Options& options) {
   std::vector<float> output(io::CheckedByteSize("output", q, DType::kFloat32) / 4);
   std::vector<float> lse(options.files.count("--logsumexp") ? q[0] * heads * sq : 0);
   const auto tensor = [&](const io::Array& a) {
-    return AttentionTensor{reinterpret_cast<const float*>(a.bytes.data()), a.shape,
-                           options.layout, {}};
+    return AttentionTensor{
+        reinterpret_cast<const float*>(a.bytes.data()), a.shape, options.layout, {}};
   };
   ScaledDotProductAttention(
       tensor(*query), tensor(*key), tensor(*value), masks,
@@ -265,7 +275,8 @@ int Run(const Options& options) {
   layer.config.rotary = options.rotary;
   const MultiheadAttention attention(layer.config, layer.weights);
   const auto query = Load(options, "--query"), key = Load(options, "--key"),
-             value = Load(options, "--value"), positions = Load(options, "--position-ids");
+             value = Load(options, "--value"),
+             positions = Load(options, "--position-ids");
 
   const AttentionInputs inputs{View(query), View(key), View(value)};
   std::vector<std::optional<io::Array>> mask_arrays;
