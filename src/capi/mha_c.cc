@@ -141,6 +141,26 @@ mha::AttentionWeights ToWeights(const mha::AttentionConfig& config,
   return weights;
 }
 
+// The masks of a forward or core call (both argument structs name them alike).
+template <class Args>
+mha::AttentionMasks ToMasks(const Args& args, int64_t b, int64_t sq, int64_t sk) {
+  mha::AttentionMasks masks;
+  masks.is_causal = args.is_causal != 0;
+  if (args.causal_bottom_right)
+    masks.causal_alignment = mha::CausalAlignment::kBottomRight;
+  if (args.key_lengths) {
+    masks.key_lengths =
+        mha::TensorView(args.key_lengths, mha::DType::kInt64, mha::Shape{b});
+  }
+  if (args.key_padding_mask) {
+    masks.key_padding_mask =
+        mha::TensorView(args.key_padding_mask, mha::DType::kBool, mha::Shape{b, sk});
+  }
+  if (args.attn_mask)
+    masks.attn_mask = mha::TensorView(args.attn_mask, mha::Shape{sq, sk});
+  return masks;
+}
+
 mha::AttentionTensor ToTensor(const mha_attention_tensor& t, const char* name) {
   if (t.layout != MHA_BHSD && t.layout != MHA_BSHD) {
     throw mha::Error(std::string("mha: ") + name + ".layout: unknown value " +
@@ -197,21 +217,7 @@ mha_status mha_forward(const mha_layer* layer, const mha_forward_args* args) {
       inputs.value =
           mha::TensorView(args->value, mha::Shape{b, sk, config.resolved_value_dim()});
     }
-    mha::AttentionMasks masks;
-    masks.is_causal = args->is_causal != 0;
-    if (args->causal_bottom_right) {
-      masks.causal_alignment = mha::CausalAlignment::kBottomRight;
-    }
-    if (args->key_lengths) {
-      masks.key_lengths =
-          mha::TensorView(args->key_lengths, mha::DType::kInt64, mha::Shape{b});
-    }
-    if (args->key_padding_mask) {
-      masks.key_padding_mask =
-          mha::TensorView(args->key_padding_mask, mha::DType::kBool, mha::Shape{b, sk});
-    }
-    if (args->attn_mask)
-      masks.attn_mask = mha::TensorView(args->attn_mask, mha::Shape{sq, sk});
+    const mha::AttentionMasks masks = ToMasks(*args, b, sq, sk);
     mha::ForwardOptions options;
     options.average_attn_weights = args->average_attn_weights != 0;
     options.num_threads = args->num_threads;
@@ -313,21 +319,7 @@ mha_status mha_scaled_dot_product_attention(const mha_attention_args* args) {
     const int64_t b = query.shape[0], sq = ToSeq(args->query), sk = ToSeq(args->key);
     const int64_t heads =
         args->query.layout == MHA_BHSD ? query.shape[1] : query.shape[2];
-    mha::AttentionMasks masks;
-    masks.is_causal = args->is_causal != 0;
-    if (args->causal_bottom_right) {
-      masks.causal_alignment = mha::CausalAlignment::kBottomRight;
-    }
-    if (args->key_lengths) {
-      masks.key_lengths =
-          mha::TensorView(args->key_lengths, mha::DType::kInt64, mha::Shape{b});
-    }
-    if (args->key_padding_mask) {
-      masks.key_padding_mask =
-          mha::TensorView(args->key_padding_mask, mha::DType::kBool, mha::Shape{b, sk});
-    }
-    if (args->attn_mask)
-      masks.attn_mask = mha::TensorView(args->attn_mask, mha::Shape{sq, sk});
+    const mha::AttentionMasks masks = ToMasks(*args, b, sq, sk);
     mha::CoreOptions options;
     if (args->scale != 0.0f) options.scale = args->scale;
     options.features = ToFeatures(args->features, heads);
