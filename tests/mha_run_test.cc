@@ -108,9 +108,9 @@ TEST_F(MhaRun, DecoderFeatureFlags) {
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   };
-  const auto [code, err] = Run(with({"--causal", "--rope", "neox", "--rope-scaling",
-                                     "llama3:8,1,4,16", "--sliding-window", "2",
-                                     "--softcap", "4.5", "--alibi"}));
+  const auto [code, err] =
+      Run(with({"--causal", "--rope", "neox", "--rope-scaling", "llama3:8,1,4,16",
+                "--sliding-window", "2", "--softcap", "4.5", "--alibi"}));
   EXPECT_EQ(code, 0) << err;
   ExpectFailure(with({"--rope", "sideways"}), 2, {"unknown argument '--rope sideways'"});
   ExpectFailure(with({"--rope-scaling", "llama3:8,1"}), 2,
@@ -118,7 +118,8 @@ TEST_F(MhaRun, DecoderFeatureFlags) {
   ExpectFailure(with({"--softcap", "big"}), 2, {"--softcap: expected a number", "'big'"});
   ExpectFailure(with({"--sliding-window", "0"}), 1, {"features.sliding_window", "got 0"});
   ExpectFailure(with({"--softcap", "0"}), 1, {"features.softcap", "got 0"});
-  ExpectFailure(with({"--rope", "neox", "--rotary-dim", "3"}), 1, {"rotary_dim", "got 3"});
+  ExpectFailure(with({"--rope", "neox", "--rotary-dim", "3"}), 1,
+                {"rotary_dim", "got 3"});
   ExpectFailure({"--core", "--query", query_, "--output", output_}, 2, {"missing --key"});
   ExpectFailure({"--core", "--query", query_, "--key", query_, "--value", query_,
                  "--output", output_},

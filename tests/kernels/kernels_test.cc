@@ -70,7 +70,13 @@ namespace {
 
 using mha::AttentionInputs;
 using mha::AttentionMasks;
+using mha::AttentionTensor;
+using mha::CoreOptions;
+using mha::HeadLayout;
 using mha::MutableTensorView;
+using mha::RotaryConfig;
+using mha::RotaryEmbedding;
+using mha::RotaryPairing;
 using mha::Shape;
 using mha::TensorView;
 using mha::testing::ExpectClose;
@@ -78,15 +84,6 @@ using mha::testing::LayerSpec;
 using mha::testing::MakeLayer;
 using mha::testing::OwnedLayer;
 using mha::testing::RandomFloats;
-using mha::AttentionMasks;
-using mha::AttentionTensor;
-using mha::CoreOptions;
-using mha::HeadLayout;
-using mha::RotaryConfig;
-using mha::RotaryEmbedding;
-using mha::RotaryPairing;
-using mha::Shape;
-using mha::TensorView;
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 

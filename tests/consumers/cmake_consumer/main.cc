@@ -7,7 +7,8 @@
 
 int main() {
   const int64_t e = 16, s = 5;
-  std::vector<float> in_proj(3 * e * e, 0.02f), out_proj(e * e, 0.03f), x(s * e), out(s * e);
+  std::vector<float> in_proj(3 * e * e, 0.02f), out_proj(e * e, 0.03f), x(s * e),
+      out(s * e);
   for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i));
   const mha::MultiheadAttention attention(
       {4, e / 4, e, 0, 0, {}, 0},
