@@ -67,7 +67,9 @@ class MultiheadAttention {
   // each sequence are real (ragged batches): the rest are padding, are not cached,
   // and get output 0. Prefill, decode (S_new = 1) and chunked prefill all match one
   // causal Forward over the whole sequence. Attention masks other than causal are not
-  // taken here. Throws mha::Error, leaving cache and output as they were, when a
+  // taken here; the layer's features (sliding window, soft-cap, ALiBi, sinks) apply,
+  // and rotary layers cache keys rotated to cache.length(b) + i (or
+  // options.position_ids). Throws mha::Error, leaving cache and output as they were, when a
   // sequence would exceed max_seq_len or the cache was made for another layer shape.
   void ForwardWithCache(const TensorView& query, const TensorView& new_lengths,
                         KvCache& cache, const MutableTensorView& output,
