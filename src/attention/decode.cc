@@ -89,7 +89,7 @@ void MultiheadAttention::Impl::AppendToCache(const Problem& problem, const float
   const float* keys = qkv + packed.FusedColumn(PackedWeights::kKey);
   const float* values = qkv + packed.FusedColumn(PackedWeights::kValue);
   const size_t rotation_floats =
-      rotary ? internal::PanelAppend::kRotationRows * head_dim : 0;
+      rotary ? internal::HeadScratch::kRotationRows * head_dim : 0;
   float* scratch =
       Workspace::Reserve(workspace.head_scratch, internal::TeamSize() * rotation_floats);
   internal::ParallelFor(problem.batch_size * kv_heads, scratch, rotation_floats,
@@ -112,6 +112,7 @@ void MultiheadAttention::Impl::AppendToCache(const Problem& problem, const float
                             append.rotary = &*rotary;
                             append.positions = rotary_positions + b * problem.query_len;
                             append.rotation_scratch = thread_scratch;
+                            append.rotation_rows = internal::HeadScratch::kRotationRows;
                           }
                           internal::AppendToPanels(append);
                         });

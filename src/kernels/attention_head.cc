@@ -63,7 +63,7 @@ class QueryBlock {
       maxes_[i] = sink ? task_.sinks[Head(i)] : kNegInf;
       sums_[i] = sink ? 1.0f : 0.0f;
     }
-    const float* query = StageQueries(d);
+    const QueryRows query = StageQueries(d);
     // Key ranges grow with the query, so the first row starts and the last row ends
     // the keys the block can see; key blocks before and after are never computed.
     const int64_t block = static_cast<int64_t>(layout_.key_block);
@@ -90,32 +90,33 @@ class QueryBlock {
                                  : task_.query_position_offset + query;
   }
 
-  // The block's query rows, scaled and rotated into the query tile when asked;
+  // The block's query rows: scaled and rotated into the query tile when asked,
   // otherwise read in place.
+  struct QueryRows {
+    const float* data;
+    size_t stride;
+  };
   template <class D>
-  const float* StageQueries(D d) {
+  QueryRows StageQueries(D d) {
     const float* source = task_.query + first_row_ * task_.query_stride;
-    if (task_.query_scale == 1.0f && !task_.rotary) return source;
+    if (task_.query_scale == 1.0f && !task_.rotary) {
+      return {source, static_cast<size_t>(task_.query_stride)};
+    }
     const size_t head_dim = static_cast<size_t>(task_.head_dim);
     for (size_t i = 0; i < rows_; ++i) {
       RotateRow(d, source + i * task_.query_stride, head_dim, task_.rotary,
                 task_.rotary ? RotaryPosition(i) : 0, task_.query_scale,
                 query_tile_ + i * layout_.padded_head_dim);
     }
-    return query_tile_;
-  }
-  int64_t QueryStride() const {
-    return task_.query_scale == 1.0f && !task_.rotary
-               ? task_.query_stride
-               : static_cast<int64_t>(layout_.padded_head_dim);
+    return {query_tile_, layout_.padded_head_dim};
   }
 
   template <class D>
-  void KeyBlock(D d, const float* query, int64_t first_key, int64_t count) {
+  void KeyBlock(D d, const QueryRows& query, int64_t first_key, int64_t count) {
     const size_t padded = RoundUp(static_cast<size_t>(count), HeadScratch::kPanelAlign);
     const size_t head_dim = static_cast<size_t>(task_.head_dim);
     const size_t dim = layout_.padded_head_dim, stride = layout_.key_block;
-    TileMatMul(d, rows_, padded, head_dim, query, QueryStride(),
+    TileMatMul(d, rows_, padded, head_dim, query.data, query.stride,
                keys_ + first_key * head_dim, stride, scores_, stride,
                /*accumulate=*/false);
     for (size_t i = 0; i < rows_; ++i) {

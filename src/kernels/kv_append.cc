@@ -22,8 +22,8 @@ void Append(const PanelAppend& a, T* keys, T* values) {
   const size_t first = static_cast<size_t>(a.first),
                stride = static_cast<size_t>(a.stride);
   const size_t value_stride = static_cast<size_t>(a.value_panel_stride);
-  const mha::HWY_NAMESPACE::KeyRotation rotation{
-      a.rotary, a.positions, a.first, a.rotation_scratch, PanelAppend::kRotationRows};
+  const mha::HWY_NAMESPACE::KeyRotation rotation{a.rotary, a.positions, a.first,
+                                                 a.rotation_scratch, a.rotation_rows};
   mha::HWY_NAMESPACE::SplitRotatedKeys(d, a.keys, stride, first, rows, first + rows,
                                        head_dim, keys, static_cast<size_t>(a.key_block),
                                        rotation);

@@ -22,11 +22,12 @@ struct PanelAppend {
   int64_t key_block = 0, value_panel_stride = 0, first = 0;
   bool bf16 = false;
   // Rotary layers: new key r is rotated to position positions[r] on its way in,
-  // through rotation_scratch (kRotationRows * head_dim floats).
-  static constexpr size_t kRotationRows = 128;
+  // rotation_rows keys at a time through rotation_scratch (rotation_rows * head_dim
+  // floats).
   const RotaryEmbedding* rotary = nullptr;
   const int64_t* positions = nullptr;
   float* rotation_scratch = nullptr;
+  size_t rotation_rows = 0;
 };
 
 void AppendToPanels(const PanelAppend& append);
