@@ -79,6 +79,7 @@ struct AllocationCase {
   bool causal, weights, chunked;
   int threads;
 };
+void PrintTo(const AllocationCase& c, std::ostream* os) { *os << c.name; }
 
 class Allocations : public ::testing::TestWithParam<AllocationCase> {};
 

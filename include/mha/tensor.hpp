@@ -7,7 +7,7 @@
 
 namespace mha {
 
-enum class DType { kFloat32, kBool, kInt32, kInt64, kBFloat16 };
+enum class DType { kFloat32, kBool, kInt32, kInt64, kBFloat16, kInt8 };
 
 const char* DTypeName(DType dtype);
 size_t DTypeSize(DType dtype);

@@ -20,6 +20,8 @@ const char* DTypeName(DType dtype) {
       return "int64";
     case DType::kBFloat16:
       return "bfloat16";
+    case DType::kInt8:
+      return "int8";
   }
   return "unknown";
 }
@@ -27,6 +29,7 @@ const char* DTypeName(DType dtype) {
 size_t DTypeSize(DType dtype) {
   switch (dtype) {
     case DType::kBool:
+    case DType::kInt8:
       return 1;
     case DType::kBFloat16:
       return 2;

@@ -78,44 +78,41 @@ Problem MultiheadAttention::Impl::ValidateCacheCall(const TensorView& query,
 }
 
 // Copies each sequence's new keys (rotated, with rotary embeddings) and values from
-// the fused projection into the cache's panels, in parallel over (sequence, KV head).
-void MultiheadAttention::Impl::AppendToCache(const Problem& problem, const float* qkv,
-                                             KvCache::Impl& cache,
-                                             const int64_t* new_lengths,
-                                             const int64_t* rotary_positions,
+// the fused projection into the cache's pages, in parallel over (sequence, KV head).
+void MultiheadAttention::Impl::AppendToCache(const CacheAppend& append,
                                              Workspace& workspace) const {
   const int64_t width = config.model_dim() + 2 * config.kv_dim();
-  const int64_t kv_heads = cache.num_kv_heads, head_dim = config.head_dim;
-  const float* keys = qkv + packed.FusedColumn(PackedWeights::kKey);
-  const float* values = qkv + packed.FusedColumn(PackedWeights::kValue);
+  const int64_t kv_heads = config.resolved_num_kv_heads(), head_dim = config.head_dim;
+  const float* keys = append.qkv + packed.FusedColumn(PackedWeights::kKey);
+  const float* values = append.qkv + packed.FusedColumn(PackedWeights::kValue);
   const size_t rotation_floats =
       rotary ? internal::HeadScratch::kRotationRows * head_dim : 0;
   float* scratch =
       Workspace::Reserve(workspace.head_scratch, internal::TeamSize() * rotation_floats);
-  internal::ParallelFor(problem.batch_size * kv_heads, scratch, rotation_floats,
-                        [&](int64_t index, float* thread_scratch) {
-                          const int64_t b = index / kv_heads, kv_head = index % kv_heads;
-                          const int64_t first_row =
-                              b * problem.query_len * width + kv_head * head_dim;
-                          internal::PanelAppend append{keys + first_row,
-                                                       values + first_row,
-                                                       width,
-                                                       new_lengths[b],
-                                                       head_dim,
-                                                       cache.KeyPanel(b, kv_head),
-                                                       cache.ValuePanel(b, kv_head),
-                                                       internal::HeadScratch::kKeyBlock,
-                                                       cache.padded_head_dim,
-                                                       cache.lengths[b],
-                                                       cache.bf16};
-                          if (rotary) {
-                            append.rotary = &*rotary;
-                            append.positions = rotary_positions + b * problem.query_len;
-                            append.rotation_scratch = thread_scratch;
-                            append.rotation_rows = internal::HeadScratch::kRotationRows;
-                          }
-                          internal::AppendToPanels(append);
-                        });
+  internal::ParallelFor(
+      append.batches * kv_heads, scratch, rotation_floats,
+      [&](int64_t index, float* thread_scratch) {
+        const int64_t b = index / kv_heads, kv_head = index % kv_heads;
+        const int64_t row = append.FirstRow(b);
+        const int64_t first = row * width + kv_head * head_dim;
+        const internal::KvPages pages = append.pages(b, kv_head);
+        internal::PanelAppend panel;
+        panel.keys = keys + first;
+        panel.values = values + first;
+        panel.stride = width;
+        panel.rows = append.counts[b];
+        panel.head_dim = head_dim;
+        panel.pages = &pages;
+        panel.padded_head_dim = append.padded_head_dim;
+        panel.first = append.first_positions[b];
+        if (rotary) {
+          panel.rotary = &*rotary;
+          panel.positions = append.rotary_positions + row;
+          panel.rotation_scratch = thread_scratch;
+          panel.rotation_rows = internal::HeadScratch::kRotationRows;
+        }
+        internal::AppendToPages(panel);
+      });
 }
 
 void MultiheadAttention::Impl::ForwardWithCache(const TensorView& query,
@@ -136,12 +133,25 @@ void MultiheadAttention::Impl::ForwardWithCache(const TensorView& query,
   const int64_t* counts = workspace->new_lengths.data();
   float* qkv = Workspace::Reserve(workspace->projections, rows * width);
   Linear(kFusedLinear, query, 0, rows, qkv, *workspace);
-  AppendToCache(problem, qkv, cache, counts, rotary_positions, *workspace);
+  const auto pages = [&cache](int64_t b, int64_t kv_head) {
+    return cache.Pages(b, kv_head);
+  };
+  CacheAppend append;
+  append.qkv = qkv;
+  append.batches = problem.batch_size;
+  append.rows_per_batch = sq;
+  append.counts = counts;
+  append.first_positions = workspace->positions.data();
+  append.rotary_positions = rotary_positions;
+  append.pages = pages;
+  append.padded_head_dim = cache.padded_head_dim;
+  AppendToCache(append, *workspace);
 
   CoreCall call = BaseCall(problem, rotary_positions);
   call.key_positions = nullptr;  // keys were rotated when appended
   call.query = {qkv, sq * width, config.head_dim, width};
-  call.cache = &cache;
+  call.cache_pages = pages;
+  call.cache_page_size = cache.page_size;
   call.query_counts = counts;
   // Padding rows are never attended: start from zeros so they stay zero.
   float* context = has_output
@@ -151,7 +161,7 @@ void MultiheadAttention::Impl::ForwardWithCache(const TensorView& query,
   call.context = {context, sq * model_dim, config.head_dim, model_dim};
   const internal::MaskPlan masks = internal::MaskPlan::ForCache(
       workspace->positions.data(), cache.capacity, config.features);
-  internal::RunAttentionCore(call, masks, workspace->head_scratch);
+  internal::RunAttentionCore(call, masks, workspace->core);
   if (has_output) {
     Linear(kOutputLinear, context, rows, staged.floats(), *workspace);
     for (int64_t b = 0; b < problem.batch_size; ++b) {  // padding gets 0, not the bias

@@ -5,11 +5,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 
 #include "mha/attention.hpp"
 #include "src/api/problem.h"
-#include "src/attention/kv_cache_storage.h"
+#include "src/cache/kv_cache_storage.h"
 #include "src/attention/workspace.h"
 #include "src/core/attention_core.h"
 #include "src/features/logit_features.h"
@@ -68,10 +69,23 @@ struct MultiheadAttention::Impl {
                                       const MutableTensorView& output,
                                       const ForwardOptions& options,
                                       internal::Workspace& workspace) const;
-  void AppendToCache(const internal::Problem& problem, const float* qkv,
-                     KvCache::Impl& cache, const int64_t* new_lengths,
-                     const int64_t* rotary_positions,
-                     internal::Workspace& workspace) const;
+  // New tokens of `batches` sequences, from the fused projection to a cache.
+  struct CacheAppend {
+    const float* qkv = nullptr;  // [rows, model_dim + 2 * kv_dim]
+    int64_t batches = 0;
+    // Sequence b's rows start at row b * rows_per_batch, or (packed) batch_rows[b].
+    int64_t rows_per_batch = 0;
+    const int64_t* batch_rows = nullptr;
+    const int64_t* counts = nullptr;           // new tokens per sequence
+    const int64_t* first_positions = nullptr;  // cache position of the first new one
+    const int64_t* rotary_positions = nullptr;  // per row, for rotary layers
+    std::function<internal::KvPages(int64_t, int64_t)> pages;
+    int64_t padded_head_dim = 0;
+    int64_t FirstRow(int64_t b) const {
+      return batch_rows ? batch_rows[b] : b * rows_per_batch;
+    }
+  };
+  void AppendToCache(const CacheAppend& append, internal::Workspace& workspace) const;
   // Projects `rows` rows of `input` with linears[index] into `output`.
   void Linear(int index, const float* input, int64_t rows, float* output,
               internal::Workspace& workspace) const {

@@ -161,7 +161,7 @@ void MultiheadAttention::Impl::ForwardWhole(const Problem& problem,
     call.probabilities = Workspace::Reserve(workspace.per_head_weights,
                                             query_rows * config.num_heads * sk);
   }
-  internal::RunAttentionCore(call, masks, workspace.head_scratch);
+  internal::RunAttentionCore(call, masks, workspace.core);
   if (has_output)
     Linear(kOutputLinear, context, query_rows, outputs.output.floats(), workspace);
   if (average) {
@@ -210,7 +210,7 @@ void MultiheadAttention::Impl::ForwardInChunks(const Problem& problem,
     call.context = has_output ? internal::HeadRows<float>{chunk + chunk_rows * model_dim,
                                                           0, head_dim, model_dim}
                               : internal::HeadRows<float>{out, 0, head_dim, output_dim};
-    internal::RunAttentionCore(call, masks, workspace.head_scratch);
+    internal::RunAttentionCore(call, masks, workspace.core);
     if (has_output) Linear(kOutputLinear, call.context.data, count, out, workspace);
   }
 }

@@ -11,6 +11,9 @@ size_t Workspace::bytes() const {
                                            &head_scratch, &chunks, &staged_output}) {
     total += buffer->capacity() * sizeof(float);
   }
+  total += (core.scratch.capacity() + core.partials.capacity()) * sizeof(float) +
+           (core.plan.tasks.capacity() + core.plan.unsplit.capacity()) * sizeof(CoreTask) +
+           core.plan.groups.capacity() * sizeof(SplitGroup);
   return total;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "oneapi/dnnl/dnnl.hpp"
+#include "src/core/attention_core.h"
 #include "src/planning/linear_primitive.h"
 
 namespace mha::internal {
@@ -30,6 +31,7 @@ struct Workspace {
       staged_output;
   std::vector<int64_t> positions, new_lengths;  // per sequence, when decoding
   std::vector<int64_t> rotary_positions;        // per query token, [B, Sq]
+  CoreWorkspace core;                           // the attention core's buffers
   // One per LinearPrimitive of the layer: query, key, value, fused QKV, output.
   LinearCall calls[5];
 };

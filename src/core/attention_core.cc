@@ -1,49 +1,54 @@
-// RunAttentionCore: (batch, head) tasks for AttendHead.
+// RunAttentionCore: planned tasks for AttendHead, then the merge of split key ranges.
 #include "src/core/attention_core.h"
 
-#include "src/attention/kv_cache_storage.h"
+#include <cmath>
+#include <limits>
+
 #include "src/kernels/attention_head.h"
 #include "src/threading/parallel_for.h"
 
 namespace mha::internal {
 namespace {
 
-HeadTask MakeTask(const CoreCall& call, int64_t batch, int64_t head,
-                  int64_t heads_per_task) {
-  const int64_t kv_head = head / (call.num_heads / call.num_kv_heads);
+// Where a task's query rows start among a batch's rows (absolute index, as the
+// positions of [B, query_len] or packed tensors are laid out).
+const int64_t* BatchPositions(const CoreCall& call, const int64_t* positions,
+                              int64_t batch) {
+  return positions + (call.query.batch_rows ? call.query.batch_rows[batch]
+                                            : batch * call.query_len);
+}
+
+HeadTask MakeTask(const CoreCall& call, const CoreTask& t, float* partials) {
+  const int64_t batch = t.batch, head = t.head;
   HeadTask task;
   task.batch = batch;
   task.head = head;
-  task.first_query = call.first_query;
-  task.query_len = call.query_counts ? call.query_counts[batch] : call.query_count;
+  task.first_query = call.first_query + t.first_row;
+  task.query_len = KernelRows(t);
   task.key_len = call.key_len;
   task.head_dim = call.head_dim;
-  task.query = call.query.Row(batch, head, 0);
-  task.context = call.context.Row(batch, head, 0);
+  task.query = call.query.Row(batch, head, t.first_row);
+  task.context = call.context.Row(batch, head, t.first_row);
   task.query_stride = call.query.row_stride;
   task.context_stride = call.context.row_stride;
   const int64_t plane = (batch * call.num_heads + head) * call.query_len;
-  if (call.logsumexp) task.logsumexp = call.logsumexp + plane + call.first_query;
-  if (heads_per_task > 1) {  // rows are the group's heads, one position
-    task.query_len *= heads_per_task;
+  if (call.logsumexp) task.logsumexp = call.logsumexp + plane + task.first_query;
+  if (t.heads > 1) {  // rows are the group's heads, one position
     task.query_stride = call.query.head_stride;
     task.context_stride = call.context.head_stride;
     task.position_step = 0;
     task.head_step = 1;
     task.logsumexp_stride = call.query_len;
   }
-  if (call.cache) {
-    task.key_panel = call.cache->KeyPanel(batch, kv_head);
-    task.value_panel = call.cache->ValuePanel(batch, kv_head);
-    task.bf16_panels = call.cache->bf16;
-  } else {
+  if (!call.cache_pages) {
+    const int64_t kv_head = head / (call.num_heads / call.num_kv_heads);
     task.key = call.key.Row(batch, kv_head, 0);
     task.value = call.value.Row(batch, kv_head, 0);
     task.key_stride = call.key.row_stride;
     task.value_stride = call.value.row_stride;
   }
   if (call.probabilities) {
-    task.probabilities = call.probabilities + (plane + call.first_query) * call.key_len;
+    task.probabilities = call.probabilities + (plane + task.first_query) * call.key_len;
   }
   task.query_scale = call.query_scale;
   task.softcap = call.softcap;
@@ -51,32 +56,85 @@ HeadTask MakeTask(const CoreCall& call, int64_t batch, int64_t head,
   task.sinks = call.sinks;
   if (call.rotary) {
     task.rotary = call.rotary;
-    task.query_positions = call.query_positions + batch * call.query_len;
+    task.query_positions = BatchPositions(call, call.query_positions, batch);
     if (call.key_positions)
       task.key_positions = call.key_positions + batch * call.key_len;
   }
+  if (t.partial >= 0) {  // one split of the keys: partial results, merged later
+    task.key_begin = t.key_begin;
+    task.key_end = t.key_end;
+    task.context = partials + t.partial;
+    task.context_stride = call.head_dim;
+    task.logsumexp = task.context + KernelRows(t) * call.head_dim;
+    task.logsumexp_stride = 1;
+    if (t.key_begin > 0) task.sinks = nullptr;  // the sink counts once, in split 0
+  }
   return task;
+}
+
+// Combines the splits of one task: each split's context is normalised over its own
+// keys, so the whole is their average weighted by exp(lse_split - lse).
+void MergeSplits(const CoreCall& call, const SplitGroup& group, const float* partials) {
+  const CoreTask& whole = group.whole;
+  const int64_t rows = KernelRows(whole), head_dim = call.head_dim;
+  const int64_t split_floats = rows * (head_dim + 1);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t head = whole.head + (whole.heads > 1 ? r : 0);
+    const int64_t row = whole.first_row + (whole.heads > 1 ? 0 : r);
+    float max = -std::numeric_limits<float>::infinity();
+    for (int64_t s = 0; s < group.splits; ++s) {
+      max = std::max(max, partials[group.offset + s * split_floats + rows * head_dim + r]);
+    }
+    float* out = call.context.Row(whole.batch, head, row);
+    std::fill(out, out + head_dim, 0.0f);
+    float total = 0.0f;
+    for (int64_t s = 0; s < group.splits && std::isfinite(max); ++s) {
+      const float* split = partials + group.offset + s * split_floats;
+      const float weight = std::exp(split[rows * head_dim + r] - max);
+      total += weight;
+      for (int64_t k = 0; k < head_dim; ++k) out[k] += weight * split[r * head_dim + k];
+    }
+    const float inverse = total > 0.0f ? 1.0f / total : 0.0f;
+    for (int64_t k = 0; k < head_dim; ++k) out[k] *= inverse;
+    if (call.logsumexp) {
+      call.logsumexp[(whole.batch * call.num_heads + head) * call.query_len +
+                     call.first_query + row] = total > 0.0f ? max + std::log(total) : max;
+    }
+  }
 }
 
 }  // namespace
 
 void RunAttentionCore(const CoreCall& call, const MaskPlan& masks,
-                      std::vector<float>& scratch) {
-  // Decoding one token with grouped KV heads: one task per (batch, KV group), its
-  // query heads as the rows, so every K/V panel is streamed once, not once per head.
-  const int64_t heads_per_task =
-      call.cache && call.query_len == 1 ? call.num_heads / call.num_kv_heads : 1;
-  const int64_t tasks_per_batch = call.num_heads / heads_per_task;
+                      CoreWorkspace& workspace) {
+  const int threads = TeamSize();
+  TaskPlan& plan = workspace.plan;
+  PlanTasks(call, masks, threads, plan);
   const HeadScratch layout(call.key_len, call.head_dim, call.probabilities != nullptr,
-                           !call.cache);
-  const size_t floats = TeamSize() * layout.total_floats;
-  if (scratch.size() < floats) scratch.resize(floats);
-  ParallelFor((call.batch_end - call.batch_begin) * tasks_per_batch, scratch.data(),
-              layout.total_floats, [&](int64_t index, float* thread_scratch) {
-                const int64_t batch = call.batch_begin + index / tasks_per_batch;
-                const int64_t head = index % tasks_per_batch * heads_per_task;
-                AttendHead(MakeTask(call, batch, head, heads_per_task), masks, layout,
-                           thread_scratch);
+                           call.cache_page_size);
+  const size_t floats = threads * layout.total_floats;
+  if (workspace.scratch.size() < floats) workspace.scratch.resize(floats);
+  if (workspace.partials.size() < static_cast<size_t>(plan.partial_floats)) {
+    workspace.partials.resize(plan.partial_floats);
+  }
+  float* partials = workspace.partials.data();
+  ParallelFor(
+      static_cast<int64_t>(plan.tasks.size()), workspace.scratch.data(),
+      layout.total_floats,
+      [&](int64_t index, float* thread_scratch) {
+        const CoreTask& t = plan.tasks[index];
+        HeadTask task = MakeTask(call, t, partials);
+        KvPages pages;
+        if (call.cache_pages) {
+          pages = call.cache_pages(t.batch, t.head / (call.num_heads / call.num_kv_heads));
+          task.cache = &pages;
+        }
+        AttendHead(task, masks, layout, thread_scratch);
+      },
+      Schedule::kDynamic);
+  ParallelFor(static_cast<int64_t>(plan.groups.size()), nullptr, 0,
+              [&](int64_t index, float*) {
+                MergeSplits(call, plan.groups[index], partials);
               });
 }
 

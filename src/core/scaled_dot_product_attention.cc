@@ -34,9 +34,9 @@ void ScaledDotProductAttention(const AttentionTensor& query, const AttentionTens
     call.key_positions = args.key_positions.data();
   }
   // Kept per calling thread, so repeated calls allocate nothing.
-  thread_local std::vector<float> scratch;
+  thread_local internal::CoreWorkspace workspace;
   const internal::ScopedThreadCount thread_count(options.num_threads);
-  internal::RunAttentionCore(call, *args.masks, scratch);
+  internal::RunAttentionCore(call, *args.masks, workspace);
 }
 
 }  // namespace mha

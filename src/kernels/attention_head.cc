@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "hwy/highway.h"
 #include "src/kernels/attention_head.h"
@@ -26,6 +27,7 @@ using mha::HWY_NAMESPACE::AddAlibi;
 using mha::HWY_NAMESPACE::KeyRotation;
 using mha::HWY_NAMESPACE::kNegInf;
 using mha::HWY_NAMESPACE::MaskOutside;
+using mha::HWY_NAMESPACE::MulRow;
 using mha::HWY_NAMESPACE::OnlineSoftmaxBlock;
 using mha::HWY_NAMESPACE::RotateRow;
 using mha::HWY_NAMESPACE::ScaleRow;
@@ -34,21 +36,19 @@ using mha::HWY_NAMESPACE::SplitHead;
 using mha::HWY_NAMESPACE::SplitRotatedKeys;
 using mha::HWY_NAMESPACE::TileMatMul;
 
-// Rows [first_row, first_row + rows) of a task against every key they may see;
-// panels of T (float, or bfloat16 from a bf16 KV cache).
+// Rows [first_row, first_row + rows) of a task against every key they may see; pages
+// of T (float, or bfloat16 or int8 from a KV cache), one key tile per page.
 template <typename T>
 class QueryBlock {
  public:
   QueryBlock(const HeadTask& task, const MaskPlan& masks, const HeadScratch& layout,
-             float* scratch, const T* keys, const T* values, int64_t first_row,
-             size_t rows)
+             float* scratch, const KvPages& pages, int64_t first_row, size_t rows)
       : task_(task),
         masks_(masks),
         layout_(layout),
         first_row_(first_row),
         rows_(rows),
-        keys_(keys),
-        values_(values),
+        pages_(pages),
         scores_(scratch + layout.scores),
         context_(scratch + layout.context),
         query_tile_(scratch + layout.query_tile),
@@ -67,8 +67,8 @@ class QueryBlock {
     // Key ranges grow with the query, so the first row starts and the last row ends
     // the keys the block can see; key blocks before and after are never computed.
     const int64_t block = static_cast<int64_t>(layout_.key_block);
-    const int64_t key_limit = masks_.KeyEnd(task_.batch, Absolute(rows_ - 1));
-    const int64_t key_start = masks_.KeyBegin(task_.batch, Absolute(0)) / block * block;
+    const int64_t key_limit = KeyEnd(rows_ - 1);
+    const int64_t key_start = KeyBegin(0) / block * block;
     for (int64_t first_key = key_start; first_key < key_limit; first_key += block) {
       KeyBlock(d, query, first_key, std::min<int64_t>(block, key_limit - first_key));
     }
@@ -80,6 +80,13 @@ class QueryBlock {
   int64_t Absolute(size_t i) const {
     return task_.first_query +
            (first_row_ + static_cast<int64_t>(i)) * task_.position_step;
+  }
+  // Row i's key range: the masks' and the task's split.
+  int64_t KeyBegin(size_t i) const {
+    return std::max(task_.key_begin, masks_.KeyBegin(task_.batch, Absolute(i)));
+  }
+  int64_t KeyEnd(size_t i) const {
+    return std::min(task_.key_end, masks_.KeyEnd(task_.batch, Absolute(i)));
   }
   int64_t Head(size_t i) const {
     return task_.head + (first_row_ + static_cast<int64_t>(i)) * task_.head_step;
@@ -116,18 +123,23 @@ class QueryBlock {
     const size_t padded = RoundUp(static_cast<size_t>(count), HeadScratch::kPanelAlign);
     const size_t head_dim = static_cast<size_t>(task_.head_dim);
     const size_t dim = layout_.padded_head_dim, stride = layout_.key_block;
+    const int64_t page = first_key / pages_.page_size;
     TileMatMul(d, rows_, padded, head_dim, query.data, query.stride,
-               keys_ + first_key * head_dim, stride, scores_, stride,
-               /*accumulate=*/false);
+               reinterpret_cast<const T*>(pages_.KeyPage(page)), stride, scores_,
+               stride, /*accumulate=*/false);
     for (size_t i = 0; i < rows_; ++i) {
       float* row = scores_ + i * stride;
+      // int8 pages: q . (s_j k_j) = s_j (q . k_j), and p_j (s_j v_j) = (p_j s_j) v_j.
+      if constexpr (kInt8) MulRow(d, row, pages_.KeyScales(page), padded);
       LogitRow(d, i, first_key, count, padded, row);
       const bool has_context = sums_[i] > 0.0f;
       const float rescale = OnlineSoftmaxBlock(d, row, padded, maxes_[i], sums_[i]);
       if (has_context && rescale != 1.0f) ScaleRow(d, context_ + i * dim, dim, rescale);
+      if constexpr (kInt8) MulRow(d, row, pages_.ValueScales(page), padded);
     }
-    TileMatMul(d, rows_, dim, padded, scores_, stride, values_ + first_key * dim, dim,
-               context_, dim, /*accumulate=*/true);
+    TileMatMul(d, rows_, dim, padded, scores_, stride,
+               reinterpret_cast<const T*>(pages_.ValuePage(page)), dim, context_, dim,
+               /*accumulate=*/true);
   }
 
   // Scores of row i to final logits: soft-cap, ALiBi, tensor masks, key range.
@@ -135,10 +147,8 @@ class QueryBlock {
   void LogitRow(D d, size_t i, int64_t first_key, int64_t count, size_t padded,
                 float* row) const {
     const int64_t query = Absolute(i), head = Head(i);
-    const int64_t begin =
-        std::clamp<int64_t>(masks_.KeyBegin(task_.batch, query) - first_key, 0, count);
-    const int64_t end =
-        std::clamp<int64_t>(masks_.KeyEnd(task_.batch, query) - first_key, begin, count);
+    const int64_t begin = std::clamp<int64_t>(KeyBegin(i) - first_key, 0, count);
+    const int64_t end = std::clamp<int64_t>(KeyEnd(i) - first_key, begin, count);
     if (task_.softcap > 0.0f) SoftCap(d, row, padded, task_.softcap);
     if (task_.alibi_slopes) {
       AddAlibi(d, row, padded, task_.alibi_slopes[head],
@@ -180,8 +190,8 @@ class QueryBlock {
   const HeadScratch& layout_;
   const int64_t first_row_;
   const size_t rows_;
-  const T* keys_;  // key-blocked K^T panel
-  const T* values_;
+  static constexpr bool kInt8 = std::is_same_v<T, int8_t>;
+  const KvPages& pages_;
   float* scores_;
   float* context_;
   float* query_tile_;
@@ -189,24 +199,23 @@ class QueryBlock {
   float* sums_;
 };
 
-template <class D, typename T>
+template <typename T, class D>
 void AttendRows(D d, const HeadTask& task, const MaskPlan& masks,
-                const HeadScratch& layout, float* scratch, const T* keys,
-                const T* values) {
+                const HeadScratch& layout, float* scratch, const KvPages& pages) {
   for (int64_t first = 0; first < task.query_len;
        first += static_cast<int64_t>(HeadScratch::kQueryBlock)) {
     const size_t rows =
         std::min<size_t>(HeadScratch::kQueryBlock, task.query_len - first);
-    QueryBlock<T>(task, masks, layout, scratch, keys, values, first, rows).Run(d);
+    QueryBlock<T>(task, masks, layout, scratch, pages, first, rows).Run(d);
   }
 }
 
 // Copies (and rotates) the keys and values the task's queries can see into panels:
 // keys before the first query's window start and after the last query's end are
-// never copied.
+// never copied. The panels are a run of pages, one key tile each.
 template <class D>
-void SplitPanels(D d, const HeadTask& task, const MaskPlan& masks,
-                 const HeadScratch& layout, float* scratch) {
+KvPages SplitPanels(D d, const HeadTask& task, const MaskPlan& masks,
+                    const HeadScratch& layout, float* scratch) {
   const int64_t last_query = task.first_query + (task.query_len - 1) * task.position_step;
   const size_t count = static_cast<size_t>(masks.KeyEnd(task.batch, last_query));
   const size_t begin = std::min<size_t>(
@@ -223,25 +232,30 @@ void SplitPanels(D d, const HeadTask& task, const MaskPlan& masks,
             padded - begin, head_dim,
             scratch + layout.value_panel + begin * layout.padded_head_dim,
             layout.padded_head_dim);
+  KvPages panels;
+  panels.keys = reinterpret_cast<uint8_t*>(scratch + layout.key_panel);
+  panels.values = reinterpret_cast<uint8_t*>(scratch + layout.value_panel);
+  panels.page_size = static_cast<int64_t>(layout.key_block);
+  panels.key_stride = panels.page_size * task.head_dim * sizeof(float);
+  panels.value_stride = panels.page_size * layout.padded_head_dim * sizeof(float);
+  return panels;
 }
 
 void AttendHead(const HeadTask& task, const MaskPlan& masks, const HeadScratch& layout,
                 float* scratch) {
   const hn::ScalableTag<float> d;
-  if (task.key_panel && task.bf16_panels) {
-    return AttendRows(d, task, masks, layout, scratch,
-                      static_cast<const hwy::bfloat16_t*>(task.key_panel),
-                      static_cast<const hwy::bfloat16_t*>(task.value_panel));
+  if (!task.cache) {
+    return AttendRows<float>(d, task, masks, layout, scratch,
+                             SplitPanels(d, task, masks, layout, scratch));
   }
-  if (task.key_panel) {
-    return AttendRows(d, task, masks, layout, scratch,
-                      static_cast<const float*>(task.key_panel),
-                      static_cast<const float*>(task.value_panel));
+  switch (task.cache->storage) {
+    case KvStorage::kFloat32:
+      return AttendRows<float>(d, task, masks, layout, scratch, *task.cache);
+    case KvStorage::kBFloat16:
+      return AttendRows<hwy::bfloat16_t>(d, task, masks, layout, scratch, *task.cache);
+    case KvStorage::kInt8:
+      return AttendRows<int8_t>(d, task, masks, layout, scratch, *task.cache);
   }
-  SplitPanels(d, task, masks, layout, scratch);
-  AttendRows(d, task, masks, layout, scratch,
-             static_cast<const float*>(scratch + layout.key_panel),
-             static_cast<const float*>(scratch + layout.value_panel));
 }
 
 }  // namespace HWY_NAMESPACE
@@ -255,12 +269,13 @@ namespace mha::internal {
 HWY_EXPORT(AttendHead);
 
 HeadScratch::HeadScratch(int64_t key_len, int64_t head_dim, bool with_probabilities,
-                         bool split_panels)
+                         int64_t cache_page_size)
     : padded_keys(RoundUp(static_cast<size_t>(key_len), kPanelAlign)),
       padded_head_dim(RoundUp(static_cast<size_t>(head_dim), kPanelAlign)),
       key_block(with_probabilities ? padded_keys
-                : split_panels     ? std::min(kKeyBlock, padded_keys)
-                                   : kKeyBlock) {
+                : cache_page_size  ? static_cast<size_t>(cache_page_size)
+                                   : std::min(kKeyBlock, padded_keys)) {
+  const bool split_panels = cache_page_size == 0;
   // The K^T panel holds whole key blocks.
   const size_t panel_keys = split_panels ? RoundUp(padded_keys, key_block) : 0;
   key_panel = 0;

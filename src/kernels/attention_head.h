@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "mha/rotary.hpp"
+#include "src/cache/kv_pages.h"
 #include "src/masks/mask_plan.h"
 
 namespace mha::internal {
@@ -45,13 +46,12 @@ struct HeadTask {
   // logsumexp[r * logsumexp_stride].
   float* logsumexp = nullptr;
   int64_t logsumexp_stride = 1;
-  // Keys and values already split into panels (a KV cache): K^T in key blocks of
-  // HeadScratch::kKeyBlock ([head_dim, block] each) and V [keys, padded head_dim],
-  // zero-padded, as float or (bf16_panels) bfloat16. When set, the key/value rows
-  // above are not read and nothing is copied.
-  const void* key_panel = nullptr;
-  const void* value_panel = nullptr;
-  bool bf16_panels = false;
+  // A KV cache's pages of this (sequence, KV head); the kernel's key tiles are its
+  // pages. When set, the key/value rows above are not read and nothing is copied.
+  const KvPages* cache = nullptr;
+  // Only keys in [key_begin, key_end) are attended (a split of a long key range whose
+  // partial results are merged by their log-sum-exp), on top of the masks.
+  int64_t key_begin = 0, key_end = INT64_MAX;
 
   // Queries are multiplied by query_scale as they are staged (the core API's scale;
   // the layer folds it into its query weights and leaves 1).
@@ -77,14 +77,14 @@ struct HeadScratch {
   static constexpr size_t kKeyBlock = 128;      // keys per tile without attention weights
   static constexpr size_t kRotationRows = 128;  // keys rotated at a time
 
-  // split_panels: room for the K^T and V panels AttendHead copies from projection
-  // rows (not needed when tasks bring their own panels).
+  // cache_page_size: the pages of the cache the tasks read (their key tiles); 0 when
+  // AttendHead splits K and V into panels of its own from projection rows.
   HeadScratch(int64_t key_len, int64_t head_dim, bool with_probabilities,
-              bool split_panels = true);
+              int64_t cache_page_size = 0);
 
   size_t padded_keys, padded_head_dim;
   // Keys per tile, and per block of the K^T panel: all keys at once when
-  // probabilities are written; always kKeyBlock with a cache's panels.
+  // probabilities are written; a page with a cache.
   size_t key_block;
   // Offsets: the panels, the score tile, the context accumulators, the staged query
   // tile, rotated keys, and the running softmax max and sum per row.

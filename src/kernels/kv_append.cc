@@ -1,42 +1,96 @@
-// AppendToPanels, compiled once per SIMD target: the head split of head_layout-inl.h
-// (keys rotated on the way in for rotary layers) aimed at a position inside a KV
-// cache instead of at a fresh panel.
+// AppendToPages, compiled once per SIMD target: the head split of head_layout-inl.h
+// (keys rotated on the way in for rotary layers) aimed at positions inside a KV
+// cache's pages, or symmetric int8 quantisation with one scale per row.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/kernels/kv_append.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
+#include <algorithm>
+#include <cmath>
+
 #include "hwy/highway.h"
 #include "src/kernels/head_layout-inl.h"
 #include "src/kernels/kv_append.h"
+#include "src/kernels/rotary-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mha {
 namespace internal {
 namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
 
+// float or bfloat16 pages: one head split per page the new rows touch.
 template <typename T>
-void Append(const PanelAppend& a, T* keys, T* values) {
-  const hwy::HWY_NAMESPACE::ScalableTag<float> d;
-  const size_t rows = static_cast<size_t>(a.rows),
-               head_dim = static_cast<size_t>(a.head_dim);
-  const size_t first = static_cast<size_t>(a.first),
-               stride = static_cast<size_t>(a.stride);
-  const size_t value_stride = static_cast<size_t>(a.value_panel_stride);
-  const mha::HWY_NAMESPACE::KeyRotation rotation{a.rotary, a.positions, a.first,
-                                                 a.rotation_scratch, a.rotation_rows};
-  mha::HWY_NAMESPACE::SplitRotatedKeys(d, a.keys, stride, first, rows, first + rows,
-                                       head_dim, keys, static_cast<size_t>(a.key_block),
-                                       rotation);
-  mha::HWY_NAMESPACE::SplitHead(d, a.values, stride, rows, rows, head_dim,
-                                values + first * value_stride, value_stride);
+void AppendSplit(const PanelAppend& a) {
+  const hn::ScalableTag<float> d;
+  const KvPages& pages = *a.pages;
+  const size_t head_dim = static_cast<size_t>(a.head_dim);
+  const size_t stride = static_cast<size_t>(a.stride);
+  const size_t padded = static_cast<size_t>(a.padded_head_dim);
+  for (int64_t done = 0; done < a.rows;) {
+    const int64_t position = a.first + done, page = position / pages.page_size;
+    const size_t offset = static_cast<size_t>(position % pages.page_size);
+    const size_t rows = std::min<size_t>(pages.page_size - offset, a.rows - done);
+    const mha::HWY_NAMESPACE::KeyRotation rotation{
+        a.rotary, a.positions ? a.positions + done : nullptr,
+        static_cast<int64_t>(offset), a.rotation_scratch, a.rotation_rows};
+    mha::HWY_NAMESPACE::SplitRotatedKeys(
+        d, a.keys + done * stride, stride, offset, rows, offset + rows, head_dim,
+        reinterpret_cast<T*>(pages.KeyPage(page)),
+        static_cast<size_t>(pages.page_size), rotation);
+    mha::HWY_NAMESPACE::SplitHead(
+        d, a.values + done * stride, stride, rows, rows, head_dim,
+        reinterpret_cast<T*>(pages.ValuePage(page)) + offset * padded, padded);
+    done += static_cast<int64_t>(rows);
+  }
 }
 
-void AppendToPanels(const PanelAppend& a) {
-  if (a.bf16) {
-    return Append(a, static_cast<hwy::bfloat16_t*>(a.key_panel),
-                  static_cast<hwy::bfloat16_t*>(a.value_panel));
+// Symmetric int8: x ~ scale * q, scale = max|x| / 127, q in [-127, 127]. Writes
+// q[k] to out[k * out_stride] and returns the scale (0 for an all-zero row).
+float Quantize(const float* row, size_t n, int8_t* out, size_t out_stride) {
+  float max_abs = 0.0f;
+  for (size_t k = 0; k < n; ++k) max_abs = std::max(max_abs, std::fabs(row[k]));
+  const float scale = max_abs / 127.0f;
+  const float inverse = max_abs > 0.0f ? 127.0f / max_abs : 0.0f;
+  for (size_t k = 0; k < n; ++k) {
+    const float q = std::clamp(std::nearbyint(row[k] * inverse), -127.0f, 127.0f);
+    out[k * out_stride] = static_cast<int8_t>(q);
   }
-  Append(a, static_cast<float*>(a.key_panel), static_cast<float*>(a.value_panel));
+  return scale;
+}
+
+void AppendInt8(const PanelAppend& a) {
+  const hn::ScalableTag<float> d;
+  const KvPages& pages = *a.pages;
+  const size_t head_dim = static_cast<size_t>(a.head_dim);
+  const size_t page_size = static_cast<size_t>(pages.page_size);
+  for (int64_t r = 0; r < a.rows; ++r) {
+    const int64_t position = a.first + r, page = position / pages.page_size;
+    const size_t offset = static_cast<size_t>(position % pages.page_size);
+    const float* key = a.keys + r * a.stride;
+    if (a.rotary) {
+      mha::HWY_NAMESPACE::RotateRow(d, key, head_dim, a.rotary, a.positions[r], 1.0f,
+                                    a.rotation_scratch);
+      key = a.rotation_scratch;
+    }
+    auto* key_page = reinterpret_cast<int8_t*>(pages.KeyPage(page));
+    pages.KeyScales(page)[offset] = Quantize(key, head_dim, key_page + offset, page_size);
+    auto* value_row = reinterpret_cast<int8_t*>(pages.ValuePage(page)) +
+                      offset * static_cast<size_t>(a.padded_head_dim);
+    pages.ValueScales(page)[offset] =
+        Quantize(a.values + r * a.stride, head_dim, value_row, 1);
+  }
+}
+
+void AppendToPages(const PanelAppend& a) {
+  switch (a.pages->storage) {
+    case KvStorage::kFloat32:
+      return AppendSplit<float>(a);
+    case KvStorage::kBFloat16:
+      return AppendSplit<hwy::bfloat16_t>(a);
+    case KvStorage::kInt8:
+      return AppendInt8(a);
+  }
 }
 
 }  // namespace HWY_NAMESPACE
@@ -47,10 +101,10 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace mha::internal {
 
-HWY_EXPORT(AppendToPanels);
+HWY_EXPORT(AppendToPages);
 
-void AppendToPanels(const PanelAppend& append) {
-  HWY_DYNAMIC_DISPATCH(AppendToPanels)(append);
+void AppendToPages(const PanelAppend& append) {
+  HWY_DYNAMIC_DISPATCH(AppendToPages)(append);
 }
 
 }  // namespace mha::internal

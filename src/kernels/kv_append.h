@@ -1,11 +1,13 @@
-// AppendToPanels: writes new key and value rows of one KV head into a KV cache's
-// panels (K^T columns and V rows), dispatched to the best SIMD target.
+// AppendToPages: writes new key and value rows of one KV head into a KV cache's pages
+// (K^T columns and V rows; int8 caches quantise each row with its own scale),
+// dispatched to the best SIMD target.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 #include "mha/rotary.hpp"
+#include "src/cache/kv_pages.h"
 
 namespace mha::internal {
 
@@ -14,13 +16,10 @@ struct PanelAppend {
   const float* keys = nullptr;
   const float* values = nullptr;
   int64_t stride = 0, rows = 0, head_dim = 0;
-  // Destination: a key-blocked K^T panel (blocks of key_block keys, see
-  // head_layout-inl.h) and a V panel [.., value_panel_stride], of float or (bf16)
-  // bfloat16; the new rows land at position `first`.
-  void* key_panel = nullptr;
-  void* value_panel = nullptr;
-  int64_t key_block = 0, value_panel_stride = 0, first = 0;
-  bool bf16 = false;
+  // Destination: the head's pages (V rows padded_head_dim wide); row r lands at
+  // token position first + r. The pages must already exist.
+  const KvPages* pages = nullptr;
+  int64_t padded_head_dim = 0, first = 0;
   // Rotary layers: new key r is rotated to position positions[r] on its way in,
   // rotation_rows keys at a time through rotation_scratch (rotation_rows * head_dim
   // floats).
@@ -30,6 +29,6 @@ struct PanelAppend {
   size_t rotation_rows = 0;
 };
 
-void AppendToPanels(const PanelAppend& append);
+void AppendToPages(const PanelAppend& append);
 
 }  // namespace mha::internal

@@ -80,6 +80,15 @@ HWY_INLINE void ScaleRow(D d, float* HWY_RESTRICT row, size_t n, float factor) {
   }
 }
 
+// row[i] *= factors[i]: an int8 cache's per-key scales.
+template <class D>
+HWY_INLINE void MulRow(D d, float* HWY_RESTRICT row, const float* HWY_RESTRICT factors,
+                       size_t n) {
+  for (size_t i = 0; i < n; i += hn::Lanes(d)) {
+    hn::StoreU(hn::Mul(hn::LoadU(d, row + i), hn::LoadU(d, factors + i)), d, row + i);
+  }
+}
+
 // Turns one block of masked scores into unnormalised probabilities against the
 // updated running max. Returns the factor by which everything accumulated from
 // earlier blocks (the sum, already applied here, and the context row) must be

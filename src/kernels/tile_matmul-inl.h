@@ -15,6 +15,7 @@
 #endif
 
 #include <cstddef>
+#include <cstdint>
 
 #include "hwy/highway.h"
 
@@ -35,6 +36,12 @@ HWY_INLINE hn::Vec<D> LoadRow(D d, const float* HWY_RESTRICT p) {
 template <class D>
 HWY_INLINE hn::Vec<D> LoadRow(D d, const hwy::bfloat16_t* HWY_RESTRICT p) {
   return hn::PromoteTo(d, hn::LoadU(hn::Rebind<hwy::bfloat16_t, D>(), p));
+}
+
+template <class D>
+HWY_INLINE hn::Vec<D> LoadRow(D d, const int8_t* HWY_RESTRICT p) {
+  const hn::Rebind<int32_t, D> di32;
+  return hn::ConvertTo(d, hn::PromoteTo(di32, hn::LoadU(hn::Rebind<int8_t, D>(), p)));
 }
 
 template <size_t kRows, size_t kCols, class D, typename TB>
@@ -103,7 +110,7 @@ HWY_INLINE void TileStrip(D d, size_t rows, const float* HWY_RESTRICT a, size_t 
 }
 
 // C[rows, n] = (accumulate ? C : 0) + A[rows, depth] B[depth, n]; n % Lanes(d) == 0.
-// B is float, or bfloat16 (a bf16 KV cache) widened to float as it is loaded.
+// B is float, or bfloat16 or int8 (a KV cache) widened to float as it is loaded.
 template <class D, typename TB>
 HWY_INLINE void TileMatMul(D d, size_t rows, size_t n, size_t depth,
                            const float* HWY_RESTRICT a, size_t lda,

@@ -1,0 +1,138 @@
+// KvCache: allocation, lengths and resets.
+#include "mha/kv_cache.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "src/api/check.h"
+#include "src/api/problem.h"
+#include "src/cache/kv_cache_storage.h"
+#include "src/kernels/attention_head.h"
+
+namespace mha {
+namespace internal {
+
+KvStorage KvStorageFor(DType storage) {
+  return storage == DType::kBFloat16 ? KvStorage::kBFloat16
+         : storage == DType::kInt8   ? KvStorage::kInt8
+                                     : KvStorage::kFloat32;
+}
+
+DType DTypeOf(KvStorage storage) {
+  return storage == KvStorage::kBFloat16 ? DType::kBFloat16
+         : storage == KvStorage::kInt8   ? DType::kInt8
+                                         : DType::kFloat32;
+}
+
+}  // namespace internal
+
+KvCache::Impl::Impl(const AttentionConfig& config, int64_t batch, int64_t seq_len,
+                    DType dtype)
+    : num_kv_heads(config.resolved_num_kv_heads()),
+      head_dim(config.head_dim),
+      max_batch(batch),
+      max_seq_len(seq_len),
+      capacity(static_cast<int64_t>(internal::RoundUp(static_cast<size_t>(seq_len),
+                                                      internal::HeadScratch::kKeyBlock))),
+      page_size(internal::HeadScratch::kKeyBlock),
+      padded_head_dim(static_cast<int64_t>(internal::RoundUp(
+          static_cast<size_t>(config.head_dim), internal::HeadScratch::kPanelAlign))),
+      storage(internal::KvStorageFor(dtype)),
+      lengths(batch, 0) {
+  // Zero-filled: padded rows and columns must read as 0 (a 0 weight times a NaN
+  // left over in memory would still be NaN).
+  const int64_t panels = batch * num_kv_heads;
+  const size_t element = internal::KvElementBytes(storage);
+  keys.assign(element * internal::CheckedNumElements(
+                            "KvCache", Shape{panels, head_dim, capacity}, element),
+              0);
+  values.assign(
+      element * internal::CheckedNumElements(
+                    "KvCache", Shape{panels, capacity, padded_head_dim}, element),
+      0);
+  if (storage == internal::KvStorage::kInt8) {
+    key_scales.assign(panels * capacity, 0.0f);
+    value_scales.assign(panels * capacity, 0.0f);
+  }
+}
+
+internal::KvPages KvCache::Impl::Pages(int64_t sequence, int64_t kv_head) {
+  const int64_t panel = sequence * num_kv_heads + kv_head;
+  const int64_t element = static_cast<int64_t>(internal::KvElementBytes(storage));
+  internal::KvPages pages;
+  pages.page_size = page_size;
+  pages.storage = storage;
+  pages.key_stride = page_size * head_dim * element;
+  pages.value_stride = page_size * padded_head_dim * element;
+  pages.keys = keys.data() + panel * capacity * head_dim * element;
+  pages.values = values.data() + panel * capacity * padded_head_dim * element;
+  if (storage == internal::KvStorage::kInt8) {
+    pages.scale_stride = page_size;
+    pages.key_scales = key_scales.data() + panel * capacity;
+    pages.value_scales = value_scales.data() + panel * capacity;
+  }
+  return pages;
+}
+
+KvCache::KvCache(const AttentionConfig& config, int64_t max_batch, int64_t max_seq_len,
+                 DType storage) {
+  internal::ValidateConfig(config);
+  if (storage != DType::kFloat32 && storage != DType::kBFloat16 &&
+      storage != DType::kInt8) {
+    internal::Fail("KvCache: storage must be float32, bfloat16 or int8, got ",
+         DTypeName(storage));
+  }
+  if (max_batch < 1) internal::Fail("KvCache: max_batch must be >= 1, got ", max_batch);
+  if (max_seq_len < 1) internal::Fail("KvCache: max_seq_len must be >= 1, got ", max_seq_len);
+  impl_ = std::make_unique<Impl>(config, max_batch, max_seq_len, storage);
+}
+
+KvCache::~KvCache() = default;
+KvCache::KvCache(KvCache&&) noexcept = default;
+KvCache& KvCache::operator=(KvCache&&) noexcept = default;
+
+int64_t KvCache::max_batch() const { return impl_->max_batch; }
+int64_t KvCache::max_seq_len() const { return impl_->max_seq_len; }
+DType KvCache::storage() const { return internal::DTypeOf(impl_->storage); }
+
+int64_t KvCache::length(int64_t sequence) const {
+  if (sequence < 0 || sequence >= impl_->max_batch) {
+    internal::Fail("KvCache::length: sequence must be in [0, ", impl_->max_batch, "), got ",
+         sequence);
+  }
+  return impl_->lengths[sequence];
+}
+
+void KvCache::Reset() {
+  for (int64_t sequence = 0; sequence < impl_->max_batch; ++sequence) Reset(sequence);
+}
+
+void KvCache::Reset(int64_t sequence) {
+  if (sequence < 0 || sequence >= impl_->max_batch) {
+    internal::Fail("KvCache::Reset: sequence must be in [0, ", impl_->max_batch, "), got ",
+         sequence);
+  }
+  Truncate(sequence, 0);
+}
+
+void KvCache::Truncate(int64_t sequence, int64_t length) {
+  if (sequence < 0 || sequence >= impl_->max_batch) {
+    internal::Fail("KvCache::Truncate: sequence must be in [0, ", impl_->max_batch, "), got ",
+         sequence);
+  }
+  const int64_t current = impl_->lengths[sequence];
+  if (length < 0 || length > current) {
+    internal::Fail("KvCache::Truncate: length must be in [0, ", current, "], got ", length);
+  }
+  // Values past a sequence's length are multiplied by 0: keep them finite.
+  // Zero bits are 0 in every storage type.
+  const size_t row_bytes =
+      impl_->padded_head_dim * internal::KvElementBytes(impl_->storage);
+  for (int64_t kv_head = 0; kv_head < impl_->num_kv_heads; ++kv_head) {
+    const internal::KvPages pages = impl_->Pages(sequence, kv_head);
+    std::memset(pages.values + length * row_bytes, 0, (current - length) * row_bytes);
+  }
+  impl_->lengths[sequence] = length;
+}
+
+}  // namespace mha

@@ -1,0 +1,47 @@
+// KvPages: where the attention kernel finds one (sequence, KV head)'s cached keys and
+// values. Every cache stores them in pages of page_size tokens: K^T as a
+// [head_dim, page_size] tile (scores = Q K^T streams it) and V as
+// [page_size, padded_head_dim] rows, zero-padded, as float, bfloat16 or int8 (int8
+// with one fp32 scale per token for K and for V). The contiguous KvCache (and the
+// panels the kernel splits for itself) are runs of pages, page p following page
+// p - 1; the paged cache finds page p through its sequence's page table.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace mha::internal {
+
+enum class KvStorage { kFloat32, kBFloat16, kInt8 };
+
+inline size_t KvElementBytes(KvStorage storage) {
+  return storage == KvStorage::kFloat32 ? 4 : storage == KvStorage::kBFloat16 ? 2 : 1;
+}
+
+struct KvPages {
+  // Page id 0 of this KV head; page id i is i strides further.
+  uint8_t* keys = nullptr;
+  uint8_t* values = nullptr;
+  int64_t key_stride = 0, value_stride = 0;  // bytes
+  // int8: per-token scales, page id i's at scales + i * scale_stride (floats).
+  float* key_scales = nullptr;
+  float* value_scales = nullptr;
+  int64_t scale_stride = 0;
+  // Page p (p >= first_page) has id page_ids[p - first_page]; null: id p.
+  const int32_t* page_ids = nullptr;
+  int64_t first_page = 0;
+  int64_t page_size = 0;
+  KvStorage storage = KvStorage::kFloat32;
+
+  int64_t Id(int64_t page) const {
+    return page_ids ? page_ids[page - first_page] : page;
+  }
+  uint8_t* KeyPage(int64_t page) const { return keys + Id(page) * key_stride; }
+  uint8_t* ValuePage(int64_t page) const { return values + Id(page) * value_stride; }
+  float* KeyScales(int64_t page) const { return key_scales + Id(page) * scale_stride; }
+  float* ValueScales(int64_t page) const {
+    return value_scales + Id(page) * scale_stride;
+  }
+};
+
+}  // namespace mha::internal

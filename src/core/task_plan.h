@@ -1,0 +1,51 @@
+// The task planner: cuts a core call into AttendHead tasks that keep every thread
+// busy. A task is one query head (or, decoding with grouped KV heads, every query
+// head of a KV group at one position, so the group's K/V pages are read once) over
+// a tile of queries; with a cache, long query runs are cut into tiles, and when there
+// are too few tasks for the threads (a long-context decode of few sequences) long
+// key ranges are split and their partial results merged by log-sum-exp
+// (flash-decoding). Tasks run longest first.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "src/masks/mask_plan.h"
+
+namespace mha::internal {
+
+struct CoreCall;
+
+struct CoreTask {
+  int64_t batch = 0, head = 0;
+  int64_t heads = 1;                // > 1: the rows are query heads at one position
+  int64_t first_row = 0, rows = 0;  // of the batch's queries in the call
+  int64_t key_begin = 0, key_end = INT64_MAX;
+  // Split key ranges: partial results at partials + partial (-1: none), merged with
+  // the other splits of the same group.
+  int64_t partial = -1, group = -1;
+  int64_t cost = 0;  // multiply-adds, roughly: the order tasks are run in
+};
+
+// Splits of one task's key range, to be merged: splits x (rows x head_dim context,
+// then rows log-sum-exps), from partials + offset.
+struct SplitGroup {
+  CoreTask whole;
+  int64_t splits = 0, offset = 0;
+};
+
+struct TaskPlan {
+  std::vector<CoreTask> tasks, unsplit;  // unsplit: kept only to reuse its memory
+  std::vector<SplitGroup> groups;
+  int64_t partial_floats = 0;
+};
+
+// Rows AttendHead sees for a task: its query heads or its queries.
+inline int64_t KernelRows(const CoreTask& task) {
+  return task.heads > 1 ? task.heads : task.rows;
+}
+
+void PlanTasks(const CoreCall& call, const MaskPlan& masks, int threads,
+               TaskPlan& plan);
+
+}  // namespace mha::internal
