@@ -7,6 +7,7 @@
 #include "mha/error.hpp"
 #include "mha/kv_cache.hpp"
 #include "mha/masks.hpp"
+#include "mha/paged_kv_cache.hpp"
 #include "mha/tensor.hpp"
 #include "mha/weights.hpp"
 
@@ -43,6 +44,15 @@ struct ForwardOptions {
   TensorView position_ids;
 };
 
+// The new tokens of N sequences of a PagedKvCache, packed without padding: sequence
+// i (cache id sequence_ids[i]) owns rows query_start_loc[i] .. query_start_loc[i+1]
+// - 1 (cu_seqlens; query_start_loc[0] = 0, query_start_loc[N] = T). Both int32 or
+// int64, shapes [N] and [N + 1].
+struct PackedBatch {
+  TensorView sequence_ids;
+  TensorView query_start_loc;
+};
+
 class MultiheadAttention {
  public:
   // Validates and packs the weights (copied: the caller may free them afterwards)
@@ -69,11 +79,25 @@ class MultiheadAttention {
   // causal Forward over the whole sequence. Attention masks other than causal are not
   // taken here; the layer's features (sliding window, soft-cap, ALiBi, sinks) apply,
   // and rotary layers cache keys rotated to cache.length(b) + i (or
-  // options.position_ids). Throws mha::Error, leaving cache and output as they were, when a
-  // sequence would exceed max_seq_len or the cache was made for another layer shape.
+  // options.position_ids). Throws mha::Error, leaving cache and output as they were, when
+  // a sequence would exceed max_seq_len or the cache was made for another layer shape.
   void ForwardWithCache(const TensorView& query, const TensorView& new_lengths,
                         KvCache& cache, const MutableTensorView& output,
                         const ForwardOptions& options = {}) const;
+
+  // One step of continuous batching over a paged cache, for self-attention layers:
+  // query [T, query_dim] packs the new tokens of batch's sequences, any mix of
+  // prefill chunks and single-token decodes. Sequence i's n_i tokens are its last
+  // n_i (cache.AppendSlots made room for them): they sit at positions
+  // cache.length(id) - n_i + j, their keys (rotated) and values are written into
+  // layer `layer` of the cache, and they attend causally, bottom-right aligned, over
+  // the sequence's cached tokens (and only its window's, for windowed layers). No
+  // padding is computed. options.position_ids ([T] int32/int64) overrides the rotary
+  // positions. output [T, output_dim]. Throws mha::Error, leaving the cache and output
+  // as they were, for invalid arguments.
+  void ForwardPacked(const TensorView& query, const PackedBatch& batch,
+                     PagedKvCache& cache, int64_t layer, const MutableTensorView& output,
+                     const ForwardOptions& options = {}) const;
 
   const AttentionConfig& config() const;
   int64_t output_dim() const;

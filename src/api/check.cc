@@ -31,6 +31,11 @@ void CheckTensor(const char* name, const TensorView& tensor, DType dtype,
   CheckedNumElements(name, tensor.shape, DTypeSize(dtype));
 }
 
+int64_t IntegerAt(const TensorView& tensor, int64_t i) {
+  return tensor.dtype == DType::kInt32 ? static_cast<const int32_t*>(tensor.data)[i]
+                                       : static_cast<const int64_t*>(tensor.data)[i];
+}
+
 void CheckOutput(const char* name, const MutableTensorView& tensor, const Shape& expected,
                  bool bf16_allowed) {
   if (!tensor.present()) Fail(name, ": data is null");

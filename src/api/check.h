@@ -30,4 +30,7 @@ void CheckTensor(const char* name, const TensorView& tensor, DType dtype,
 void CheckOutput(const char* name, const MutableTensorView& tensor, const Shape& expected,
                  bool bf16_allowed = false);
 
+// Element i of an int32 or int64 tensor (checked by the caller).
+int64_t IntegerAt(const TensorView& tensor, int64_t i);
+
 }  // namespace mha::internal

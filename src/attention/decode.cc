@@ -25,21 +25,7 @@ Problem MultiheadAttention::Impl::ValidateCacheCall(const TensorView& query,
                                                     const ForwardOptions& options,
                                                     Workspace& workspace) const {
   using internal::Fail;
-  if (!packed.qkv_fused()) {
-    Fail(
-        "ForwardWithCache: needs a self-attention layer (key_dim = value_dim = "
-        "query_dim), "
-        "got query_dim=",
-        config.query_dim, " key_dim=", config.resolved_key_dim(),
-        " value_dim=", config.resolved_value_dim());
-  }
-  if (cache.num_kv_heads != config.resolved_num_kv_heads() ||
-      cache.head_dim != config.head_dim) {
-    Fail("cache: made for num_kv_heads=", cache.num_kv_heads,
-         " head_dim=", cache.head_dim,
-         ", this layer has num_kv_heads=", config.resolved_num_kv_heads(),
-         " head_dim=", config.head_dim);
-  }
+  CheckCacheShape(cache.num_kv_heads, cache.head_dim);
   Problem problem = internal::ValidateForward(config, output_dim, {query, query, query},
                                               {output, {}}, options);
   const int64_t batch = problem.batch_size;
@@ -89,30 +75,29 @@ void MultiheadAttention::Impl::AppendToCache(const CacheAppend& append,
       rotary ? internal::HeadScratch::kRotationRows * head_dim : 0;
   float* scratch =
       Workspace::Reserve(workspace.head_scratch, internal::TeamSize() * rotation_floats);
-  internal::ParallelFor(
-      append.batches * kv_heads, scratch, rotation_floats,
-      [&](int64_t index, float* thread_scratch) {
-        const int64_t b = index / kv_heads, kv_head = index % kv_heads;
-        const int64_t row = append.FirstRow(b);
-        const int64_t first = row * width + kv_head * head_dim;
-        const internal::KvPages pages = append.pages(b, kv_head);
-        internal::PanelAppend panel;
-        panel.keys = keys + first;
-        panel.values = values + first;
-        panel.stride = width;
-        panel.rows = append.counts[b];
-        panel.head_dim = head_dim;
-        panel.pages = &pages;
-        panel.padded_head_dim = append.padded_head_dim;
-        panel.first = append.first_positions[b];
-        if (rotary) {
-          panel.rotary = &*rotary;
-          panel.positions = append.rotary_positions + row;
-          panel.rotation_scratch = thread_scratch;
-          panel.rotation_rows = internal::HeadScratch::kRotationRows;
-        }
-        internal::AppendToPages(panel);
-      });
+  internal::ParallelFor(append.batches * kv_heads, scratch, rotation_floats,
+                        [&](int64_t index, float* thread_scratch) {
+                          const int64_t b = index / kv_heads, kv_head = index % kv_heads;
+                          const int64_t row = append.FirstRow(b);
+                          const int64_t first = row * width + kv_head * head_dim;
+                          const internal::KvPages pages = append.pages(b, kv_head);
+                          internal::PanelAppend panel;
+                          panel.keys = keys + first;
+                          panel.values = values + first;
+                          panel.stride = width;
+                          panel.rows = append.counts[b];
+                          panel.head_dim = head_dim;
+                          panel.pages = &pages;
+                          panel.padded_head_dim = append.padded_head_dim;
+                          panel.first = append.first_positions[b];
+                          if (rotary) {
+                            panel.rotary = &*rotary;
+                            panel.positions = append.rotary_positions + row;
+                            panel.rotation_scratch = thread_scratch;
+                            panel.rotation_rows = internal::HeadScratch::kRotationRows;
+                          }
+                          internal::AppendToPages(panel);
+                        });
 }
 
 void MultiheadAttention::Impl::ForwardWithCache(const TensorView& query,

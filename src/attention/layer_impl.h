@@ -10,8 +10,9 @@
 
 #include "mha/attention.hpp"
 #include "src/api/problem.h"
-#include "src/cache/kv_cache_storage.h"
 #include "src/attention/workspace.h"
+#include "src/cache/kv_cache_storage.h"
+#include "src/cache/paged_kv_cache_storage.h"
 #include "src/core/attention_core.h"
 #include "src/features/logit_features.h"
 #include "src/kernels/attention_head.h"
@@ -69,6 +70,20 @@ struct MultiheadAttention::Impl {
                                       const MutableTensorView& output,
                                       const ForwardOptions& options,
                                       internal::Workspace& workspace) const;
+  // Fails unless a cache of this shape fits the layer (a self-attention layer).
+  void CheckCacheShape(int64_t num_kv_heads, int64_t head_dim) const;
+  void ForwardPacked(const TensorView& query, const PackedBatch& batch,
+                     PagedKvCache::Impl& cache, int64_t layer,
+                     const MutableTensorView& output,
+                     const ForwardOptions& options) const;
+  internal::Problem ValidatePackedCall(const TensorView& query, const PackedBatch& batch,
+                                       const PagedKvCache::Impl& cache, int64_t layer,
+                                       const MutableTensorView& output,
+                                       const ForwardOptions& options,
+                                       internal::Workspace& workspace) const;
+  const int64_t* PackedRotaryPositions(const internal::Problem& problem, int64_t tokens,
+                                       const TensorView& position_ids,
+                                       internal::Workspace& workspace) const;
   // New tokens of `batches` sequences, from the fused projection to a cache.
   struct CacheAppend {
     const float* qkv = nullptr;  // [rows, model_dim + 2 * kv_dim]
@@ -76,8 +91,8 @@ struct MultiheadAttention::Impl {
     // Sequence b's rows start at row b * rows_per_batch, or (packed) batch_rows[b].
     int64_t rows_per_batch = 0;
     const int64_t* batch_rows = nullptr;
-    const int64_t* counts = nullptr;           // new tokens per sequence
-    const int64_t* first_positions = nullptr;  // cache position of the first new one
+    const int64_t* counts = nullptr;            // new tokens per sequence
+    const int64_t* first_positions = nullptr;   // cache position of the first new one
     const int64_t* rotary_positions = nullptr;  // per row, for rotary layers
     std::function<internal::KvPages(int64_t, int64_t)> pages;
     int64_t padded_head_dim = 0;

@@ -4,16 +4,19 @@
 namespace mha::internal {
 
 size_t Workspace::bytes() const {
-  size_t total = scratchpad.capacity() + (positions.capacity() + new_lengths.capacity() +
-                                          rotary_positions.capacity()) *
-                                             sizeof(int64_t);
+  size_t total =
+      scratchpad.capacity() +
+      (positions.capacity() + new_lengths.capacity() + rotary_positions.capacity() +
+       batch_rows.capacity() + sequence_ids.capacity()) *
+          sizeof(int64_t);
   for (const std::vector<float>* buffer : {&projections, &merged_heads, &per_head_weights,
                                            &head_scratch, &chunks, &staged_output}) {
     total += buffer->capacity() * sizeof(float);
   }
-  total += (core.scratch.capacity() + core.partials.capacity()) * sizeof(float) +
-           (core.plan.tasks.capacity() + core.plan.unsplit.capacity()) * sizeof(CoreTask) +
-           core.plan.groups.capacity() * sizeof(SplitGroup);
+  total +=
+      (core.scratch.capacity() + core.partials.capacity()) * sizeof(float) +
+      (core.plan.tasks.capacity() + core.plan.unsplit.capacity()) * sizeof(CoreTask) +
+      core.plan.groups.capacity() * sizeof(SplitGroup);
   return total;
 }
 

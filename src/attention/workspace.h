@@ -29,9 +29,10 @@ struct Workspace {
   std::vector<uint8_t> scratchpad;  // oneDNN's, user-managed
   std::vector<float> projections, merged_heads, per_head_weights, head_scratch, chunks,
       staged_output;
-  std::vector<int64_t> positions, new_lengths;  // per sequence, when decoding
-  std::vector<int64_t> rotary_positions;        // per query token, [B, Sq]
-  CoreWorkspace core;                           // the attention core's buffers
+  std::vector<int64_t> positions, new_lengths;    // per sequence, when decoding
+  std::vector<int64_t> batch_rows, sequence_ids;  // per sequence, packed batches
+  std::vector<int64_t> rotary_positions;          // per query token, [B, Sq]
+  CoreWorkspace core;                             // the attention core's buffers
   // One per LinearPrimitive of the layer: query, key, value, fused QKV, output.
   LinearCall calls[5];
 };

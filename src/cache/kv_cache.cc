@@ -80,10 +80,11 @@ KvCache::KvCache(const AttentionConfig& config, int64_t max_batch, int64_t max_s
   if (storage != DType::kFloat32 && storage != DType::kBFloat16 &&
       storage != DType::kInt8) {
     internal::Fail("KvCache: storage must be float32, bfloat16 or int8, got ",
-         DTypeName(storage));
+                   DTypeName(storage));
   }
   if (max_batch < 1) internal::Fail("KvCache: max_batch must be >= 1, got ", max_batch);
-  if (max_seq_len < 1) internal::Fail("KvCache: max_seq_len must be >= 1, got ", max_seq_len);
+  if (max_seq_len < 1)
+    internal::Fail("KvCache: max_seq_len must be >= 1, got ", max_seq_len);
   impl_ = std::make_unique<Impl>(config, max_batch, max_seq_len, storage);
 }
 
@@ -97,8 +98,8 @@ DType KvCache::storage() const { return internal::DTypeOf(impl_->storage); }
 
 int64_t KvCache::length(int64_t sequence) const {
   if (sequence < 0 || sequence >= impl_->max_batch) {
-    internal::Fail("KvCache::length: sequence must be in [0, ", impl_->max_batch, "), got ",
-         sequence);
+    internal::Fail("KvCache::length: sequence must be in [0, ", impl_->max_batch,
+                   "), got ", sequence);
   }
   return impl_->lengths[sequence];
 }
@@ -109,20 +110,21 @@ void KvCache::Reset() {
 
 void KvCache::Reset(int64_t sequence) {
   if (sequence < 0 || sequence >= impl_->max_batch) {
-    internal::Fail("KvCache::Reset: sequence must be in [0, ", impl_->max_batch, "), got ",
-         sequence);
+    internal::Fail("KvCache::Reset: sequence must be in [0, ", impl_->max_batch,
+                   "), got ", sequence);
   }
   Truncate(sequence, 0);
 }
 
 void KvCache::Truncate(int64_t sequence, int64_t length) {
   if (sequence < 0 || sequence >= impl_->max_batch) {
-    internal::Fail("KvCache::Truncate: sequence must be in [0, ", impl_->max_batch, "), got ",
-         sequence);
+    internal::Fail("KvCache::Truncate: sequence must be in [0, ", impl_->max_batch,
+                   "), got ", sequence);
   }
   const int64_t current = impl_->lengths[sequence];
   if (length < 0 || length > current) {
-    internal::Fail("KvCache::Truncate: length must be in [0, ", current, "], got ", length);
+    internal::Fail("KvCache::Truncate: length must be in [0, ", current, "], got ",
+                   length);
   }
   // Values past a sequence's length are multiplied by 0: keep them finite.
   // Zero bits are 0 in every storage type.

@@ -33,9 +33,7 @@ struct KvPages {
   int64_t page_size = 0;
   KvStorage storage = KvStorage::kFloat32;
 
-  int64_t Id(int64_t page) const {
-    return page_ids ? page_ids[page - first_page] : page;
-  }
+  int64_t Id(int64_t page) const { return page_ids ? page_ids[page - first_page] : page; }
   uint8_t* KeyPage(int64_t page) const { return keys + Id(page) * key_stride; }
   uint8_t* ValuePage(int64_t page) const { return values + Id(page) * value_stride; }
   float* KeyScales(int64_t page) const { return key_scales + Id(page) * scale_stride; }

@@ -14,8 +14,8 @@ namespace {
 // positions of [B, query_len] or packed tensors are laid out).
 const int64_t* BatchPositions(const CoreCall& call, const int64_t* positions,
                               int64_t batch) {
-  return positions + (call.query.batch_rows ? call.query.batch_rows[batch]
-                                            : batch * call.query_len);
+  return positions +
+         (call.query.batch_rows ? call.query.batch_rows[batch] : batch * call.query_len);
 }
 
 HeadTask MakeTask(const CoreCall& call, const CoreTask& t, float* partials) {
@@ -83,7 +83,8 @@ void MergeSplits(const CoreCall& call, const SplitGroup& group, const float* par
     const int64_t row = whole.first_row + (whole.heads > 1 ? 0 : r);
     float max = -std::numeric_limits<float>::infinity();
     for (int64_t s = 0; s < group.splits; ++s) {
-      max = std::max(max, partials[group.offset + s * split_floats + rows * head_dim + r]);
+      max =
+          std::max(max, partials[group.offset + s * split_floats + rows * head_dim + r]);
     }
     float* out = call.context.Row(whole.batch, head, row);
     std::fill(out, out + head_dim, 0.0f);
@@ -126,16 +127,16 @@ void RunAttentionCore(const CoreCall& call, const MaskPlan& masks,
         HeadTask task = MakeTask(call, t, partials);
         KvPages pages;
         if (call.cache_pages) {
-          pages = call.cache_pages(t.batch, t.head / (call.num_heads / call.num_kv_heads));
+          pages =
+              call.cache_pages(t.batch, t.head / (call.num_heads / call.num_kv_heads));
           task.cache = &pages;
         }
         AttendHead(task, masks, layout, thread_scratch);
       },
       Schedule::kDynamic);
-  ParallelFor(static_cast<int64_t>(plan.groups.size()), nullptr, 0,
-              [&](int64_t index, float*) {
-                MergeSplits(call, plan.groups[index], partials);
-              });
+  ParallelFor(
+      static_cast<int64_t>(plan.groups.size()), nullptr, 0,
+      [&](int64_t index, float*) { MergeSplits(call, plan.groups[index], partials); });
 }
 
 }  // namespace mha::internal

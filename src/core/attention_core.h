@@ -25,7 +25,8 @@ struct HeadRows {
   int64_t batch_stride = 0, head_stride = 0, row_stride = 0;
   const int64_t* batch_rows = nullptr;
   T* Row(int64_t batch, int64_t head, int64_t row) const {
-    const int64_t first = batch_rows ? batch_rows[batch] * row_stride : batch * batch_stride;
+    const int64_t first =
+        batch_rows ? batch_rows[batch] * row_stride : batch * batch_stride;
     return data + first + head * head_stride + row * row_stride;
   }
 };

@@ -70,14 +70,16 @@ void SplitLongKeys(const CoreCall& call, const MaskPlan& masks, int threads,
                    TaskPlan& plan) {
   const int64_t wanted = kTasksPerThread * threads;
   const int64_t count = static_cast<int64_t>(plan.tasks.size());
-  if (threads <= 1 || call.cache_page_size == 0 || call.probabilities || count >= wanted) {
+  if (threads <= 1 || call.cache_page_size == 0 || call.probabilities ||
+      count >= wanted) {
     return;
   }
   const int64_t per_task = (wanted + count - 1) / count;
   plan.unsplit.swap(plan.tasks);
   plan.tasks.clear();
   for (const CoreTask& task : plan.unsplit) {
-    const int64_t key_begin = masks.KeyBegin(task.batch, call.first_query + task.first_row);
+    const int64_t key_begin =
+        masks.KeyBegin(task.batch, call.first_query + task.first_row);
     const int64_t key_end =
         masks.KeyEnd(task.batch, call.first_query + task.first_row + task.rows - 1);
     const int64_t splits = std::min(per_task, (key_end - key_begin) / kMinSplitKeys);
@@ -92,8 +94,7 @@ void SplitLongKeys(const CoreCall& call, const MaskPlan& masks, int threads,
 
 }  // namespace
 
-void PlanTasks(const CoreCall& call, const MaskPlan& masks, int threads,
-               TaskPlan& plan) {
+void PlanTasks(const CoreCall& call, const MaskPlan& masks, int threads, TaskPlan& plan) {
   plan.tasks.clear();
   plan.groups.clear();
   plan.partial_floats = 0;
@@ -102,10 +103,11 @@ void PlanTasks(const CoreCall& call, const MaskPlan& masks, int threads,
   }
   SplitLongKeys(call, masks, threads, plan);
   // std::sort, not stable_sort: that one allocates. Ties keep the plan's order.
-  std::sort(plan.tasks.begin(), plan.tasks.end(), [](const CoreTask& a, const CoreTask& b) {
-    return std::tie(b.cost, a.batch, a.head, a.first_row, a.key_begin) <
-           std::tie(a.cost, b.batch, b.head, b.first_row, b.key_begin);
-  });
+  std::sort(plan.tasks.begin(), plan.tasks.end(),
+            [](const CoreTask& a, const CoreTask& b) {
+              return std::tie(b.cost, a.batch, a.head, a.first_row, a.key_begin) <
+                     std::tie(a.cost, b.batch, b.head, b.first_row, b.key_begin);
+            });
 }
 
 }  // namespace mha::internal

@@ -45,7 +45,6 @@ inline int64_t KernelRows(const CoreTask& task) {
   return task.heads > 1 ? task.heads : task.rows;
 }
 
-void PlanTasks(const CoreCall& call, const MaskPlan& masks, int threads,
-               TaskPlan& plan);
+void PlanTasks(const CoreCall& call, const MaskPlan& masks, int threads, TaskPlan& plan);
 
 }  // namespace mha::internal

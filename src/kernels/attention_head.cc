@@ -125,8 +125,8 @@ class QueryBlock {
     const size_t dim = layout_.padded_head_dim, stride = layout_.key_block;
     const int64_t page = first_key / pages_.page_size;
     TileMatMul(d, rows_, padded, head_dim, query.data, query.stride,
-               reinterpret_cast<const T*>(pages_.KeyPage(page)), stride, scores_,
-               stride, /*accumulate=*/false);
+               reinterpret_cast<const T*>(pages_.KeyPage(page)), stride, scores_, stride,
+               /*accumulate=*/false);
     for (size_t i = 0; i < rows_; ++i) {
       float* row = scores_ + i * stride;
       // int8 pages: q . (s_j k_j) = s_j (q . k_j), and p_j (s_j v_j) = (p_j s_j) v_j.

@@ -34,10 +34,10 @@ void AppendSplit(const PanelAppend& a) {
     const mha::HWY_NAMESPACE::KeyRotation rotation{
         a.rotary, a.positions ? a.positions + done : nullptr,
         static_cast<int64_t>(offset), a.rotation_scratch, a.rotation_rows};
-    mha::HWY_NAMESPACE::SplitRotatedKeys(
-        d, a.keys + done * stride, stride, offset, rows, offset + rows, head_dim,
-        reinterpret_cast<T*>(pages.KeyPage(page)),
-        static_cast<size_t>(pages.page_size), rotation);
+    mha::HWY_NAMESPACE::SplitRotatedKeys(d, a.keys + done * stride, stride, offset, rows,
+                                         offset + rows, head_dim,
+                                         reinterpret_cast<T*>(pages.KeyPage(page)),
+                                         static_cast<size_t>(pages.page_size), rotation);
     mha::HWY_NAMESPACE::SplitHead(
         d, a.values + done * stride, stride, rows, rows, head_dim,
         reinterpret_cast<T*>(pages.ValuePage(page)) + offset * padded, padded);

@@ -1,0 +1,211 @@
+// MultiheadAttention::ForwardPacked: one continuous-batching step over a paged KV
+// cache. The packed tokens of every sequence are projected by one fused QKV GEMM
+// (no padding rows), their keys and values written into the cache's blocks, and the
+// attention core attends each sequence's queries over its blocks in place.
+#include <algorithm>
+
+#include "src/api/check.h"
+#include "src/attention/layer_impl.h"
+#include "src/cache/paged_kv_cache_storage.h"
+#include "src/threading/parallel_for.h"
+
+namespace mha {
+
+using internal::CoreCall;
+using internal::Fail;
+using internal::Problem;
+using internal::Workspace;
+
+namespace {
+
+void CheckIndexTensor(const char* name, const TensorView& tensor, int64_t length) {
+  if (tensor.dtype != DType::kInt32 && tensor.dtype != DType::kInt64) {
+    Fail(name, ": expected dtype int32 or int64, got ", DTypeName(tensor.dtype));
+  }
+  internal::CheckTensor(name, tensor, tensor.dtype, Shape{length});
+}
+
+}  // namespace
+
+void MultiheadAttention::Impl::CheckCacheShape(int64_t num_kv_heads,
+                                               int64_t head_dim) const {
+  if (!packed.qkv_fused()) {
+    Fail(
+        "a KV cache needs a self-attention layer (key_dim = value_dim = query_dim), "
+        "got query_dim=",
+        config.query_dim, " key_dim=", config.resolved_key_dim(),
+        " value_dim=", config.resolved_value_dim());
+  }
+  if (num_kv_heads != config.resolved_num_kv_heads() || head_dim != config.head_dim) {
+    Fail("cache: made for num_kv_heads=", num_kv_heads, " head_dim=", head_dim,
+         ", this layer has num_kv_heads=", config.resolved_num_kv_heads(),
+         " head_dim=", config.head_dim);
+  }
+}
+
+// Checks a packed step and fills the workspace's per-sequence ids, row offsets,
+// counts and first positions. Nothing is written before every check has passed.
+Problem MultiheadAttention::Impl::ValidatePackedCall(
+    const TensorView& query, const PackedBatch& batch, const PagedKvCache::Impl& cache,
+    int64_t layer, const MutableTensorView& output, const ForwardOptions& options,
+    Workspace& workspace) const {
+  CheckCacheShape(cache.num_kv_heads, cache.head_dim);
+  if (layer < 0 || layer >= cache.options.num_layers) {
+    Fail("layer: must be in [0, ", cache.options.num_layers, "), got ", layer);
+  }
+  const int64_t window = config.features.sliding_window.value_or(0);
+  if (cache.options.sliding_window > 0 &&
+      (window <= 0 || window > cache.options.sliding_window)) {
+    Fail("cache: keeps a sliding window of ", cache.options.sliding_window,
+         " tokens, this layer's sliding_window is ", window,
+         " (must be in [1, the cache's])");
+  }
+  if (query.shape.rank() != 2 || query.shape[1] != config.query_dim) {
+    Fail("query: expected shape [T, ", config.query_dim, "], got ",
+         query.shape.ToString());
+  }
+  const int64_t tokens = query.shape[0];
+  if (query.dtype != DType::kFloat32 && query.dtype != DType::kBFloat16) {
+    Fail("query: expected dtype float32 or bfloat16, got ", DTypeName(query.dtype));
+  }
+  internal::CheckTensor("query", query, query.dtype, query.shape);
+  internal::CheckOutput("output", output, Shape{tokens, output_dim},
+                        /*bf16_allowed=*/true);
+  if (batch.sequence_ids.shape.rank() != 1) {
+    Fail("batch.sequence_ids: expected shape [N], got ",
+         batch.sequence_ids.shape.ToString());
+  }
+  const int64_t n = batch.sequence_ids.shape[0];
+  CheckIndexTensor("batch.sequence_ids", batch.sequence_ids, n);
+  CheckIndexTensor("batch.query_start_loc", batch.query_start_loc, n + 1);
+  if (options.position_ids.present()) {
+    CheckIndexTensor("options.position_ids", options.position_ids, tokens);
+  }
+  int64_t* ids = Workspace::Reserve(workspace.sequence_ids, n);
+  int64_t* rows = Workspace::Reserve(workspace.batch_rows, n + 1);
+  int64_t* counts = Workspace::Reserve(workspace.new_lengths, n);
+  int64_t* first_positions = Workspace::Reserve(workspace.positions, n);
+  Problem problem;
+  problem.batch_size = n;
+  rows[0] = internal::IntegerAt(batch.query_start_loc, 0);
+  if (rows[0] != 0) Fail("batch.query_start_loc[0]: must be 0, got ", rows[0]);
+  const std::lock_guard<std::mutex> lock(cache.mutex);
+  for (int64_t i = 0; i < n; ++i) {
+    ids[i] = internal::IntegerAt(batch.sequence_ids, i);
+    rows[i + 1] = internal::IntegerAt(batch.query_start_loc, i + 1);
+    counts[i] = rows[i + 1] - rows[i];
+    if (counts[i] < 0 || rows[i + 1] > tokens) {
+      Fail("batch.query_start_loc[", i + 1, "]: must be in [", rows[i], ", ", tokens,
+           "], got ", rows[i + 1]);
+    }
+    if (ids[i] < 0 || ids[i] >= cache.options.max_sequences ||
+        !cache.sequences[ids[i]].active) {
+      Fail("batch.sequence_ids[", i, "]: ", ids[i], " is not a sequence of the cache");
+    }
+    for (int64_t j = 0; j < i; ++j) {
+      if (ids[j] == ids[i]) Fail("batch.sequence_ids: ", ids[i], " appears twice");
+    }
+    const PagedKvCache::Impl::Sequence& sequence = cache.sequences[ids[i]];
+    first_positions[i] = sequence.length - counts[i];
+    if (first_positions[i] < sequence.first_page * cache.options.block_size) {
+      Fail("batch: sequence ", ids[i], " has ", counts[i], " new tokens but ",
+           sequence.length, " cached; call cache.AppendSlots first");
+    }
+    problem.query_len = std::max(problem.query_len, counts[i]);
+    problem.key_len = std::max(problem.key_len, sequence.length);
+  }
+  if (rows[n] != tokens) {
+    Fail("batch.query_start_loc[", n, "]: must equal the query's T=", tokens, ", got ",
+         rows[n]);
+  }
+  return problem;
+}
+
+// Rotary positions of the packed rows: options.position_ids, or each sequence's
+// first position + j.
+const int64_t* MultiheadAttention::Impl::PackedRotaryPositions(
+    const Problem& problem, int64_t tokens, const TensorView& position_ids,
+    Workspace& workspace) const {
+  if (!rotary) {
+    if (position_ids.present()) {
+      Fail("options.position_ids: given to a layer without rotary embeddings");
+    }
+    return nullptr;
+  }
+  int64_t* positions = Workspace::Reserve(workspace.rotary_positions, tokens);
+  const int64_t* rows = workspace.batch_rows.data();
+  for (int64_t i = 0; i < problem.batch_size; ++i) {
+    for (int64_t row = rows[i]; row < rows[i + 1]; ++row) {
+      positions[row] = position_ids.present() ? internal::IntegerAt(position_ids, row)
+                                              : workspace.positions[i] + (row - rows[i]);
+      if (positions[row] < 0 || positions[row] >= rotary->max_positions()) {
+        Fail("rotary position of row ", row, ": must be in [0, ", rotary->max_positions(),
+             "), got ", positions[row]);
+      }
+    }
+  }
+  return positions;
+}
+
+void MultiheadAttention::Impl::ForwardPacked(const TensorView& query,
+                                             const PackedBatch& batch,
+                                             PagedKvCache::Impl& cache, int64_t layer,
+                                             const MutableTensorView& output,
+                                             const ForwardOptions& options) const {
+  const internal::WorkspacePool::Lease workspace = workspaces.Acquire();
+  const Problem problem =
+      ValidatePackedCall(query, batch, cache, layer, output, options, *workspace);
+  const int64_t tokens = query.shape[0];
+  const int64_t* rotary_positions =
+      PackedRotaryPositions(problem, tokens, options.position_ids, *workspace);
+  const MutableTensorView staged = StageOutput(output, *workspace);
+  if (tokens == 0) return;
+  // Everything is checked: from here on the cache and output are written.
+  Problem sizes = problem;
+  sizes.batch_size = 1;  // the thread heuristic sees T rows against the longest keys
+  sizes.query_len = tokens;
+  const internal::ScopedThreadCount thread_count(ThreadsFor(sizes, options));
+  const int64_t model_dim = config.model_dim(), width = model_dim + 2 * config.kv_dim();
+  const int64_t* rows = workspace->batch_rows.data();
+  const int64_t* ids = workspace->sequence_ids.data();
+  float* qkv = Workspace::Reserve(workspace->projections, tokens * width);
+  Linear(kFusedLinear, query, 0, tokens, qkv, *workspace);
+  const auto pages = [&cache, ids, layer](int64_t b, int64_t kv_head) {
+    return cache.Pages(ids[b], layer, kv_head);
+  };
+  CacheAppend append;
+  append.qkv = qkv;
+  append.batches = problem.batch_size;
+  append.batch_rows = rows;
+  append.counts = workspace->new_lengths.data();
+  append.first_positions = workspace->positions.data();
+  append.rotary_positions = rotary_positions;
+  append.pages = pages;
+  append.padded_head_dim = cache.padded_head_dim;
+  AppendToCache(append, *workspace);
+
+  CoreCall call = BaseCall(problem, rotary_positions);
+  call.key_positions = nullptr;  // keys were rotated when appended
+  call.query = {qkv, 0, config.head_dim, width, rows};
+  float* context = has_output
+                       ? Workspace::Reserve(workspace->merged_heads, tokens * model_dim)
+                       : staged.floats();
+  call.context = {context, 0, config.head_dim, model_dim, rows};
+  call.cache_pages = pages;
+  call.cache_page_size = cache.options.block_size;
+  call.query_counts = workspace->new_lengths.data();
+  const internal::MaskPlan masks = internal::MaskPlan::ForCache(
+      workspace->positions.data(), problem.key_len, config.features);
+  internal::RunAttentionCore(call, masks, workspace->core);
+  if (has_output) Linear(kOutputLinear, context, tokens, staged.floats(), *workspace);
+  FinishOutput(staged, output);
+}
+
+void MultiheadAttention::ForwardPacked(const TensorView& query, const PackedBatch& batch,
+                                       PagedKvCache& cache, int64_t layer,
+                                       const MutableTensorView& output,
+                                       const ForwardOptions& options) const {
+  impl_->ForwardPacked(query, batch, *cache.impl_, layer, output, options);
+}
+
+}  // namespace mha

@@ -1,0 +1,340 @@
+// PagedKvCache: sequences, block tables, copy-on-write and the sliding window's
+// release, over a BlockPool.
+#include "mha/paged_kv_cache.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "src/api/check.h"
+#include "src/api/problem.h"
+#include "src/cache/kv_cache_storage.h"
+#include "src/cache/paged_kv_cache_storage.h"
+#include "src/kernels/attention_head.h"
+
+namespace mha {
+
+using internal::Fail;
+
+namespace {
+
+void ValidateOptions(const PagedKvCacheOptions& o) {
+  if (o.num_blocks < 1 || o.num_blocks > INT32_MAX) {
+    Fail("PagedKvCache: num_blocks must be in [1, 2^31), got ", o.num_blocks);
+  }
+  if (o.block_size < 16 || o.block_size > 256 || o.block_size % 16 != 0) {
+    Fail("PagedKvCache: block_size must be a multiple of 16 in [16, 256], got ",
+         o.block_size);
+  }
+  if (o.max_sequences < 1 || o.max_sequences > (int64_t{1} << 24)) {
+    Fail("PagedKvCache: max_sequences must be in [1, 2^24], got ", o.max_sequences);
+  }
+  if (o.num_layers < 1 || o.num_layers > 4096) {
+    Fail("PagedKvCache: num_layers must be in [1, 4096], got ", o.num_layers);
+  }
+  if (o.storage != DType::kFloat32 && o.storage != DType::kBFloat16 &&
+      o.storage != DType::kInt8) {
+    Fail("PagedKvCache: storage must be float32, bfloat16 or int8, got ",
+         DTypeName(o.storage));
+  }
+  if (o.sliding_window < 0) {
+    Fail("PagedKvCache: sliding_window must be >= 0, got ", o.sliding_window);
+  }
+}
+
+int64_t PagesFor(int64_t tokens, int64_t block_size) {
+  return (tokens + block_size - 1) / block_size;
+}
+
+}  // namespace
+
+PagedKvCache::Impl::Impl(const AttentionConfig& config, const PagedKvCacheOptions& o)
+    : options(o),
+      num_kv_heads(config.resolved_num_kv_heads()),
+      head_dim(config.head_dim),
+      padded_head_dim(static_cast<int64_t>(internal::RoundUp(
+          static_cast<size_t>(config.head_dim), internal::HeadScratch::kPanelAlign))),
+      storage(internal::KvStorageFor(o.storage)),
+      pool(o.num_blocks),
+      sequences(o.max_sequences) {
+  const size_t element = internal::KvElementBytes(storage);
+  key_page_bytes = o.block_size * head_dim * static_cast<int64_t>(element);
+  value_page_bytes = o.block_size * padded_head_dim * static_cast<int64_t>(element);
+  block_key_bytes = num_kv_heads * key_page_bytes;
+  block_value_bytes = num_kv_heads * value_page_bytes;
+  const int64_t layer_tokens = o.num_blocks * num_kv_heads * o.block_size;
+  layer_keys_bytes = o.num_blocks * block_key_bytes;
+  layer_values_bytes = o.num_blocks * block_value_bytes;
+  // Checked sizes first: a pool too large for int64 is an error, not a wrap-around.
+  const int64_t key_bytes = internal::CheckedNumElements(
+      "PagedKvCache keys", Shape{o.num_layers, layer_tokens, head_dim}, element);
+  const int64_t value_bytes = internal::CheckedNumElements(
+      "PagedKvCache values", Shape{o.num_layers, layer_tokens, padded_head_dim}, element);
+  keys.assign(static_cast<size_t>(key_bytes) * element, 0);
+  values.assign(static_cast<size_t>(value_bytes) * element, 0);
+  if (storage == internal::KvStorage::kInt8) {
+    key_scales.assign(o.num_layers * layer_tokens, 0.0f);
+    value_scales.assign(o.num_layers * layer_tokens, 0.0f);
+  }
+}
+
+internal::KvPages PagedKvCache::Impl::Pages(int64_t sequence, int64_t layer,
+                                            int64_t kv_head) {
+  const Sequence& s = sequences[sequence];
+  internal::KvPages pages;
+  pages.keys = keys.data() + layer * layer_keys_bytes + kv_head * key_page_bytes;
+  pages.values = values.data() + layer * layer_values_bytes + kv_head * value_page_bytes;
+  pages.key_stride = block_key_bytes;
+  pages.value_stride = block_value_bytes;
+  if (storage == internal::KvStorage::kInt8) {
+    const int64_t layer_tokens = options.num_blocks * num_kv_heads * options.block_size;
+    const int64_t offset = layer * layer_tokens + kv_head * options.block_size;
+    pages.key_scales = key_scales.data() + offset;
+    pages.value_scales = value_scales.data() + offset;
+    pages.scale_stride = num_kv_heads * options.block_size;
+  }
+  pages.page_ids = s.pages.data();
+  pages.first_page = s.first_page;
+  pages.page_size = options.block_size;
+  pages.storage = storage;
+  return pages;
+}
+
+PagedKvCache::Impl::Sequence& PagedKvCache::Impl::Active(const char* what,
+                                                         int64_t sequence) {
+  if (sequence < 0 || sequence >= options.max_sequences) {
+    Fail("PagedKvCache::", what, ": sequence must be in [0, ", options.max_sequences,
+         "), got ", sequence);
+  }
+  if (!sequences[sequence].active) {
+    Fail("PagedKvCache::", what, ": sequence ", sequence, " does not exist");
+  }
+  return sequences[sequence];
+}
+
+void PagedKvCache::Impl::CountBlocks(const Sequence& s, int64_t count, int64_t& needed,
+                                     int64_t& released) const {
+  const int64_t block_size = options.block_size;
+  if (count == 0) return;
+  if (options.sliding_window > 0) {
+    // The first new token sees keys from length - window + 1 on.
+    const int64_t keep_from = std::max<int64_t>(0, s.length - options.sliding_window + 1);
+    for (int64_t p = s.first_page; p < keep_from / block_size; ++p) {
+      if (pool.references(s.pages[p - s.first_page]) == 1) ++released;
+    }
+  }
+  needed += std::max<int64_t>(0, PagesFor(s.length + count, block_size) - s.end_page());
+  if (s.length % block_size != 0 &&
+      pool.references(s.pages[s.length / block_size - s.first_page]) > 1) {
+    ++needed;  // the shared partial last block is copied before it is written
+  }
+}
+
+void PagedKvCache::Impl::ReleaseWindow(Sequence& s, int64_t next_position) {
+  if (options.sliding_window <= 0) return;
+  const int64_t keep_from =
+      std::max<int64_t>(0, next_position - options.sliding_window + 1);
+  const int64_t released =
+      std::max<int64_t>(0, keep_from / options.block_size - s.first_page);
+  if (released == 0) return;
+  for (int64_t i = 0; i < released; ++i) pool.Release(s.pages[i]);
+  s.pages.erase(s.pages.begin(), s.pages.begin() + released);
+  s.first_page += released;
+}
+
+void PagedKvCache::Impl::Grow(Sequence& s, int64_t count) {
+  if (count == 0) return;
+  if (s.length % options.block_size != 0) Unshare(s, s.length / options.block_size);
+  while (s.end_page() < PagesFor(s.length + count, options.block_size)) {
+    const int32_t block = pool.Allocate();
+    ZeroValueRows(block, 0);
+    s.pages.push_back(block);
+  }
+  s.length += count;
+}
+
+void PagedKvCache::Impl::Unshare(Sequence& s, int64_t page) {
+  int32_t& block = s.pages[page - s.first_page];
+  if (pool.references(block) == 1) return;
+  const int32_t copy = pool.Allocate();
+  CopyBlock(block, copy);
+  pool.Release(block);
+  block = copy;
+}
+
+void PagedKvCache::Impl::CopyBlock(int32_t from, int32_t to) {
+  const int64_t tokens = num_kv_heads * options.block_size;
+  for (int64_t layer = 0; layer < options.num_layers; ++layer) {
+    uint8_t* layer_keys = keys.data() + layer * layer_keys_bytes;
+    uint8_t* layer_values = values.data() + layer * layer_values_bytes;
+    std::memcpy(layer_keys + to * block_key_bytes, layer_keys + from * block_key_bytes,
+                block_key_bytes);
+    std::memcpy(layer_values + to * block_value_bytes,
+                layer_values + from * block_value_bytes, block_value_bytes);
+    if (key_scales.empty()) continue;
+    float* layer_key_scales = key_scales.data() + layer * options.num_blocks * tokens;
+    float* layer_value_scales = value_scales.data() + layer * options.num_blocks * tokens;
+    std::copy_n(layer_key_scales + from * tokens, tokens, layer_key_scales + to * tokens);
+    std::copy_n(layer_value_scales + from * tokens, tokens,
+                layer_value_scales + to * tokens);
+  }
+}
+
+void PagedKvCache::Impl::ZeroValueRows(int32_t block, int64_t first_row) {
+  const int64_t row_bytes = value_page_bytes / options.block_size;
+  for (int64_t layer = 0; layer < options.num_layers; ++layer) {
+    uint8_t* block_values =
+        values.data() + layer * layer_values_bytes + block * block_value_bytes;
+    for (int64_t kv_head = 0; kv_head < num_kv_heads; ++kv_head) {
+      std::memset(block_values + kv_head * value_page_bytes + first_row * row_bytes, 0,
+                  (options.block_size - first_row) * row_bytes);
+    }
+  }
+}
+
+PagedKvCache::PagedKvCache(const AttentionConfig& config,
+                           const PagedKvCacheOptions& options) {
+  internal::ValidateConfig(config);
+  ValidateOptions(options);
+  impl_ = std::make_unique<Impl>(config, options);
+}
+
+PagedKvCache::~PagedKvCache() = default;
+PagedKvCache::PagedKvCache(PagedKvCache&&) noexcept = default;
+PagedKvCache& PagedKvCache::operator=(PagedKvCache&&) noexcept = default;
+
+const PagedKvCacheOptions& PagedKvCache::options() const { return impl_->options; }
+
+PagedKvCacheStats PagedKvCache::stats() const {
+  const std::lock_guard<std::mutex> lock(impl_->mutex);
+  PagedKvCacheStats stats;
+  stats.num_blocks = impl_->pool.num_blocks();
+  stats.free_blocks = impl_->pool.free_blocks();
+  stats.used_blocks = stats.num_blocks - stats.free_blocks;
+  stats.shared_blocks = impl_->pool.shared_blocks();
+  stats.sequences = impl_->active_sequences;
+  const int64_t scales = impl_->key_scales.empty() ? 0 : 2 * sizeof(float);
+  stats.bytes_per_block = impl_->options.num_layers *
+                          (impl_->block_key_bytes + impl_->block_value_bytes +
+                           impl_->num_kv_heads * impl_->options.block_size * scales);
+  return stats;
+}
+
+bool PagedKvCache::contains(int64_t sequence) const {
+  const std::lock_guard<std::mutex> lock(impl_->mutex);
+  return sequence >= 0 && sequence < impl_->options.max_sequences &&
+         impl_->sequences[sequence].active;
+}
+
+int64_t PagedKvCache::length(int64_t sequence) const {
+  const std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->Active("length", sequence).length;
+}
+
+void PagedKvCache::AddSequence(int64_t sequence) {
+  const std::lock_guard<std::mutex> lock(impl_->mutex);
+  if (sequence < 0 || sequence >= impl_->options.max_sequences) {
+    Fail("PagedKvCache::AddSequence: sequence must be in [0, ",
+         impl_->options.max_sequences, "), got ", sequence);
+  }
+  Impl::Sequence& s = impl_->sequences[sequence];
+  if (s.active) Fail("PagedKvCache::AddSequence: sequence ", sequence, " already exists");
+  s.active = true;
+  s.length = 0;
+  s.first_page = 0;
+  s.pages.clear();  // keeps its capacity for the next sequence with this id
+  ++impl_->active_sequences;
+}
+
+void PagedKvCache::RemoveSequence(int64_t sequence) {
+  const std::lock_guard<std::mutex> lock(impl_->mutex);
+  Impl::Sequence& s = impl_->Active("RemoveSequence", sequence);
+  for (const int32_t block : s.pages) impl_->pool.Release(block);
+  s.pages.clear();
+  s.active = false;
+  --impl_->active_sequences;
+}
+
+void PagedKvCache::Fork(int64_t parent, int64_t child) {
+  const std::lock_guard<std::mutex> lock(impl_->mutex);
+  const Impl::Sequence& from = impl_->Active("Fork", parent);
+  if (child < 0 || child >= impl_->options.max_sequences) {
+    Fail("PagedKvCache::Fork: child must be in [0, ", impl_->options.max_sequences,
+         "), got ", child);
+  }
+  Impl::Sequence& to = impl_->sequences[child];
+  if (to.active) Fail("PagedKvCache::Fork: child ", child, " already exists");
+  to.pages.assign(from.pages.begin(), from.pages.end());
+  for (const int32_t block : to.pages) impl_->pool.Share(block);
+  to.length = from.length;
+  to.first_page = from.first_page;
+  to.active = true;
+  ++impl_->active_sequences;
+}
+
+void PagedKvCache::Truncate(int64_t sequence, int64_t length) {
+  const std::lock_guard<std::mutex> lock(impl_->mutex);
+  Impl::Sequence& s = impl_->Active("Truncate", sequence);
+  const int64_t block_size = impl_->options.block_size;
+  const int64_t kept_from = s.first_page * block_size;
+  if (length < kept_from || length > s.length) {
+    Fail("PagedKvCache::Truncate: length must be in [", kept_from, ", ", s.length,
+         "] (tokens before ", kept_from, " left the sliding window), got ", length);
+  }
+  const int64_t partial_page = length % block_size != 0 ? length / block_size : -1;
+  // A shared partial block is copied before its tail is cleared: the other sequences
+  // still hold those tokens.
+  if (partial_page >= 0 &&
+      impl_->pool.references(s.pages[partial_page - s.first_page]) > 1 &&
+      impl_->pool.free_blocks() == 0) {
+    throw OutOfBlocksError(
+        "mha: PagedKvCache::Truncate: no free block to copy the shared block holding "
+        "token " +
+        std::to_string(length));
+  }
+  const int64_t keep_pages = PagesFor(length, block_size) - s.first_page;
+  for (size_t i = keep_pages; i < s.pages.size(); ++i) impl_->pool.Release(s.pages[i]);
+  s.pages.resize(keep_pages);
+  if (partial_page >= 0) {
+    impl_->Unshare(s, partial_page);
+    impl_->ZeroValueRows(s.pages[partial_page - s.first_page], length % block_size);
+  }
+  s.length = length;
+}
+
+void PagedKvCache::AppendSlots(const int64_t* sequences, const int64_t* counts,
+                               int64_t num_sequences) {
+  if (num_sequences < 0 || (num_sequences > 0 && (!sequences || !counts))) {
+    Fail("PagedKvCache::AppendSlots: needs num_sequences >= 0 (got ", num_sequences,
+         ") and non-null sequences and counts");
+  }
+  const std::lock_guard<std::mutex> lock(impl_->mutex);
+  int64_t needed = 0, released = 0;
+  for (int64_t i = 0; i < num_sequences; ++i) {
+    const Impl::Sequence& s = impl_->Active("AppendSlots", sequences[i]);
+    if (counts[i] < 0 || counts[i] > (int64_t{1} << 40)) {
+      Fail("PagedKvCache::AppendSlots: counts[", i, "] must be in [0, 2^40], got ",
+           counts[i]);
+    }
+    for (int64_t j = 0; j < i; ++j) {
+      if (sequences[j] == sequences[i]) {
+        Fail("PagedKvCache::AppendSlots: sequence ", sequences[i], " appears twice");
+      }
+    }
+    impl_->CountBlocks(s, counts[i], needed, released);
+  }
+  if (needed > impl_->pool.free_blocks() + released) {
+    throw OutOfBlocksError(
+        "mha: PagedKvCache::AppendSlots: needs " + std::to_string(needed) + " blocks, " +
+        std::to_string(impl_->pool.free_blocks() + released) + " are free");
+  }
+  // Releases first, so that one sequence's window feeds another's growth.
+  for (int64_t i = 0; i < num_sequences; ++i) {
+    Impl::Sequence& s = impl_->sequences[sequences[i]];
+    if (counts[i] > 0) impl_->ReleaseWindow(s, s.length);
+  }
+  for (int64_t i = 0; i < num_sequences; ++i) {
+    impl_->Grow(impl_->sequences[sequences[i]], counts[i]);
+  }
+}
+
+}  // namespace mha

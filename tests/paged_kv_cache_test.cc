@@ -1,0 +1,394 @@
+// The paged KV cache: packed steps mixing prefill chunks and decodes give what one
+// causal Forward over each whole sequence gives (MHA, GQA, RoPE, windows, every
+// storage type and block size), and what the contiguous cache gives; Fork shares
+// blocks and copies on write; Truncate rolls back; running out of blocks, or any
+// bad argument, leaves the cache as it was.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "src/core/attention_core.h"
+#include "tests/paged_test_util.h"
+
+namespace mha::testing {
+namespace {
+
+constexpr int64_t kEmbed = 32;
+
+struct PagedCase {
+  const char* name;
+  int64_t num_kv_heads = 4, block_size = 16;
+  DType storage = DType::kFloat32;
+  bool rope = false;
+  int64_t window = 0;  // the layer's sliding window, and the cache's
+  std::vector<int64_t> chunks = {1};
+};
+void PrintTo(const PagedCase& c, std::ostream* os) { *os << c.name; }
+
+// The accuracy bounds the README states (max error over max(1, max |output|)): bf16
+// rounds keys and values to 8 bits of mantissa; int8 stores each (token, KV head)
+// row as scale * q, |q| <= 127. Seen here: at most 1.1e-3 (bf16) and 2.9e-3 (int8).
+double Tolerance(DType storage) {
+  return storage == DType::kFloat32 ? 1e-4 : storage == DType::kBFloat16 ? 1e-2 : 1e-2;
+}
+
+AttentionConfig WithFeatures(AttentionConfig config, const PagedCase& c) {
+  if (c.rope) config.rotary = RotaryConfig{};
+  if (c.window > 0) config.features.sliding_window = c.window;
+  return config;
+}
+
+OwnedLayer PagedLayer(const PagedCase& c) {
+  LayerSpec spec;
+  spec.num_heads = 4;
+  spec.num_kv_heads = c.num_kv_heads;
+  spec.head_dim = 8;
+  spec.query_dim = kEmbed;
+  OwnedLayer layer = MakeLayer(spec, 23);
+  layer.config = WithFeatures(layer.config, c);
+  return layer;
+}
+
+PagedKvCacheOptions Options(const PagedCase& c, int64_t num_blocks) {
+  PagedKvCacheOptions options;
+  options.num_blocks = num_blocks;
+  options.block_size = c.block_size;
+  options.max_sequences = 8;
+  options.storage = c.storage;
+  options.sliding_window = c.window;
+  return options;
+}
+
+std::vector<float> Rows(const std::vector<float>& x, int64_t first, int64_t count) {
+  return std::vector<float>(x.begin() + first * kEmbed,
+                            x.begin() + (first + count) * kEmbed);
+}
+
+class PagedMatchesCausalForward : public ::testing::TestWithParam<PagedCase> {};
+
+// Three sequences of different lengths join at different steps; each step packs
+// the next chunk of every unfinished sequence (chunk sizes cycle per sequence), so
+// prefill chunks and decodes share calls.
+TEST_P(PagedMatchesCausalForward, MixedSteps) {
+  const PagedCase& c = GetParam();
+  const OwnedLayer layer = PagedLayer(c);
+  const MultiheadAttention attention(layer.config, layer.weights);
+  const int64_t lengths[3] = {70, 45, 130};
+  std::vector<float> tokens[3], expected[3];
+  for (int s = 0; s < 3; ++s) {
+    tokens[s] = RandomFloats(lengths[s] * kEmbed, 50 + s);
+    expected[s] = CausalForward(attention, tokens[s]);
+  }
+  PagedKvCache cache(layer.config, Options(c, 64));
+  int64_t done[3] = {0, 0, 0};
+  for (int step = 0; done[0] < lengths[0] || done[1] < lengths[1] || done[2] < lengths[2];
+       ++step) {
+    std::vector<Chunk> chunks;
+    for (int s = 0; s < 3; ++s) {
+      if (step < s || done[s] == lengths[s]) continue;  // sequence s joins at step s
+      if (done[s] == 0) cache.AddSequence(s + 2);
+      const int64_t count =
+          std::min(lengths[s] - done[s], c.chunks[(step + s) % c.chunks.size()]);
+      chunks.push_back({s + 2, Rows(tokens[s], done[s], count)});
+      done[s] += count;
+    }
+    const auto outputs = PackedStep(attention, cache, chunks);
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      const int s = static_cast<int>(chunks[i].sequence - 2);
+      const int64_t count = static_cast<int64_t>(chunks[i].tokens.size()) / kEmbed;
+      ExpectClose(outputs[i], Rows(expected[s], done[s] - count, count),
+                  (std::string(c.name) + " sequence " + std::to_string(s)).c_str(),
+                  Tolerance(c.storage));
+    }
+  }
+  for (int s = 0; s < 3; ++s) EXPECT_EQ(cache.length(s + 2), lengths[s]);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, PagedMatchesCausalForward,
+    ::testing::Values(
+        PagedCase{"prefill_then_decode", 4, 16, DType::kFloat32, false, 0, {37, 1, 1, 1}},
+        PagedCase{"decode_only_gqa", 2, 16, DType::kFloat32, false, 0, {1}},
+        PagedCase{"chunked_prefill_mqa_block32",
+                  1,
+                  32,
+                  DType::kFloat32,
+                  false,
+                  0,
+                  {13, 40, 1, 7}},
+        PagedCase{"one_prefill_block256", 2, 256, DType::kFloat32, false, 0, {200}},
+        PagedCase{"rope_gqa", 2, 16, DType::kFloat32, true, 0, {29, 1, 3, 1}},
+        PagedCase{"window_releases_blocks", 2, 16, DType::kFloat32, true, 24, {9, 1, 1}},
+        PagedCase{"bf16_rope", 2, 16, DType::kBFloat16, true, 0, {17, 1, 1}},
+        PagedCase{"int8_gqa", 2, 16, DType::kInt8, false, 0, {33, 1, 5, 1}},
+        PagedCase{"int8_rope_window_block64", 2, 64, DType::kInt8, true, 40, {20, 1}}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// The same steps through the contiguous KvCache and the paged one give the same
+// outputs: the storage differs, the arithmetic does not (beyond summation order).
+TEST(PagedKvCache, MatchesContiguousCacheForEveryStorage) {
+  for (DType storage : {DType::kFloat32, DType::kBFloat16, DType::kInt8}) {
+    PagedCase c{"contiguous", 2, 16, storage, true, 0, {}};
+    const OwnedLayer layer = PagedLayer(c);
+    const MultiheadAttention attention(layer.config, layer.weights);
+    const std::vector<float> x = RandomFloats(60 * kEmbed, 9);
+    KvCache contiguous(layer.config, 1, 60, storage);
+    PagedKvCache paged(layer.config, Options(c, 8));
+    paged.AddSequence(0);
+    int64_t done = 0;
+    for (int64_t count : {21, 1, 1, 30, 1, 6}) {
+      std::vector<float> expected(count * kEmbed);
+      const std::vector<float> step = Rows(x, done, count);
+      attention.ForwardWithCache(
+          TensorView(step.data(), Shape{count, kEmbed}), {}, contiguous,
+          MutableTensorView(expected.data(), Shape{count, kEmbed}));
+      ExpectClose(PackedStep(attention, paged, {{0, step}})[0], expected,
+                  DTypeName(storage), 1e-5);
+      done += count;
+    }
+  }
+}
+
+TEST(PagedKvCache, ForkSharesBlocksAndCopiesOnWrite) {
+  PagedCase c{"fork", 2, 16, DType::kFloat32, true, 0, {}};
+  const OwnedLayer layer = PagedLayer(c);
+  const MultiheadAttention attention(layer.config, layer.weights);
+  const std::vector<float> prompt = RandomFloats(40 * kEmbed, 1);  // 2.5 blocks
+  PagedKvCache cache(layer.config, Options(c, 16));
+  cache.AddSequence(0);
+  PackedStep(attention, cache, {{0, prompt}});
+  cache.Fork(0, 1);
+  cache.Fork(0, 2);
+  PagedKvCacheStats stats = cache.stats();
+  EXPECT_EQ(stats.used_blocks, 3);  // one copy of the prompt
+  EXPECT_EQ(stats.shared_blocks, 3);
+  EXPECT_EQ(stats.sequences, 3);
+  // Each branch continues with its own tokens; the partial third block is copied
+  // by the first two writers, the last one writes in place.
+  std::vector<float> continuation[3];
+  std::vector<Chunk> chunks;
+  for (int s = 0; s < 3; ++s) {
+    continuation[s] = RandomFloats(5 * kEmbed, 10 + s);
+    chunks.push_back({s, continuation[s]});
+  }
+  const auto outputs = PackedStep(attention, cache, chunks);
+  for (int s = 0; s < 3; ++s) {
+    std::vector<float> whole = prompt;
+    whole.insert(whole.end(), continuation[s].begin(), continuation[s].end());
+    ExpectClose(outputs[s], Rows(CausalForward(attention, whole), 40, 5), "branch");
+  }
+  stats = cache.stats();
+  EXPECT_EQ(stats.used_blocks, 2 + 3);  // two shared full blocks, three private
+  EXPECT_EQ(stats.shared_blocks, 2);
+  for (int s = 0; s < 3; ++s) cache.RemoveSequence(s);
+  EXPECT_EQ(cache.stats().free_blocks, 16);
+}
+
+TEST(PagedKvCache, TruncateRollsBackEvenInsideSharedBlocks) {
+  PagedCase c{"truncate", 2, 16, DType::kFloat32, false, 0, {}};
+  const OwnedLayer layer = PagedLayer(c);
+  const MultiheadAttention attention(layer.config, layer.weights);
+  const std::vector<float> x = RandomFloats(30 * kEmbed, 2);
+  const std::vector<float> draft = RandomFloats(6 * kEmbed, 3);
+  PagedKvCache cache(layer.config, Options(c, 8));
+  cache.AddSequence(0);
+  PackedStep(attention, cache, {{0, Rows(x, 0, 24)}});
+  cache.Fork(0, 1);
+  PackedStep(attention, cache, {{0, draft}});  // speculative tokens, rejected
+  cache.Truncate(0, 20);                       // into the block sequence 1 shares
+  EXPECT_EQ(cache.length(0), 20);
+  const std::vector<float> expected = CausalForward(attention, x);
+  ExpectClose(PackedStep(attention, cache, {{0, Rows(x, 20, 10)}})[0],
+              Rows(expected, 20, 10), "truncated sequence");
+  ExpectClose(PackedStep(attention, cache, {{1, Rows(x, 24, 6)}})[0],
+              Rows(expected, 24, 6), "the sequence sharing its blocks");
+  EXPECT_THROW(cache.Truncate(0, 31), Error);
+}
+
+TEST(PagedKvCache, RunningOutOfBlocksChangesNothing) {
+  PagedCase c{"out_of_blocks", 2, 16, DType::kFloat32, false, 0, {}};
+  const OwnedLayer layer = PagedLayer(c);
+  const MultiheadAttention attention(layer.config, layer.weights);
+  const std::vector<float> x = RandomFloats(60 * kEmbed, 4);
+  PagedKvCache cache(layer.config, Options(c, 3));
+  cache.AddSequence(0);
+  cache.AddSequence(1);
+  PackedStep(attention, cache, {{0, Rows(x, 0, 20)}, {1, Rows(x, 0, 10)}});
+  const PagedKvCacheStats before = cache.stats();
+  EXPECT_EQ(before.free_blocks, 0);
+  // Sequence 1 fits in its block, sequence 0 needs a third: the whole call fails.
+  const int64_t ids[2] = {1, 0}, counts[2] = {2, 13};
+  EXPECT_THROW(cache.AppendSlots(ids, counts, 2), OutOfBlocksError);
+  EXPECT_EQ(cache.length(0), 20);
+  EXPECT_EQ(cache.length(1), 10);
+  EXPECT_EQ(cache.stats().used_blocks, before.used_blocks);
+  cache.RemoveSequence(1);
+  const std::vector<float> expected = CausalForward(attention, Rows(x, 0, 33));
+  ExpectClose(PackedStep(attention, cache, {{0, Rows(x, 20, 13)}})[0],
+              Rows(expected, 20, 13), "after the failed call");
+}
+
+TEST(PagedKvCache, WindowKeepsMemoryBounded) {
+  PagedCase c{"window", 2, 16, DType::kFloat32, true, 32, {}};
+  const OwnedLayer layer = PagedLayer(c);
+  const MultiheadAttention attention(layer.config, layer.weights);
+  const std::vector<float> x = RandomFloats(300 * kEmbed, 5);
+  const std::vector<float> expected = CausalForward(attention, x);
+  PagedKvCache cache(layer.config, Options(c, 4));  // 64 tokens of room for 300
+  cache.AddSequence(0);
+  for (int64_t t = 0; t < 300; ++t) {
+    ExpectClose(PackedStep(attention, cache, {{0, Rows(x, t, 1)}})[0],
+                Rows(expected, t, 1), "windowed decode");
+    ASSERT_LE(cache.stats().used_blocks, 3);
+  }
+  EXPECT_THROW(cache.Truncate(0, 100), Error);  // those tokens left the window
+}
+
+TEST(PagedKvCache, MultiLayerPoolSharesBlockIds) {
+  PagedCase c{"layers", 2, 16, DType::kBFloat16, true, 0, {}};
+  const OwnedLayer first = PagedLayer(c);
+  OwnedLayer second_layer = first;
+  second_layer = MakeLayer(LayerSpec{4, 8, 2, kEmbed}, 77);
+  second_layer.config = WithFeatures(second_layer.config, c);
+  const MultiheadAttention layer0(first.config, first.weights);
+  const MultiheadAttention layer1(second_layer.config, second_layer.weights);
+  PagedKvCacheOptions options = Options(c, 8);
+  options.num_layers = 2;
+  PagedKvCache cache(first.config, options);
+  cache.AddSequence(0);
+  const std::vector<float> x = RandomFloats(40 * kEmbed, 6);
+  std::vector<float> hidden0, hidden1;
+  for (int64_t count : {19, 1, 20}) {
+    const std::vector<float> step = Rows(x, hidden0.size() / kEmbed, count);
+    const auto out0 = PackedStep(layer0, cache, {{0, step}}, 0)[0];
+    const auto out1 = PackedStep(layer1, cache, {{0, out0}}, 1)[0];
+    hidden0.insert(hidden0.end(), out0.begin(), out0.end());
+    hidden1.insert(hidden1.end(), out1.begin(), out1.end());
+  }
+  ExpectClose(hidden0, CausalForward(layer0, x), "layer 0", 1e-2);
+  ExpectClose(hidden1, CausalForward(layer1, CausalForward(layer0, x)), "layer 1", 2e-2);
+}
+
+// Flash-decoding: one sequence decoding over thousands of keys has too few tasks
+// for the threads, so its keys are split and merged by log-sum-exp; the sink must
+// count once. Checked against one causal Forward.
+TEST(PagedKvCache, LongDecodeSplitsKeysAndMergesThem) {
+  PagedCase c{"long", 2, 64, DType::kFloat32, true, 0, {}};
+  OwnedLayer layer = PagedLayer(c);
+  const std::vector<float> sinks = {0.5f, -1.0f, 2.0f, 0.0f};
+  layer.weights.sinks = TensorView(sinks.data(), Shape{4});
+  const MultiheadAttention attention(layer.config, layer.weights);
+  const std::vector<float> x = RandomFloats(2103 * kEmbed, 8);
+  const std::vector<float> expected = CausalForward(attention, x);
+  PagedKvCache cache(layer.config, Options(c, 40));
+  cache.AddSequence(0);
+  PackedStep(attention, cache, {{0, Rows(x, 0, 2100)}});
+  ForwardOptions two_threads;
+  two_threads.num_threads = 2;
+  for (int64_t t = 2100; t < 2103; ++t) {
+    ExpectClose(PackedStep(attention, cache, {{0, Rows(x, t, 1)}}, 0, two_threads)[0],
+                Rows(expected, t, 1), "split decode");
+  }
+}
+
+TEST(TaskPlan, SplitsLongKeyRangesOnlyWhenThreadsWouldIdle) {
+  internal::CoreCall call;
+  call.num_heads = 8;
+  call.num_kv_heads = 8;
+  call.head_dim = 64;
+  call.query_len = 1;
+  call.key_len = 4096;
+  call.batch_end = 1;
+  call.query_count = 1;
+  call.cache_page_size = 16;
+  const int64_t first_position = 4095;
+  const internal::MaskPlan masks =
+      internal::MaskPlan::ForCache(&first_position, 4096, AttentionFeatures{});
+  internal::TaskPlan plan;
+  internal::PlanTasks(call, masks, /*threads=*/4, plan);
+  ASSERT_EQ(plan.groups.size(), 8u);  // 8 tasks < 4 per thread: each head split
+  EXPECT_EQ(plan.tasks.size(), 16u);
+  for (const internal::CoreTask& task : plan.tasks) {
+    EXPECT_EQ((task.key_end - task.key_begin) % 16, 0);
+    EXPECT_GE(task.key_end - task.key_begin, 2048);
+  }
+  internal::PlanTasks(call, masks, /*threads=*/1, plan);
+  EXPECT_TRUE(plan.groups.empty());
+  EXPECT_EQ(plan.tasks.size(), 8u);
+}
+
+template <class F>
+void ExpectErrorMentioning(const F& run, const std::string& part) {
+  try {
+    run();
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
+}
+
+TEST(PagedKvCache, BadArgumentsNameThemselvesAndChangeNothing) {
+  PagedCase c{"errors", 2, 16, DType::kFloat32, false, 0, {}};
+  const OwnedLayer layer = PagedLayer(c);
+  const MultiheadAttention attention(layer.config, layer.weights);
+  PagedKvCacheOptions options = Options(c, 4);
+  options.block_size = 24;
+  ExpectErrorMentioning([&] { PagedKvCache bad(layer.config, options); }, "block_size");
+  options = Options(c, 0);
+  ExpectErrorMentioning([&] { PagedKvCache bad(layer.config, options); }, "num_blocks");
+  PagedKvCache cache(layer.config, Options(c, 4));
+  cache.AddSequence(0);
+  ExpectErrorMentioning([&] { cache.AddSequence(0); }, "already exists");
+  ExpectErrorMentioning([&] { cache.AddSequence(8); }, "sequence must be in [0, 8)");
+  ExpectErrorMentioning([&] { cache.Fork(3, 1); }, "sequence 3 does not exist");
+  const int64_t ids[2] = {0, 0}, counts[2] = {1, 1};
+  ExpectErrorMentioning([&] { cache.AppendSlots(ids, counts, 2); }, "appears twice");
+  const std::vector<float> x = RandomFloats(4 * kEmbed, 7);
+  PackedStep(attention, cache, {{0, x}});
+  std::vector<float> out(4 * kEmbed, -3.0f);
+  const int64_t one_id[1] = {0}, bad_starts[2] = {0, 5}, starts[2] = {0, 4};
+  ExpectErrorMentioning(
+      [&] {
+        attention.ForwardPacked(TensorView(x.data(), Shape{4, kEmbed}),
+                                {TensorView(one_id, DType::kInt64, Shape{1}),
+                                 TensorView(bad_starts, DType::kInt64, Shape{2})},
+                                cache, 0,
+                                MutableTensorView(out.data(), Shape{4, kEmbed}));
+      },
+      "batch.query_start_loc[1]");
+  ExpectErrorMentioning(
+      [&] {
+        attention.ForwardPacked(TensorView(x.data(), Shape{4, kEmbed}),
+                                {TensorView(one_id, DType::kInt64, Shape{1}),
+                                 TensorView(starts, DType::kInt64, Shape{2})},
+                                cache, 1,
+                                MutableTensorView(out.data(), Shape{4, kEmbed}));
+      },
+      "layer: must be in [0, 1)");
+  ExpectErrorMentioning(
+      [&] {  // 4 cached tokens, but 8 claimed new: AppendSlots was not called
+        const int64_t eight[2] = {0, 8};
+        const std::vector<float> y(8 * kEmbed);
+        std::vector<float> o(8 * kEmbed);
+        attention.ForwardPacked(TensorView(y.data(), Shape{8, kEmbed}),
+                                {TensorView(one_id, DType::kInt64, Shape{1}),
+                                 TensorView(eight, DType::kInt64, Shape{2})},
+                                cache, 0, MutableTensorView(o.data(), Shape{8, kEmbed}));
+      },
+      "call cache.AppendSlots first");
+  EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](float v) { return v == -3.0f; }));
+  EXPECT_EQ(cache.length(0), 4);
+  PagedCase windowed = c;
+  windowed.window = 16;
+  PagedKvCache window_cache(layer.config, Options(windowed, 4));
+  window_cache.AddSequence(0);
+  ExpectErrorMentioning(
+      [&] {
+        PackedStep(attention, window_cache, {{0, x}});
+      },
+      "sliding window of 16");
+}
+
+}  // namespace
+}  // namespace mha::testing

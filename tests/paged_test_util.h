@@ -1,0 +1,30 @@
+// Helpers for paged-cache tests: one continuous-batching step (AppendSlots, then a
+// packed ForwardPacked over the chunks of several sequences) and the expected
+// outputs of a sequence, from one causal Forward over all its tokens.
+#pragma once
+
+#include <utility>
+#include <vector>
+
+#include "tests/test_util.h"
+
+namespace mha::testing {
+
+// New tokens of one sequence: rows of embed floats.
+struct Chunk {
+  int64_t sequence;
+  std::vector<float> tokens;
+};
+
+// Appends and attends every chunk in one packed call; returns each chunk's output.
+std::vector<std::vector<float>> PackedStep(const MultiheadAttention& attention,
+                                           PagedKvCache& cache,
+                                           const std::vector<Chunk>& chunks,
+                                           int64_t layer = 0,
+                                           const ForwardOptions& options = {});
+
+// One causal Forward over `tokens` ([length, embed]).
+std::vector<float> CausalForward(const MultiheadAttention& attention,
+                                 const std::vector<float>& tokens);
+
+}  // namespace mha::testing
