@@ -1,5 +1,6 @@
 // One layer shared by several request threads, each with its own inputs and KV
-// cache, gives exactly the serial results; and calls from inside the caller's own
+// cache (or its own sequences of one shared paged cache), gives exactly the serial
+// results; and calls from inside the caller's own
 // OpenMP parallel region run on the calling thread (no nested teams). Also built
 // with ThreadSanitizer in CI.
 #include <gtest/gtest.h>
@@ -8,7 +9,7 @@
 #include <thread>
 
 #include "src/threading/parallel_for.h"
-#include "tests/test_util.h"
+#include "tests/paged_test_util.h"
 
 namespace mha::testing {
 namespace {
@@ -76,6 +77,55 @@ TEST(Concurrency, RequestThreadsMatchSerialResults) {
     EXPECT_EQ(concurrent[r].decoded, serial[r].decoded) << "request " << r;
     ExpectClose(concurrent[r].decoded, concurrent[r].output, "decode vs forward");
   }
+}
+
+// Request threads sharing one layer and one paged cache, each owning its sequences
+// (ids 2r and 2r + 1): adding, forking, appending, attending and removing
+// concurrently gives the serial outputs, and every block returns to the pool.
+std::vector<float> ServePaged(const MultiheadAttention& attention, PagedKvCache& cache,
+                              int r) {
+  const std::vector<float> prompt = RandomFloats(kLength * kEmbed, 200 + r);
+  const int64_t parent = 2 * r, child = 2 * r + 1;
+  ForwardOptions options;
+  options.num_threads = 1;
+  cache.AddSequence(parent);
+  std::vector<float> outputs =
+      PackedStep(attention, cache, {{parent, prompt}}, 0, options)[0];
+  cache.Fork(parent, child);
+  for (int t = 0; t < 5; ++t) {
+    const auto step = PackedStep(
+        attention, cache,
+        {{parent, RandomFloats(kEmbed, 300 + t)}, {child, RandomFloats(kEmbed, 400 + t)}},
+        0, options);
+    for (const auto& out : step) outputs.insert(outputs.end(), out.begin(), out.end());
+  }
+  cache.RemoveSequence(parent);
+  cache.RemoveSequence(child);
+  return outputs;
+}
+
+TEST(Concurrency, RequestThreadsSharePagedCache) {
+  const OwnedLayer layer = SharedLayer();
+  const MultiheadAttention attention(layer.config, layer.weights);
+  PagedKvCacheOptions options;
+  options.num_blocks = 64;
+  options.max_sequences = 2 * kRequests;
+  PagedKvCache cache(layer.config, options);
+  std::vector<float> serial[kRequests], concurrent[kRequests];
+  for (int r = 0; r < kRequests; ++r) serial[r] = ServePaged(attention, cache, r);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRequests; ++r) {
+    threads.emplace_back([&, r] {
+      for (int repeat = 0; repeat < 3; ++repeat) {
+        concurrent[r] = ServePaged(attention, cache, r);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (int r = 0; r < kRequests; ++r) {
+    EXPECT_EQ(concurrent[r], serial[r]) << "request " << r;
+  }
+  EXPECT_EQ(cache.stats().free_blocks, options.num_blocks);
 }
 
 TEST(Concurrency, InsideCallersParallelRegionRunsOnCallingThread) {

@@ -275,9 +275,12 @@ void PagedKvCache::Truncate(int64_t sequence, int64_t length) {
   const std::lock_guard<std::mutex> lock(impl_->mutex);
   Impl::Sequence& s = impl_->Active("Truncate", sequence);
   const int64_t block_size = impl_->options.block_size;
+  // The next token (at `length`) must still find its whole window.
   const int64_t kept_from = s.first_page * block_size;
-  if (length < kept_from || length > s.length) {
-    Fail("PagedKvCache::Truncate: length must be in [", kept_from, ", ", s.length,
+  const int64_t shortest =
+      kept_from > 0 ? kept_from + impl_->options.sliding_window - 1 : 0;
+  if (length < shortest || length > s.length) {
+    Fail("PagedKvCache::Truncate: length must be in [", shortest, ", ", s.length,
          "] (tokens before ", kept_from, " left the sliding window), got ", length);
   }
   const int64_t partial_page = length % block_size != 0 ? length / block_size : -1;
