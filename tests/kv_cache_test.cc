@@ -263,5 +263,67 @@ TEST(KvCache, CrossAttentionLayerIsRejected) {
       "needs a self-attention layer");
 }
 
+// Cross-attention: the memory projected once into a cache, then decoder steps of one
+// or several queries, equal one Forward over (query, memory, memory) with the
+// memory's lengths as key_lengths, for every storage type.
+TEST(CrossAttentionCache, StepsMatchForwardOverTheMemory) {
+  LayerSpec spec;
+  spec.num_heads = 4;
+  spec.num_kv_heads = 2;
+  spec.head_dim = 8;
+  spec.query_dim = 24;
+  spec.key_dim = spec.value_dim = 40;
+  const OwnedLayer layer = MakeLayer(spec, 61);
+  const MultiheadAttention attention(layer.config, layer.weights);
+  const int64_t batch = 2, memory_len = 150;
+  const std::vector<float> memory = RandomFloats(batch * memory_len * 40, 62);
+  const int64_t lengths[2] = {150, 97};
+  for (DType storage : {DType::kFloat32, DType::kBFloat16, DType::kInt8}) {
+    KvCache cache(layer.config, batch, memory_len, storage);
+    attention.ProjectMemory(TensorView(memory.data(), Shape{batch, memory_len, 40}),
+                            TensorView(lengths, DType::kInt64, Shape{batch}), cache);
+    EXPECT_EQ(cache.length(1), 97);
+    for (int64_t queries : {1, 3, 1}) {
+      const std::vector<float> query = RandomFloats(batch * queries * 24, 63 + queries);
+      std::vector<float> out(batch * queries * 24), expected(out.size());
+      attention.ForwardCrossAttention(
+          TensorView(query.data(), Shape{batch, queries, 24}), cache,
+          MutableTensorView(out.data(), Shape{batch, queries, 24}));
+      AttentionMasks masks;
+      masks.key_lengths = TensorView(lengths, DType::kInt64, Shape{batch});
+      attention.Forward(
+          {TensorView(query.data(), Shape{batch, queries, 24}),
+           TensorView(memory.data(), Shape{batch, memory_len, 40}),
+           TensorView(memory.data(), Shape{batch, memory_len, 40})},
+          masks, {MutableTensorView(expected.data(), Shape{batch, queries, 24}), {}});
+      ExpectClose(out, expected, DTypeName(storage), Tolerance(storage));
+    }
+  }
+}
+
+TEST(CrossAttentionCache, RefusesRotaryLayersAndWrongShapes) {
+  LayerSpec spec;
+  spec.num_heads = 2;
+  spec.head_dim = 8;
+  spec.query_dim = 16;
+  OwnedLayer layer = MakeLayer(spec, 64);
+  const MultiheadAttention plain(layer.config, layer.weights);
+  KvCache cache(layer.config, 1, 8);
+  const std::vector<float> memory = RandomFloats(9 * 16, 65);
+  ExpectErrorMentioning(
+      [&] {
+        plain.ProjectMemory(TensorView(memory.data(), Shape{1, 9, 16}), {}, cache);
+      },
+      "exceeds the cache's max_seq_len 8");
+  EXPECT_EQ(cache.length(0), 0);
+  layer.config.rotary.pairing = RotaryPairing::kHalfSplit;
+  const MultiheadAttention rotary(layer.config, layer.weights);
+  ExpectErrorMentioning(
+      [&] {
+        rotary.ProjectMemory(TensorView(memory.data(), Shape{1, 8, 16}), {}, cache);
+      },
+      "rotary");
+}
+
 }  // namespace
 }  // namespace mha::testing

@@ -37,7 +37,7 @@ class PagedCacheProperty : public ::testing::TestWithParam<PropertyCase> {
     spec.head_dim = 4;
     spec.query_dim = kEmbed;
     layer_ = MakeLayer(spec, 99);
-    if (c.rope) layer_.config.rotary = RotaryConfig{};
+    if (c.rope) layer_.config.rotary.pairing = RotaryPairing::kHalfSplit;
     if (c.window > 0) layer_.config.features.sliding_window = c.window;
     attention_ = std::make_unique<MultiheadAttention>(layer_.config, layer_.weights);
     PagedKvCacheOptions options;

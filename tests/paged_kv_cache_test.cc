@@ -34,7 +34,7 @@ double Tolerance(DType storage) {
 }
 
 AttentionConfig WithFeatures(AttentionConfig config, const PagedCase& c) {
-  if (c.rope) config.rotary = RotaryConfig{};
+  if (c.rope) config.rotary.pairing = RotaryPairing::kHalfSplit;
   if (c.window > 0) config.features.sliding_window = c.window;
   return config;
 }

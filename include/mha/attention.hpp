@@ -99,6 +99,19 @@ class MultiheadAttention {
                      PagedKvCache& cache, int64_t layer, const MutableTensorView& output,
                      const ForwardOptions& options = {}) const;
 
+  // Cross-attention over a cached memory (Whisper, T5, BART decoders). ProjectMemory
+  // projects the encoder output memory [B, S_mem, key_dim] (key_dim = value_dim) to
+  // keys and values once, into sequences 0..B-1 of `cache` (replacing what they
+  // held; sequence b keeps memory_lengths[b] tokens, [B] int32/int64, or all S_mem).
+  // ForwardCrossAttention then attends query [B, Sq, query_dim] over them without
+  // projecting the memory again; the only mask is each sequence's length. Layers
+  // with rotary embeddings are refused. output [B, Sq, output_dim].
+  void ProjectMemory(const TensorView& memory, const TensorView& memory_lengths,
+                     KvCache& cache) const;
+  void ForwardCrossAttention(const TensorView& query, const KvCache& cache,
+                             const MutableTensorView& output,
+                             const ForwardOptions& options = {}) const;
+
   const AttentionConfig& config() const;
   int64_t output_dim() const;
   // Bytes held by the idle workspaces kept for reuse: the memory forwards need beyond

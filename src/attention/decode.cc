@@ -64,13 +64,10 @@ Problem MultiheadAttention::Impl::ValidateCacheCall(const TensorView& query,
 }
 
 // Copies each sequence's new keys (rotated, with rotary embeddings) and values from
-// the fused projection into the cache's pages, in parallel over (sequence, KV head).
+// their projections into the cache's pages, in parallel over (sequence, KV head).
 void MultiheadAttention::Impl::AppendToCache(const CacheAppend& append,
                                              Workspace& workspace) const {
-  const int64_t width = config.model_dim() + 2 * config.kv_dim();
   const int64_t kv_heads = config.resolved_num_kv_heads(), head_dim = config.head_dim;
-  const float* keys = append.qkv + packed.FusedColumn(PackedWeights::kKey);
-  const float* values = append.qkv + packed.FusedColumn(PackedWeights::kValue);
   const size_t rotation_floats =
       rotary ? internal::HeadScratch::kRotationRows * head_dim : 0;
   float* scratch =
@@ -79,12 +76,13 @@ void MultiheadAttention::Impl::AppendToCache(const CacheAppend& append,
                         [&](int64_t index, float* thread_scratch) {
                           const int64_t b = index / kv_heads, kv_head = index % kv_heads;
                           const int64_t row = append.FirstRow(b);
-                          const int64_t first = row * width + kv_head * head_dim;
+                          const int64_t first =
+                              row * append.row_stride + kv_head * head_dim;
                           const internal::KvPages pages = append.pages(b, kv_head);
                           internal::PanelAppend panel;
-                          panel.keys = keys + first;
-                          panel.values = values + first;
-                          panel.stride = width;
+                          panel.keys = append.keys + first;
+                          panel.values = append.values + first;
+                          panel.stride = append.row_stride;
                           panel.rows = append.counts[b];
                           panel.head_dim = head_dim;
                           panel.pages = &pages;
@@ -122,7 +120,9 @@ void MultiheadAttention::Impl::ForwardWithCache(const TensorView& query,
     return cache.Pages(b, kv_head);
   };
   CacheAppend append;
-  append.qkv = qkv;
+  append.keys = qkv + packed.FusedColumn(PackedWeights::kKey);
+  append.values = qkv + packed.FusedColumn(PackedWeights::kValue);
+  append.row_stride = width;
   append.batches = problem.batch_size;
   append.rows_per_batch = sq;
   append.counts = counts;

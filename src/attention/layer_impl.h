@@ -70,6 +70,12 @@ struct MultiheadAttention::Impl {
                                       const MutableTensorView& output,
                                       const ForwardOptions& options,
                                       internal::Workspace& workspace) const;
+  void CheckMemoryCache(const KvCache::Impl& cache, int64_t batch) const;
+  void ProjectMemory(const TensorView& memory, const TensorView& memory_lengths,
+                     KvCache::Impl& cache) const;
+  void ForwardCrossAttention(const TensorView& query, KvCache::Impl& cache,
+                             const MutableTensorView& output,
+                             const ForwardOptions& options) const;
   // Fails unless a cache of this shape fits the layer (a self-attention layer).
   void CheckCacheShape(int64_t num_kv_heads, int64_t head_dim) const;
   void ForwardPacked(const TensorView& query, const PackedBatch& batch,
@@ -86,7 +92,10 @@ struct MultiheadAttention::Impl {
                                        internal::Workspace& workspace) const;
   // New tokens of `batches` sequences, from the fused projection to a cache.
   struct CacheAppend {
-    const float* qkv = nullptr;  // [rows, model_dim + 2 * kv_dim]
+    // Row r's keys and values (every KV head) start at keys/values + r * row_stride.
+    const float* keys = nullptr;
+    const float* values = nullptr;
+    int64_t row_stride = 0;
     int64_t batches = 0;
     // Sequence b's rows start at row b * rows_per_batch, or (packed) batch_rows[b].
     int64_t rows_per_batch = 0;

@@ -174,7 +174,9 @@ void MultiheadAttention::Impl::ForwardPacked(const TensorView& query,
     return cache.Pages(ids[b], layer, kv_head);
   };
   CacheAppend append;
-  append.qkv = qkv;
+  append.keys = qkv + packed.FusedColumn(internal::PackedWeights::kKey);
+  append.values = qkv + packed.FusedColumn(internal::PackedWeights::kValue);
+  append.row_stride = width;
   append.batches = problem.batch_size;
   append.batch_rows = rows;
   append.counts = workspace->new_lengths.data();

@@ -56,6 +56,18 @@ KvCache::Impl::Impl(const AttentionConfig& config, int64_t batch, int64_t seq_le
   }
 }
 
+void KvCache::Impl::Truncate(int64_t sequence, int64_t length) {
+  // Values past a sequence's length are multiplied by 0: keep them finite.
+  // Zero bits are 0 in every storage type.
+  const size_t row_bytes = padded_head_dim * internal::KvElementBytes(storage);
+  for (int64_t kv_head = 0; kv_head < num_kv_heads; ++kv_head) {
+    const internal::KvPages pages = Pages(sequence, kv_head);
+    std::memset(pages.values + length * row_bytes, 0,
+                (lengths[sequence] - length) * row_bytes);
+  }
+  lengths[sequence] = length;
+}
+
 internal::KvPages KvCache::Impl::Pages(int64_t sequence, int64_t kv_head) {
   const int64_t panel = sequence * num_kv_heads + kv_head;
   const int64_t element = static_cast<int64_t>(internal::KvElementBytes(storage));
@@ -126,15 +138,7 @@ void KvCache::Truncate(int64_t sequence, int64_t length) {
     internal::Fail("KvCache::Truncate: length must be in [0, ", current, "], got ",
                    length);
   }
-  // Values past a sequence's length are multiplied by 0: keep them finite.
-  // Zero bits are 0 in every storage type.
-  const size_t row_bytes =
-      impl_->padded_head_dim * internal::KvElementBytes(impl_->storage);
-  for (int64_t kv_head = 0; kv_head < impl_->num_kv_heads; ++kv_head) {
-    const internal::KvPages pages = impl_->Pages(sequence, kv_head);
-    std::memset(pages.values + length * row_bytes, 0, (current - length) * row_bytes);
-  }
-  impl_->lengths[sequence] = length;
+  impl_->Truncate(sequence, length);
 }
 
 }  // namespace mha

@@ -21,6 +21,8 @@ struct KvCache::Impl {
   Impl(const AttentionConfig& config, int64_t batch, int64_t seq_len, DType storage);
 
   internal::KvPages Pages(int64_t sequence, int64_t kv_head);
+  // Drops tokens from `length` on (unchecked), zeroing their values.
+  void Truncate(int64_t sequence, int64_t length);
 
   int64_t num_kv_heads, head_dim, max_batch, max_seq_len;
   int64_t capacity;         // max_seq_len padded to whole pages

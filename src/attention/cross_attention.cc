@@ -1,0 +1,154 @@
+// Cross-attention over a cached memory (Whisper, T5, BART decoders): the encoder
+// output is projected to keys and values once, into a KvCache; every decoder step
+// then projects only its queries and attends over the cache's pages.
+#include <algorithm>
+
+#include "src/api/check.h"
+#include "src/attention/layer_impl.h"
+#include "src/threading/parallel_for.h"
+
+namespace mha {
+
+using internal::CoreCall;
+using internal::Fail;
+using internal::Problem;
+using internal::Workspace;
+
+void MultiheadAttention::Impl::CheckMemoryCache(const KvCache::Impl& cache,
+                                                int64_t batch) const {
+  if (rotary) Fail("cross-attention: the layer has rotary embeddings (not supported)");
+  if (cache.num_kv_heads != config.resolved_num_kv_heads() ||
+      cache.head_dim != config.head_dim) {
+    Fail("cache: made for num_kv_heads=", cache.num_kv_heads,
+         " head_dim=", cache.head_dim,
+         ", this layer has num_kv_heads=", config.resolved_num_kv_heads(),
+         " head_dim=", config.head_dim);
+  }
+  if (batch > cache.max_batch) {
+    Fail("batch ", batch, " exceeds the cache's max_batch ", cache.max_batch);
+  }
+}
+
+void MultiheadAttention::Impl::ProjectMemory(const TensorView& memory,
+                                             const TensorView& memory_lengths,
+                                             KvCache::Impl& cache) const {
+  if (config.resolved_key_dim() != config.resolved_value_dim()) {
+    Fail("ProjectMemory: needs key_dim = value_dim (one memory feeds both), got ",
+         config.resolved_key_dim(), " and ", config.resolved_value_dim());
+  }
+  if (memory.shape.rank() != 3 || memory.shape[2] != config.resolved_key_dim()) {
+    Fail("memory: expected shape [B, S, ", config.resolved_key_dim(), "], got ",
+         memory.shape.ToString());
+  }
+  if (memory.dtype != DType::kFloat32 && memory.dtype != DType::kBFloat16) {
+    Fail("memory: expected dtype float32 or bfloat16, got ", DTypeName(memory.dtype));
+  }
+  internal::CheckTensor("memory", memory, memory.dtype, memory.shape);
+  const int64_t batch = memory.shape[0], length = memory.shape[1];
+  CheckMemoryCache(cache, batch);
+  if (length > cache.max_seq_len) {
+    Fail("memory: length ", length, " exceeds the cache's max_seq_len ",
+         cache.max_seq_len);
+  }
+  const internal::WorkspacePool::Lease workspace = workspaces.Acquire();
+  int64_t* counts = Workspace::Reserve(workspace->new_lengths, batch);
+  int64_t* starts = Workspace::Reserve(workspace->positions, batch);
+  if (memory_lengths.present()) {
+    if (memory_lengths.dtype != DType::kInt32 && memory_lengths.dtype != DType::kInt64) {
+      Fail("memory_lengths: expected dtype int32 or int64, got ",
+           DTypeName(memory_lengths.dtype));
+    }
+    internal::CheckTensor("memory_lengths", memory_lengths, memory_lengths.dtype,
+                          Shape{batch});
+  }
+  for (int64_t b = 0; b < batch; ++b) {
+    counts[b] =
+        memory_lengths.present() ? internal::IntegerAt(memory_lengths, b) : length;
+    if (counts[b] < 0 || counts[b] > length) {
+      Fail("memory_lengths[", b, "]: must be in [0, ", length, "], got ", counts[b]);
+    }
+    starts[b] = 0;
+  }
+  // Everything is checked: from here on the cache is written.
+  const int64_t rows = batch * length, kv_dim = config.kv_dim();
+  float* keys = Workspace::Reserve(workspace->projections, 2 * rows * kv_dim);
+  Linear(kKeyLinear, memory, 0, rows, keys, *workspace);
+  Linear(kValueLinear, memory, 0, rows, keys + rows * kv_dim, *workspace);
+  for (int64_t b = 0; b < batch; ++b) {
+    cache.Truncate(b, 0);
+  }
+  CacheAppend append;
+  append.keys = keys;
+  append.values = keys + rows * kv_dim;
+  append.row_stride = kv_dim;
+  append.batches = batch;
+  append.rows_per_batch = length;
+  append.counts = counts;
+  append.first_positions = starts;
+  append.pages = [&cache](int64_t b, int64_t kv_head) { return cache.Pages(b, kv_head); };
+  append.padded_head_dim = cache.padded_head_dim;
+  AppendToCache(append, *workspace);
+  for (int64_t b = 0; b < batch; ++b) cache.lengths[b] = counts[b];
+}
+
+void MultiheadAttention::Impl::ForwardCrossAttention(
+    const TensorView& query, KvCache::Impl& cache, const MutableTensorView& output,
+    const ForwardOptions& options) const {
+  if (query.shape.rank() != 3 || query.shape[2] != config.query_dim) {
+    Fail("query: expected shape [B, Sq, ", config.query_dim, "], got ",
+         query.shape.ToString());
+  }
+  if (query.dtype != DType::kFloat32 && query.dtype != DType::kBFloat16) {
+    Fail("query: expected dtype float32 or bfloat16, got ", DTypeName(query.dtype));
+  }
+  internal::CheckTensor("query", query, query.dtype, query.shape);
+  Problem problem;
+  problem.batch_size = query.shape[0];
+  problem.query_len = query.shape[1];
+  CheckMemoryCache(cache, problem.batch_size);
+  internal::CheckOutput("output", output,
+                        Shape{problem.batch_size, problem.query_len, output_dim},
+                        /*bf16_allowed=*/true);
+  for (int64_t b = 0; b < problem.batch_size; ++b) {
+    problem.key_len = std::max(problem.key_len, cache.lengths[b]);
+  }
+  AttentionMasks masks;
+  masks.key_lengths =
+      TensorView(cache.lengths.data(), DType::kInt64, Shape{problem.batch_size});
+  const internal::MaskPlan plan(masks, AttentionFeatures{}, problem, config.num_heads);
+  const internal::WorkspacePool::Lease workspace = workspaces.Acquire();
+  const MutableTensorView staged = StageOutput(output, *workspace);
+  const internal::ScopedThreadCount thread_count(ThreadsFor(problem, options));
+  const int64_t model_dim = config.model_dim();
+  const int64_t rows = problem.batch_size * problem.query_len;
+  float* queries = Workspace::Reserve(workspace->projections, rows * model_dim);
+  Linear(kQueryLinear, query, 0, rows, queries, *workspace);
+  CoreCall call = BaseCall(problem, nullptr);
+  call.query = {queries, problem.query_len * model_dim, config.head_dim, model_dim};
+  float* context = has_output
+                       ? Workspace::Reserve(workspace->merged_heads, rows * model_dim)
+                       : staged.floats();
+  call.context = {context, problem.query_len * model_dim, config.head_dim, model_dim};
+  call.cache_pages = [&cache](int64_t b, int64_t kv_head) {
+    return cache.Pages(b, kv_head);
+  };
+  call.cache_page_size = cache.page_size;
+  internal::RunAttentionCore(call, plan, workspace->core);
+  if (has_output) Linear(kOutputLinear, context, rows, staged.floats(), *workspace);
+  FinishOutput(staged, output);
+}
+
+void MultiheadAttention::ProjectMemory(const TensorView& memory,
+                                       const TensorView& memory_lengths,
+                                       KvCache& cache) const {
+  impl_->ProjectMemory(memory, memory_lengths, *cache.impl_);
+}
+
+void MultiheadAttention::ForwardCrossAttention(const TensorView& query,
+                                               const KvCache& cache,
+                                               const MutableTensorView& output,
+                                               const ForwardOptions& options) const {
+  impl_->ForwardCrossAttention(query, *cache.impl_, output, options);
+}
+
+}  // namespace mha
