@@ -1,5 +1,6 @@
 /* The C API from C: a forward checked against a naive C implementation, errors as
- * status codes with messages, KV-cache decoding against a causal forward, and the
+ * status codes with messages, KV-cache decoding against a causal forward, the paged
+ * cache's packed steps (and running out of blocks), the cross-attention cache, and the
  * attention core (GQA, BSHD, sinks, log-sum-exp, rotary table) against naive C. */
 #include <math.h>
 #include <stdio.h>
@@ -141,6 +142,79 @@ static void CheckCore(void) {
   mha_rotary_destroy(rotary);
 }
 
+/* Both batch rows of x as two sequences of one paged cache: a packed prefill of 3 and
+ * 2 tokens, then packed steps of the rest, against the causal outputs; then a full
+ * pool refuses more and changes nothing; a fork shares every block. */
+static void CheckPaged(const mha_layer* layer, const float* x, const float* expected) {
+  mha_paged_kv_cache_options options;
+  memset(&options, 0, sizeof options);
+  options.num_blocks = 2;
+  options.max_sequences = 4;
+  options.storage = MHA_KV_INT8;
+  mha_paged_kv_cache* cache = NULL;
+  Check(mha_paged_kv_cache_create(layer, &options, &cache) == MHA_OK, "create paged");
+  const int64_t ids[2] = {0, 1};
+  for (int s = 0; s < 2; ++s)
+    Check(mha_paged_kv_cache_add_sequence(cache, s) == MHA_OK, "add");
+  const int64_t firsts[2][2] = {{3, 2}, {S - 3, S - 2}};
+  int64_t done[2] = {0, 0};
+  for (int step = 0; step < 2; ++step) {
+    float packed[2 * S * E], out[2 * S * E], want[2 * S * E];
+    int64_t starts[3] = {0, 0, 0};
+    for (int s = 0; s < 2; ++s) {
+      const int64_t count = firsts[step][s];
+      memcpy(packed + starts[s] * E, x + (s * S + done[s]) * E,
+             sizeof(float) * count * E);
+      memcpy(want + starts[s] * E, expected + (s * S + done[s]) * E,
+             sizeof(float) * count * E);
+      starts[s + 1] = starts[s] + count;
+      done[s] += count;
+    }
+    Check(mha_paged_kv_cache_append_slots(cache, ids, firsts[step], 2) == MHA_OK,
+          "slots");
+    Check(mha_forward_packed(layer, cache, 0, starts[2], packed, 2, ids, starts, NULL,
+                             out, 0) == MHA_OK,
+          "packed step");
+    Check(Close(out, want, (int)starts[2] * E) < 1e-2f, "packed output (int8 bound)");
+  }
+  const int64_t one = 20;
+  Check(mha_paged_kv_cache_append_slots(cache, ids, &one, 1) == MHA_OUT_OF_BLOCKS,
+        "full pool refused");
+  Check(strstr(mha_last_error(), "blocks") != NULL, "full pool message");
+  Check(mha_paged_kv_cache_length(cache, 0) == S, "length kept");
+  Check(mha_paged_kv_cache_fork(cache, 0, 2) == MHA_OK, "fork");
+  mha_paged_kv_cache_stats stats;
+  Check(mha_paged_kv_cache_get_stats(cache, &stats) == MHA_OK && stats.used_blocks == 2 &&
+            stats.shared_blocks == 1 && stats.sequences == 3,
+        "stats after fork");
+  Check(mha_paged_kv_cache_length(cache, 3) == -1, "missing sequence");
+  Check(mha_paged_kv_cache_truncate(cache, 2, 1) == MHA_OUT_OF_BLOCKS,
+        "truncating into a shared block needs a free one");
+  Check(mha_paged_kv_cache_remove_sequence(cache, 2) == MHA_OK, "remove");
+  mha_paged_kv_cache_destroy(cache);
+}
+
+/* Cross-attention: x as the memory, projected once; the queries of x's last row
+ * attend over it as one forward over (query, x, x) would. */
+static void CheckCrossAttention(const mha_layer* layer, const float* x) {
+  mha_kv_cache* memory = NULL;
+  Check(mha_kv_cache_create(layer, B, S, MHA_KV_FLOAT32, &memory) == MHA_OK,
+        "create memory cache");
+  Check(mha_project_memory(layer, memory, B, S, x, NULL) == MHA_OK, "project memory");
+  float out[B * S * E], expected[B * S * E];
+  Check(mha_forward_cross_attention(layer, memory, B, S, x, out, 0) == MHA_OK,
+        "cross-attention step");
+  mha_forward_args args;
+  memset(&args, 0, sizeof(args));
+  args.batch = B;
+  args.query_len = args.key_len = S;
+  args.query = x;
+  args.output = expected;
+  Check(mha_forward(layer, &args) == MHA_OK, "forward over the memory");
+  Check(Close(out, expected, B * S * E) < 1e-4f, "cross-attention output");
+  mha_kv_cache_destroy(memory);
+}
+
 int main(void) {
   static float weights[4][E * E], biases[4][E], x[B * S * E];
   srand(7);
@@ -185,8 +259,10 @@ int main(void) {
 
     /* Decoding token by token through a cache gives the causal outputs. */
     if (causal) {
+      CheckPaged(layer, x, expected);
       mha_kv_cache* cache = NULL;
-      Check(mha_kv_cache_create(layer, B, S, 0, &cache) == MHA_OK, "create cache");
+      Check(mha_kv_cache_create(layer, B, S, MHA_KV_FLOAT32, &cache) == MHA_OK,
+            "create cache");
       for (int t = 0; t < S; ++t) {
         float token[B * E], step[B * E], want[B * E];
         for (int b = 0; b < B; ++b) {
@@ -229,7 +305,7 @@ int main(void) {
   mha_layer* bf16_layer = NULL;
   Check(mha_layer_create(&bf16_config, &w, &bf16_layer) == MHA_OK, "create bf16 layer");
   mha_kv_cache* bf16_cache = NULL;
-  Check(mha_kv_cache_create(bf16_layer, B, S, 1, &bf16_cache) == MHA_OK,
+  Check(mha_kv_cache_create(bf16_layer, B, S, MHA_KV_BFLOAT16, &bf16_cache) == MHA_OK,
         "create bf16 cache");
   {
     float out[B * S * E], expected[B * S * E];
@@ -242,6 +318,7 @@ int main(void) {
   mha_kv_cache_destroy(bf16_cache);
   mha_layer_destroy(bf16_layer);
 
+  CheckCrossAttention(layer, x);
   mha_layer_destroy(layer);
   CheckCore();
   printf("%d passed, %d failed\n", g_passed, g_failed);

@@ -15,7 +15,8 @@ typedef enum {
   MHA_OK = 0,
   MHA_INVALID_ARGUMENT = 1, /* bad config, shape, pointer or value */
   MHA_OUT_OF_MEMORY = 2,
-  MHA_INTERNAL_ERROR = 3 /* anything else, e.g. a oneDNN failure */
+  MHA_INTERNAL_ERROR = 3, /* anything else, e.g. a oneDNN failure */
+  MHA_OUT_OF_BLOCKS = 4   /* a paged cache's pool is full; nothing was changed */
 } mha_status;
 
 /* The message of the last call that failed on this thread ("" if none). Valid until
@@ -116,10 +117,16 @@ typedef struct {
 /* Safe to call from several threads at once on one layer. */
 mha_status mha_forward(const mha_layer* layer, const mha_forward_args* args);
 
-/* A KV cache for `layer`: max_batch sequences of up to max_seq_len tokens, keys and
- * values stored as bfloat16 when bf16_storage is non-zero. */
+/* How a KV cache stores keys and values; attention always runs in fp32. */
+typedef enum {
+  MHA_KV_FLOAT32 = 0,
+  MHA_KV_BFLOAT16 = 1,
+  MHA_KV_INT8 = 2 /* symmetric int8, one fp32 scale per (token, KV head) */
+} mha_kv_storage;
+
+/* A KV cache for `layer`: max_batch sequences of up to max_seq_len tokens. */
 mha_status mha_kv_cache_create(const mha_layer* layer, int64_t max_batch,
-                               int64_t max_seq_len, int bf16_storage,
+                               int64_t max_seq_len, mha_kv_storage storage,
                                mha_kv_cache** cache);
 void mha_kv_cache_destroy(mha_kv_cache* cache);
 /* sequence -1: every sequence. */
@@ -136,6 +143,65 @@ mha_status mha_forward_with_cache(const mha_layer* layer, mha_kv_cache* cache,
                                   int64_t batch, int64_t new_tokens, const float* query,
                                   const int64_t* new_lengths, const int64_t* position_ids,
                                   float* output, int num_threads);
+
+/* Cross-attention over a cached memory (see MultiheadAttention::ProjectMemory):
+ * memory [batch, memory_len, key_dim] is projected once into sequences 0..batch-1 of
+ * `cache` (memory_lengths [batch] or NULL: all); each step then attends query
+ * [batch, query_len, query_dim] over it into output [batch, query_len, output_dim]. */
+mha_status mha_project_memory(const mha_layer* layer, mha_kv_cache* cache, int64_t batch,
+                              int64_t memory_len, const float* memory,
+                              const int64_t* memory_lengths);
+mha_status mha_forward_cross_attention(const mha_layer* layer, const mha_kv_cache* cache,
+                                       int64_t batch, int64_t query_len,
+                                       const float* query, float* output,
+                                       int num_threads);
+
+/* The paged KV cache of a continuous-batching server (see mha/paged_kv_cache.hpp). */
+typedef struct mha_paged_kv_cache mha_paged_kv_cache;
+
+typedef struct {
+  int64_t num_blocks;    /* >= 1 */
+  int64_t block_size;    /* tokens per block, a multiple of 16 in [16, 256]; 0: 16 */
+  int64_t max_sequences; /* sequence ids are 0 .. max_sequences - 1 */
+  int64_t num_layers;    /* 0: 1 */
+  mha_kv_storage storage;
+  int64_t sliding_window; /* > 0: keep only the blocks this window can still see */
+} mha_paged_kv_cache_options;
+
+typedef struct {
+  int64_t num_blocks, free_blocks, used_blocks, shared_blocks, sequences;
+  int64_t bytes_per_block;
+} mha_paged_kv_cache_stats;
+
+mha_status mha_paged_kv_cache_create(const mha_layer* layer,
+                                     const mha_paged_kv_cache_options* options,
+                                     mha_paged_kv_cache** cache);
+void mha_paged_kv_cache_destroy(mha_paged_kv_cache* cache);
+mha_status mha_paged_kv_cache_add_sequence(mha_paged_kv_cache* cache, int64_t sequence);
+mha_status mha_paged_kv_cache_remove_sequence(mha_paged_kv_cache* cache,
+                                              int64_t sequence);
+mha_status mha_paged_kv_cache_fork(mha_paged_kv_cache* cache, int64_t parent,
+                                   int64_t child);
+mha_status mha_paged_kv_cache_truncate(mha_paged_kv_cache* cache, int64_t sequence,
+                                       int64_t length);
+/* Room for counts[i] more tokens in sequences[i]; all or nothing (MHA_OUT_OF_BLOCKS). */
+mha_status mha_paged_kv_cache_append_slots(mha_paged_kv_cache* cache,
+                                           const int64_t* sequences,
+                                           const int64_t* counts, int64_t num_sequences);
+/* Tokens of a sequence, or -1 (with mha_last_error) when it does not exist. */
+int64_t mha_paged_kv_cache_length(const mha_paged_kv_cache* cache, int64_t sequence);
+mha_status mha_paged_kv_cache_get_stats(const mha_paged_kv_cache* cache,
+                                        mha_paged_kv_cache_stats* stats);
+
+/* One packed step (see MultiheadAttention::ForwardPacked): query [num_tokens,
+ * query_dim] holds the new tokens of num_sequences sequences, sequence i's at rows
+ * query_start_loc[i] .. query_start_loc[i+1]-1; position_ids [num_tokens] or NULL;
+ * output [num_tokens, output_dim]. */
+mha_status mha_forward_packed(const mha_layer* layer, mha_paged_kv_cache* cache,
+                              int64_t layer_index, int64_t num_tokens, const float* query,
+                              int64_t num_sequences, const int64_t* sequence_ids,
+                              const int64_t* query_start_loc, const int64_t* position_ids,
+                              float* output, int num_threads);
 
 /* The attention core (see mha/scaled_dot_product_attention.hpp). */
 typedef struct mha_rotary mha_rotary;

@@ -15,6 +15,10 @@ struct mha_kv_cache {
   mha::KvCache cache;
 };
 
+struct mha_paged_kv_cache {
+  mha::PagedKvCache cache;
+};
+
 struct mha_rotary {
   mha::RotaryEmbedding embedding;
 };
@@ -28,6 +32,9 @@ mha_status Guard(const F& body) {
   try {
     body();
     return MHA_OK;
+  } catch (const mha::OutOfBlocksError& e) {
+    t_last_error = e.what();
+    return MHA_OUT_OF_BLOCKS;
   } catch (const mha::Error& e) {
     t_last_error = e.what();
     return MHA_INVALID_ARGUMENT;
@@ -45,6 +52,19 @@ mha_status Guard(const F& body) {
 
 void Require(const void* pointer, const char* name) {
   if (!pointer) throw mha::Error(std::string("mha: ") + name + ": must not be NULL");
+}
+
+mha::DType ToStorage(mha_kv_storage storage) {
+  switch (storage) {
+    case MHA_KV_FLOAT32:
+      return mha::DType::kFloat32;
+    case MHA_KV_BFLOAT16:
+      return mha::DType::kBFloat16;
+    case MHA_KV_INT8:
+      return mha::DType::kInt8;
+  }
+  throw mha::Error("mha: storage: unknown value " +
+                   std::to_string(static_cast<int>(storage)));
 }
 
 mha::RotaryConfig ToRotary(const mha_rope_config& c) {
@@ -239,15 +259,13 @@ mha_status mha_forward(const mha_layer* layer, const mha_forward_args* args) {
 }
 
 mha_status mha_kv_cache_create(const mha_layer* layer, int64_t max_batch,
-                               int64_t max_seq_len, int bf16_storage,
+                               int64_t max_seq_len, mha_kv_storage storage,
                                mha_kv_cache** cache) {
   return Guard([&] {
     Require(layer, "layer");
     Require(cache, "cache");
-    const mha::DType storage =
-        bf16_storage ? mha::DType::kBFloat16 : mha::DType::kFloat32;
-    *cache = new mha_kv_cache{
-        mha::KvCache(layer->attention.config(), max_batch, max_seq_len, storage)};
+    *cache = new mha_kv_cache{mha::KvCache(layer->attention.config(), max_batch,
+                                           max_seq_len, ToStorage(storage))};
   });
 }
 
@@ -294,6 +312,149 @@ mha_status mha_forward_with_cache(const mha_layer* layer, mha_kv_cache* cache,
         cache->cache,
         mha::MutableTensorView(
             output, mha::Shape{batch, new_tokens, layer->attention.output_dim()}),
+        options);
+  });
+}
+
+mha_status mha_project_memory(const mha_layer* layer, mha_kv_cache* cache, int64_t batch,
+                              int64_t memory_len, const float* memory,
+                              const int64_t* memory_lengths) {
+  return Guard([&] {
+    Require(layer, "layer");
+    Require(cache, "cache");
+    const int64_t dim = layer->attention.config().resolved_key_dim();
+    layer->attention.ProjectMemory(
+        mha::TensorView(memory, mha::Shape{batch, memory_len, dim}),
+        memory_lengths
+            ? mha::TensorView(memory_lengths, mha::DType::kInt64, mha::Shape{batch})
+            : mha::TensorView(),
+        cache->cache);
+  });
+}
+
+mha_status mha_forward_cross_attention(const mha_layer* layer, const mha_kv_cache* cache,
+                                       int64_t batch, int64_t query_len,
+                                       const float* query, float* output,
+                                       int num_threads) {
+  return Guard([&] {
+    Require(layer, "layer");
+    Require(cache, "cache");
+    mha::ForwardOptions options;
+    options.num_threads = num_threads;
+    layer->attention.ForwardCrossAttention(
+        mha::TensorView(
+            query, mha::Shape{batch, query_len, layer->attention.config().query_dim}),
+        cache->cache,
+        mha::MutableTensorView(
+            output, mha::Shape{batch, query_len, layer->attention.output_dim()}),
+        options);
+  });
+}
+
+mha_status mha_paged_kv_cache_create(const mha_layer* layer,
+                                     const mha_paged_kv_cache_options* options,
+                                     mha_paged_kv_cache** cache) {
+  return Guard([&] {
+    Require(layer, "layer");
+    Require(options, "options");
+    Require(cache, "cache");
+    mha::PagedKvCacheOptions o;
+    o.num_blocks = options->num_blocks;
+    o.block_size = options->block_size ? options->block_size : 16;
+    o.max_sequences = options->max_sequences;
+    o.num_layers = options->num_layers ? options->num_layers : 1;
+    o.storage = ToStorage(options->storage);
+    o.sliding_window = options->sliding_window;
+    *cache = new mha_paged_kv_cache{mha::PagedKvCache(layer->attention.config(), o)};
+  });
+}
+
+void mha_paged_kv_cache_destroy(mha_paged_kv_cache* cache) { delete cache; }
+
+mha_status mha_paged_kv_cache_add_sequence(mha_paged_kv_cache* cache, int64_t sequence) {
+  return Guard([&] {
+    Require(cache, "cache");
+    cache->cache.AddSequence(sequence);
+  });
+}
+
+mha_status mha_paged_kv_cache_remove_sequence(mha_paged_kv_cache* cache,
+                                              int64_t sequence) {
+  return Guard([&] {
+    Require(cache, "cache");
+    cache->cache.RemoveSequence(sequence);
+  });
+}
+
+mha_status mha_paged_kv_cache_fork(mha_paged_kv_cache* cache, int64_t parent,
+                                   int64_t child) {
+  return Guard([&] {
+    Require(cache, "cache");
+    cache->cache.Fork(parent, child);
+  });
+}
+
+mha_status mha_paged_kv_cache_truncate(mha_paged_kv_cache* cache, int64_t sequence,
+                                       int64_t length) {
+  return Guard([&] {
+    Require(cache, "cache");
+    cache->cache.Truncate(sequence, length);
+  });
+}
+
+mha_status mha_paged_kv_cache_append_slots(mha_paged_kv_cache* cache,
+                                           const int64_t* sequences,
+                                           const int64_t* counts, int64_t num_sequences) {
+  return Guard([&] {
+    Require(cache, "cache");
+    cache->cache.AppendSlots(sequences, counts, num_sequences);
+  });
+}
+
+int64_t mha_paged_kv_cache_length(const mha_paged_kv_cache* cache, int64_t sequence) {
+  int64_t length = -1;
+  Guard([&] {
+    Require(cache, "cache");
+    length = cache->cache.length(sequence);
+  });
+  return length;
+}
+
+mha_status mha_paged_kv_cache_get_stats(const mha_paged_kv_cache* cache,
+                                        mha_paged_kv_cache_stats* stats) {
+  return Guard([&] {
+    Require(cache, "cache");
+    Require(stats, "stats");
+    const mha::PagedKvCacheStats s = cache->cache.stats();
+    *stats = {s.num_blocks,    s.free_blocks, s.used_blocks,
+              s.shared_blocks, s.sequences,   s.bytes_per_block};
+  });
+}
+
+mha_status mha_forward_packed(const mha_layer* layer, mha_paged_kv_cache* cache,
+                              int64_t layer_index, int64_t num_tokens, const float* query,
+                              int64_t num_sequences, const int64_t* sequence_ids,
+                              const int64_t* query_start_loc, const int64_t* position_ids,
+                              float* output, int num_threads) {
+  return Guard([&] {
+    Require(layer, "layer");
+    Require(cache, "cache");
+    mha::ForwardOptions options;
+    options.num_threads = num_threads;
+    if (position_ids) {
+      options.position_ids =
+          mha::TensorView(position_ids, mha::DType::kInt64, mha::Shape{num_tokens});
+    }
+    const mha::PackedBatch batch{
+        mha::TensorView(sequence_ids, mha::DType::kInt64, mha::Shape{num_sequences}),
+        mha::TensorView(query_start_loc, mha::DType::kInt64,
+                        mha::Shape{num_sequences + 1})};
+    layer->attention.ForwardPacked(
+        mha::TensorView(query,
+                        mha::Shape{num_tokens, layer->attention.config().query_dim}),
+        batch, cache->cache, layer_index,
+        mha::MutableTensorView(output,
+                               mha::Shape{num_tokens, layer->attention.output_dim()}),
         options);
   });
 }
