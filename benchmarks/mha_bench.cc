@@ -2,6 +2,7 @@
 // machine's reachable GEMM peak, on the shapes users run. GFLOPS counts useful
 // FLOPs: projections plus the attention scores and context the masks leave open.
 #include <benchmark/benchmark.h>
+#include <omp.h>
 
 #include <chrono>
 #include <cmath>
@@ -11,6 +12,8 @@
 
 #include "benchmarks/bench_util.h"
 #include "benchmarks/decoder_cases.h"
+#include "benchmarks/serving_cases.h"
+#include "hwy/highway.h"
 #include "mha/mha.hpp"
 #include "oneapi/dnnl/dnnl.hpp"
 
@@ -154,6 +157,39 @@ void BM_StreamCopy(benchmark::State& state) {
       2.0 * count * sizeof(float) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// Read-only stream on every core: the bandwidth a decode step, which only reads its
+// K/V, can reach (BM_StreamCopy counts writes too). Highway's baseline target with
+// four independent sums, so the loads, not the adds, set the pace.
+float SumRange(const float* data, int64_t count) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  const hn::ScalableTag<float> d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  auto a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0;
+  for (int64_t i = 0; i + 4 * lanes <= count; i += 4 * lanes) {
+    a0 = hn::Add(a0, hn::LoadU(d, data + i));
+    a1 = hn::Add(a1, hn::LoadU(d, data + i + lanes));
+    a2 = hn::Add(a2, hn::LoadU(d, data + i + 2 * lanes));
+    a3 = hn::Add(a3, hn::LoadU(d, data + i + 3 * lanes));
+  }
+  return hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
+}
+
+void BM_StreamRead(benchmark::State& state) {
+  const int64_t count = int64_t{64} << 20;  // 256 MiB, far beyond the caches
+  std::vector<float> source(count, 1.0f);
+  for (auto _ : state) {
+    float sum = 0.0f;
+#pragma omp parallel reduction(+ : sum)
+    {
+      const int64_t share = count / omp_get_num_threads();
+      sum += SumRange(source.data() + omp_get_thread_num() * share, share);
+    }
+    benchmark::DoNotOptimize(sum);
+  }
+  state.counters["GBps"] = benchmark::Counter(
+      count * sizeof(float) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // One decode step at cached length 2048: 32 query heads on 8 KV heads of 128 (a
 // Llama-style layer), batch 1 or 8. embed 4096 is the whole layer, whose weights
 // (168 MB) dominate the bytes read; embed 64 shrinks the projections so the step is
@@ -232,6 +268,9 @@ void RegisterAll() {
   benchmark::RegisterBenchmark("BM_StreamCopy", BM_StreamCopy)
       ->UseRealTime()
       ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("BM_StreamRead", BM_StreamRead)
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
   for (int64_t batch : {1, 8}) {
     for (int64_t embed : {64, 4096}) {
       const std::string name = std::string("BM_Decode/") +
@@ -243,9 +282,13 @@ void RegisterAll() {
           ->Unit(benchmark::kMicrosecond);
     }
   }
-  // A bf16 KV cache halves the bytes each decode step streams.
+  // bf16 and int8 KV caches halve and quarter the bytes each decode step streams.
   benchmark::RegisterBenchmark("BM_Decode/attention_b8/bf16_cache", BM_Decode, 8, 64,
                                mha::DType::kBFloat16)
+      ->UseRealTime()
+      ->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("BM_Decode/attention_b8/int8_cache", BM_Decode, 8, 64,
+                               mha::DType::kInt8)
       ->UseRealTime()
       ->Unit(benchmark::kMicrosecond);
   // Causal attention across sequence lengths (GPT-2 width).
@@ -267,6 +310,7 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   RegisterAll();
   mha::bench::RegisterDecoderCases();
+  mha::bench::RegisterServingCases();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

@@ -1,0 +1,201 @@
+// Serving cases of mha_bench, on Llama 3 8B's attention shape (32 query heads on 8
+// KV heads of 128) with embed 64, so that the step is the attention over the cache
+// rather than the projections. Caches are filled through the same weights with a
+// 16-token window (cheap to prefill, the same keys and values), then timed steps
+// attend over everything. kv_GBps: K/V bytes the step reads per second.
+#include "benchmarks/serving_cases.h"
+
+#include <algorithm>
+#include <memory>
+#include <string>
+
+#include "benchmarks/bench_util.h"
+
+namespace mha::bench {
+namespace {
+
+constexpr int64_t kHeads = 32, kKvHeads = 8, kHeadDim = 128, kEmbed = 64;
+constexpr int64_t kBlock = 16;
+
+// One layer and its weights; `window` > 0 gives the cheap filling layer.
+struct ServeLayer {
+  explicit ServeLayer(int64_t window) {
+    config = MakeConfig(kHeads, kHeadDim, kEmbed);
+    config.num_kv_heads = kKvHeads;
+    config.rotary.pairing = RotaryPairing::kHalfSplit;
+    config.rotary.max_positions = 40000;
+    if (window > 0) config.features.sliding_window = window;
+    const int64_t model = kHeads * kHeadDim, kv = kKvHeads * kHeadDim;
+    wq = Random(model * kEmbed, 1, 0.125f);
+    wk = Random(kv * kEmbed, 2, 0.125f);
+    wv = Random(kv * kEmbed, 3, 0.125f);
+    wo = Random(kEmbed * model, 4, 0.01f);
+    weights.query.weight = {wq.data(), Shape{model, kEmbed}};
+    weights.key.weight = {wk.data(), Shape{kv, kEmbed}};
+    weights.value.weight = {wv.data(), Shape{kv, kEmbed}};
+    weights.output.weight = {wo.data(), Shape{kEmbed, model}};
+    layer = std::make_unique<MultiheadAttention>(config, weights);
+  }
+  AttentionConfig config;
+  std::vector<float> wq, wk, wv, wo;
+  AttentionWeights weights;
+  std::unique_ptr<MultiheadAttention> layer;
+};
+
+// Packed steps over a set of sequences: appends counts[i] tokens to ids[i], then
+// attends them with `layer`.
+struct Step {
+  std::vector<int64_t> ids, counts, starts{0};
+  std::vector<float> tokens, output;
+  explicit Step(const std::vector<std::pair<int64_t, int64_t>>& work) {
+    for (const auto& [id, count] : work) {
+      ids.push_back(id);
+      counts.push_back(count);
+      starts.push_back(starts.back() + count);
+    }
+    tokens = Random(starts.back() * kEmbed, 7, 1.0f);
+    output.resize(tokens.size());
+  }
+  void Run(const MultiheadAttention& layer, PagedKvCache& cache) {
+    const int64_t n = static_cast<int64_t>(ids.size()), total = starts.back();
+    cache.AppendSlots(ids.data(), counts.data(), n);
+    layer.ForwardPacked(TensorView(tokens.data(), Shape{total, kEmbed}),
+                        {TensorView(ids.data(), DType::kInt64, Shape{n}),
+                         TensorView(starts.data(), DType::kInt64, Shape{n + 1})},
+                        cache, 0, MutableTensorView(output.data(), Shape{total, kEmbed}));
+  }
+  // Undoes Run's append, so every iteration sees the same cache.
+  void Undo(PagedKvCache& cache) {
+    for (size_t i = 0; i < ids.size(); ++i) {
+      cache.Truncate(ids[i], cache.length(ids[i]) - counts[i]);
+    }
+  }
+};
+
+// Fills sequence `id` with `length` tokens through the windowed layer.
+void Fill(const ServeLayer& filler, PagedKvCache& cache, int64_t id, int64_t length) {
+  cache.AddSequence(id);
+  for (int64_t done = 0; done < length; done += 2048) {
+    Step step({{id, std::min<int64_t>(2048, length - done)}});
+    step.Run(*filler.layer, cache);
+  }
+}
+
+enum class MixedPart { kWhole, kPrefill, kDecode };
+
+// 32 sequences: 4 prefilling 512-token chunks (after 0, 512, 1024 and 1536 cached
+// tokens) and 28 decoding with cached lengths spread over 100..4000; one packed call.
+void BM_ServeMixed(benchmark::State& state, MixedPart part, DType storage) {
+  const ServeLayer layer(0), filler(16);
+  PagedKvCacheOptions options;
+  options.num_blocks = 8000;
+  options.block_size = kBlock;
+  options.max_sequences = 32;
+  options.storage = storage;
+  PagedKvCache cache(layer.config, options);
+  std::vector<std::pair<int64_t, int64_t>> work;
+  for (int64_t i = 0; i < 32; ++i) {
+    const bool prefill = i < 4;
+    Fill(filler, cache, i, prefill ? 512 * i : 100 + (4000 - 100) * (i - 4) / 27);
+    if ((prefill && part != MixedPart::kDecode) ||
+        (!prefill && part != MixedPart::kPrefill)) {
+      work.emplace_back(i, prefill ? 512 : 1);
+    }
+  }
+  Step step(work);
+  int64_t kv_tokens = 0;  // keys each step reads: a query block reads its sequence
+  for (const auto& [id, count] : work) kv_tokens += cache.length(id) + count;
+  for (auto _ : state) {
+    step.Run(*layer.layer, cache);
+    state.PauseTiming();
+    step.Undo(cache);
+    state.ResumeTiming();
+  }
+  const double kv_bytes = 2.0 * kv_tokens * kKvHeads * kHeadDim * DTypeSize(storage);
+  state.counters["tokens_per_s"] =
+      benchmark::Counter(static_cast<double>(step.starts.back()),
+                         benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["kv_GBps"] =
+      benchmark::Counter(kv_bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// One sequence decoding after 32768 cached tokens: every core must stream its K/V.
+void BM_DecodeLong(benchmark::State& state, DType storage) {
+  const ServeLayer layer(0), filler(16);
+  PagedKvCacheOptions options;
+  options.num_blocks = 32768 / kBlock + 1;
+  options.block_size = kBlock;
+  options.max_sequences = 1;
+  options.storage = storage;
+  PagedKvCache cache(layer.config, options);
+  Fill(filler, cache, 0, 32768);
+  Step step({{0, 1}});
+  for (auto _ : state) {
+    step.Run(*layer.layer, cache);
+    state.PauseTiming();
+    step.Undo(cache);
+    state.ResumeTiming();
+  }
+  const double kv_bytes = 2.0 * 32769 * kKvHeads * kHeadDim * DTypeSize(storage);
+  state.counters["kv_GBps"] =
+      benchmark::Counter(kv_bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// 16 sequences forked from one 2000-token prompt, each decoding: the time of one
+// packed step, and the memory against 16 private copies of the prompt.
+void BM_PrefixShared(benchmark::State& state) {
+  const ServeLayer layer(0), filler(16);
+  PagedKvCacheOptions options;
+  options.num_blocks = 16 * (2000 / kBlock + 2);
+  options.block_size = kBlock;
+  options.max_sequences = 17;
+  PagedKvCache cache(layer.config, options);
+  Fill(filler, cache, 16, 2000);
+  std::vector<std::pair<int64_t, int64_t>> work;
+  for (int64_t i = 0; i < 16; ++i) {
+    cache.Fork(16, i);
+    work.emplace_back(i, 1);
+  }
+  cache.RemoveSequence(16);
+  Step step(work);
+  step.Run(*layer.layer, cache);  // each fork copies its partial last block once
+  const PagedKvCacheStats stats = cache.stats();
+  for (auto _ : state) {
+    step.Run(*layer.layer, cache);
+    state.PauseTiming();
+    step.Undo(cache);
+    state.ResumeTiming();
+  }
+  const double block_mb = stats.bytes_per_block / 1e6;
+  state.counters["shared_MB"] = stats.used_blocks * block_mb;
+  state.counters["private_MB"] = 16.0 * ((2001 + kBlock - 1) / kBlock) * block_mb;
+  state.counters["memory_ratio"] =
+      state.counters["private_MB"] / state.counters["shared_MB"];
+}
+
+}  // namespace
+
+void RegisterServingCases() {
+  const std::pair<const char*, MixedPart> parts[] = {
+      {"", MixedPart::kWhole},
+      {"/prefill_part", MixedPart::kPrefill},
+      {"/decode_part", MixedPart::kDecode}};
+  for (const auto& [suffix, part] : parts) {
+    benchmark::RegisterBenchmark((std::string("BM_Serve/serve_mixed") + suffix).c_str(),
+                                 BM_ServeMixed, part, DType::kFloat32)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+  }
+  for (DType storage : {DType::kFloat32, DType::kBFloat16, DType::kInt8}) {
+    benchmark::RegisterBenchmark(
+        (std::string("BM_Serve/decode_long_b1/") + DTypeName(storage)).c_str(),
+        BM_DecodeLong, storage)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+  }
+  benchmark::RegisterBenchmark("BM_Serve/prefix_shared", BM_PrefixShared)
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
+}
+
+}  // namespace mha::bench
