@@ -179,17 +179,6 @@ TEST(KvCache, ResetSequenceStartsOver) {
   ExpectClose(out, expected, "after reset");
 }
 
-// Expects `run` to throw mha::Error mentioning `part`.
-template <class F>
-void ExpectErrorMentioning(const F& run, const std::string& part) {
-  try {
-    run();
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-  }
-}
-
 TEST(KvCache, FailedAppendLeavesCacheAndOutputAsTheyWere) {
   const OwnedLayer layer = DecoderLayer(2);
   const MultiheadAttention attention(layer.config, layer.weights);

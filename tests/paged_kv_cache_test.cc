@@ -318,16 +318,6 @@ TEST(TaskPlan, SplitsLongKeyRangesOnlyWhenThreadsWouldIdle) {
   EXPECT_EQ(plan.tasks.size(), 8u);
 }
 
-template <class F>
-void ExpectErrorMentioning(const F& run, const std::string& part) {
-  try {
-    run();
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-  }
-}
-
 TEST(PagedKvCache, BadArgumentsNameThemselvesAndChangeNothing) {
   PagedCase c{"errors", 2, 16, DType::kFloat32, false, 0, {}};
   const OwnedLayer layer = PagedLayer(c);

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "mha/mha.hpp"
@@ -38,5 +39,16 @@ OwnedLayer MakeLayer(const LayerSpec& spec, uint32_t seed);
 // max |actual - expected| <= 1e-4 * max(1, max |expected|), reported with the index.
 void ExpectClose(const std::vector<float>& actual, const std::vector<float>& expected,
                  const char* what, double relative = 1e-4);
+
+// Expects `run` to throw mha::Error mentioning `part`.
+template <class F>
+void ExpectErrorMentioning(const F& run, const std::string& part) {
+  try {
+    run();
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
+}
 
 }  // namespace mha::testing
