@@ -119,10 +119,7 @@ void MultiheadAttention::Impl::ForwardWithCache(const TensorView& query,
   const auto pages = [&cache](int64_t b, int64_t kv_head) {
     return cache.Pages(b, kv_head);
   };
-  CacheAppend append;
-  append.keys = qkv + packed.FusedColumn(PackedWeights::kKey);
-  append.values = qkv + packed.FusedColumn(PackedWeights::kValue);
-  append.row_stride = width;
+  CacheAppend append = FusedCacheAppend(qkv);
   append.batches = problem.batch_size;
   append.rows_per_batch = sq;
   append.counts = counts;

@@ -110,6 +110,14 @@ struct MultiheadAttention::Impl {
     }
   };
   void AppendToCache(const CacheAppend& append, internal::Workspace& workspace) const;
+  // A CacheAppend reading keys and values from fused QKV projection rows.
+  CacheAppend FusedCacheAppend(const float* qkv) const {
+    CacheAppend append;
+    append.keys = qkv + packed.FusedColumn(internal::PackedWeights::kKey);
+    append.values = qkv + packed.FusedColumn(internal::PackedWeights::kValue);
+    append.row_stride = config.model_dim() + 2 * config.kv_dim();
+    return append;
+  }
   // Projects `rows` rows of `input` with linears[index] into `output`.
   void Linear(int index, const float* input, int64_t rows, float* output,
               internal::Workspace& workspace) const {

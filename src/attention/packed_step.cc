@@ -173,10 +173,7 @@ void MultiheadAttention::Impl::ForwardPacked(const TensorView& query,
   const auto pages = [&cache, ids, layer](int64_t b, int64_t kv_head) {
     return cache.Pages(ids[b], layer, kv_head);
   };
-  CacheAppend append;
-  append.keys = qkv + packed.FusedColumn(internal::PackedWeights::kKey);
-  append.values = qkv + packed.FusedColumn(internal::PackedWeights::kValue);
-  append.row_stride = width;
+  CacheAppend append = FusedCacheAppend(qkv);
   append.batches = problem.batch_size;
   append.batch_rows = rows;
   append.counts = workspace->new_lengths.data();
