@@ -6,8 +6,10 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "benchmarks/bench_util.h"
@@ -303,9 +305,35 @@ void RegisterAll() {
   }
 }
 
+// Applies --isa=NAME (removed from argv) or MHA_MAX_ISA, and records the result in
+// the benchmark context, before anything creates a primitive.
+bool ApplyIsaFlag(int& argc, char** argv) {
+  constexpr std::string_view kFlag = "--isa=";
+  int kept = 1;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg.substr(0, kFlag.size()) == kFlag) {
+      try {
+        mha::SetMaxIsa(mha::ParseIsa(arg.substr(kFlag.size()), "--isa"));
+      } catch (const mha::Error& e) {
+        std::fprintf(stderr, "mha_bench: %s\n", e.what());
+        return false;
+      }
+    } else {
+      argv[kept++] = argv[i];
+    }
+  }
+  argc = kept;
+  const mha::IsaReport isa = mha::DescribeIsa();
+  benchmark::AddCustomContext("mha_simd_target", isa.simd_target);
+  benchmark::AddCustomContext("mha_onednn_isa", isa.onednn_isa);
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (!ApplyIsaFlag(argc, argv)) return 1;
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   RegisterAll();
@@ -313,5 +341,11 @@ int main(int argc, char** argv) {
   mha::bench::RegisterServingCases();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
+  // stderr, so that --benchmark_format=json on stdout stays valid.
+  std::string kernels;
+  for (const std::string& kernel : mha::DescribeIsa().projection_kernels) {
+    kernels += " " + kernel;
+  }
+  std::fprintf(stderr, "mha projection kernels (oneDNN):%s\n", kernels.c_str());
   return 0;
 }

@@ -23,6 +23,11 @@ typedef enum {
  * the next failing call on the same thread. */
 const char* mha_last_error(void);
 
+/* Caps the instruction set of mha's kernels and projections: "sse4", "avx2",
+ * "avx512" or "native" (see mha/isa.hpp). Call before the first layer is created;
+ * without a call, the environment variable MHA_MAX_ISA applies. */
+mha_status mha_set_max_isa(const char* name);
+
 typedef enum {
   MHA_LAYOUT_OUT_IN = 0,           /* [out, in]: PyTorch nn.Linear */
   MHA_LAYOUT_IN_OUT = 1,           /* [in, out]: y = x @ W */

@@ -9,6 +9,7 @@
 #include "src/attention/layer_impl.h"
 #include "src/kernels/bf16_convert.h"
 #include "src/planning/weight_layout.h"
+#include "src/platform/isa_cap.h"
 #include "src/rotary/positions.h"
 #include "src/threading/parallel_for.h"
 
@@ -61,7 +62,7 @@ MultiheadAttention::Impl::Impl(const AttentionConfig& layer_config,
                                const AttentionWeights& weights)
     : config(layer_config),
       output_dim(internal::ValidateLayer(layer_config, weights)),
-      engine(dnnl::engine::kind::cpu, 0),
+      engine(internal::CpuEngine()),
       packed(layer_config, weights, output_dim, LinearPrimitive::Bf16Supported(engine)),
       logits(layer_config.features, weights.sinks, layer_config.num_heads,
              "weights.sinks"),

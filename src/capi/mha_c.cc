@@ -203,6 +203,13 @@ extern "C" {
 
 const char* mha_last_error(void) { return t_last_error.c_str(); }
 
+mha_status mha_set_max_isa(const char* name) {
+  return Guard([&] {
+    Require(name, "name");
+    mha::SetMaxIsa(mha::ParseIsa(name, "name"));
+  });
+}
+
 mha_status mha_layer_create(const mha_config* config, const mha_weights* weights,
                             mha_layer** layer) {
   return Guard([&] {

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "src/kernels/attention_head.h"
+#include "src/platform/isa_cap.h"
 #include "src/threading/parallel_for.h"
 
 namespace mha::internal {
@@ -108,6 +109,7 @@ void MergeSplits(const CoreCall& call, const SplitGroup& group, const float* par
 
 void RunAttentionCore(const CoreCall& call, const MaskPlan& masks,
                       CoreWorkspace& workspace) {
+  ApplyIsaCap();
   const int threads = TeamSize();
   TaskPlan& plan = workspace.plan;
   PlanTasks(call, masks, threads, plan);

@@ -3,6 +3,7 @@
 #include "src/planning/linear_primitive.h"
 
 #include "src/kernels/bf16_convert.h"
+#include "src/platform/isa_cap.h"
 
 namespace mha::internal {
 namespace {
@@ -45,11 +46,13 @@ dnnl::matmul::primitive_desc LinearPrimitive::Describe(memory::dim rows) const {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   const memory::desc bias = bias_ ? bias_.get_desc() : memory::desc();
-  return dnnl::matmul::primitive_desc(
+  dnnl::matmul::primitive_desc pd(
       dnnl::matmul::desc(Matrix(rows, shape_.in_dim, shape_.in_dim, InputType()),
                          weights_.get_desc(), bias,
                          Matrix(rows, shape_.out_dim, shape_.output_stride)),
       attr, engine_);
+  RecordProjectionKernel(pd.impl_info_str());
+  return pd;
 }
 
 LinearCall::Entry& LinearPrimitive::Prepare(LinearCall& call, int64_t rows) const {

@@ -38,16 +38,17 @@ double MedianSeconds(int repeats, const F& run) {
 int main(int argc, char** argv) {
   int64_t batch = 1, seq = 128, embed = 768, heads = 12;
   int repeats = 20;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    const int64_t value = std::atoll(argv[i + 1]);
-    if (flag == "--batch") batch = value;
-    if (flag == "--seq") seq = value;
-    if (flag == "--embed") embed = value;
-    if (flag == "--heads") heads = value;
-    if (flag == "--repeats") repeats = static_cast<int>(value);
-  }
   try {
+    for (int i = 1; i + 1 < argc; i += 2) {
+      const std::string flag = argv[i];
+      const int64_t value = std::atoll(argv[i + 1]);
+      if (flag == "--isa") mha::SetMaxIsa(mha::ParseIsa(argv[i + 1], "--isa"));
+      if (flag == "--batch") batch = value;
+      if (flag == "--seq") seq = value;
+      if (flag == "--embed") embed = value;
+      if (flag == "--heads") heads = value;
+      if (flag == "--repeats") repeats = static_cast<int>(value);
+    }
     const float init = 1.0f / std::sqrt(static_cast<float>(embed));
     const std::vector<float> in_proj = Random(3 * embed * embed, 1, init),
                              in_bias = Random(3 * embed, 2, 0.1f),
@@ -91,6 +92,11 @@ int main(int argc, char** argv) {
                 std::max(1, repeats / 10));
     std::printf("  speedup        %10.1fx\n", naive_s / fast_s);
     std::printf("  max |mha - naive| = %.3g (max |naive| = %.3g)\n", max_diff, max_ref);
+    const mha::IsaReport isa = mha::DescribeIsa();
+    std::string kernels;
+    for (const std::string& kernel : isa.projection_kernels) kernels += " " + kernel;
+    std::printf("  SIMD target %s, oneDNN ISA %s, projection kernels:%s\n",
+                isa.simd_target.c_str(), isa.onednn_isa.c_str(), kernels.c_str());
     return max_diff <= 1e-4 * std::max(1.0, max_ref) ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mha-demo: error: %s\n", e.what());

@@ -24,7 +24,7 @@ constexpr char kUsage[] =
     "               [--rope-max-positions N] [--position-ids P.npy]\n"
     "               [--sliding-window W] [--sliding-window-right R] [--softcap C]\n"
     "               [--alibi] --output O.npy [--attn-weights A.npy]\n"
-    "               [--average-heads] [--threads N]\n"
+    "               [--average-heads] [--threads N] [--isa sse4|avx2|avx512|native]\n"
     "       mha-run --core --query Q.npy --key K.npy --value V.npy [--layout bhsd|bshd]\n"
     "               [--scale S] [--sinks S.npy] [--key-position-ids P.npy]\n"
     "               [--logsumexp L.npy] [the mask, rope and feature flags above]\n"
@@ -45,6 +45,7 @@ struct Options {
   std::optional<float> scale;
   AttentionFeatures features;
   RotaryConfig rotary;
+  std::optional<Isa> isa;
 };
 
 int64_t ParseCount(const std::string& flag, const std::string& text) {
@@ -131,6 +132,12 @@ bool ParseValueFlag(const std::string& flag, const std::string& value, Options& 
     options.num_kv_heads = ParseCount(flag, value);
   } else if (flag == "--threads") {
     options.threads = static_cast<int>(std::min<int64_t>(ParseCount(flag, value), 4096));
+  } else if (flag == "--isa") {
+    try {
+      options.isa = ParseIsa(value, flag);
+    } catch (const Error& e) {
+      throw UsageError(e.what());
+    }
   } else if (flag == "--mask-convention" && value == "torch") {
     options.convention = MaskConvention::kTorch;
   } else if (flag == "--mask-convention" && value == "zero-means-masked") {
@@ -268,6 +275,7 @@ int RunCore(const Options& options) {
 }
 
 int Run(const Options& options) {
+  if (options.isa) SetMaxIsa(*options.isa);
   if (options.core) return RunCore(options);
   io::LoadedLayer layer = io::LoadLayer(options.files.at("--weights"), options.num_heads,
                                         options.num_kv_heads);

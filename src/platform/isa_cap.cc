@@ -1,0 +1,157 @@
+// The ISA cap (MHA_MAX_ISA, SetMaxIsa) for Highway and oneDNN, and DescribeIsa.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "src/platform/isa_cap.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace mha::internal {
+namespace HWY_NAMESPACE {
+
+int64_t CompiledTarget() { return HWY_TARGET; }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace mha::internal
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <set>
+
+#include "mha/error.hpp"
+#include "mha/isa.hpp"
+#include "src/platform/isa_cap.h"
+
+namespace mha {
+namespace internal {
+namespace {
+
+HWY_EXPORT(CompiledTarget);
+
+struct IsaName {
+  Isa isa;
+  const char* name;
+  dnnl::cpu_isa onednn;
+  int64_t highway_disabled;  // Highway orders targets best first: lower bits are wider
+};
+
+// avx512 stops short of AMX, whose tile kernels are a different machine model.
+const IsaName kIsaNames[] = {
+    {Isa::kSse4, "sse4", dnnl::cpu_isa::sse41, HWY_SSE4 - 1},
+    {Isa::kAvx2, "avx2", dnnl::cpu_isa::avx2, HWY_AVX2 - 1},
+    {Isa::kAvx512, "avx512", dnnl::cpu_isa::avx512_core_bf16, 0},
+    {Isa::kNative, "native", dnnl::cpu_isa::all, 0},
+};
+
+const IsaName& Lookup(Isa isa) {
+  for (const IsaName& entry : kIsaNames) {
+    if (entry.isa == isa) return entry;
+  }
+  throw Error("isa: unknown mha::Isa value " + std::to_string(static_cast<int>(isa)));
+}
+
+std::mutex cap_mutex;
+std::atomic<bool> cap_applied{false};
+std::mutex kernels_mutex;
+std::set<std::string> projection_kernels;
+
+bool capped = false;  // a cap other than native was applied; guarded by cap_mutex
+
+// Whether oneDNN, which fixes its ISA at its first primitive, already runs within
+// `entry` (the host may have used oneDNN before mha).
+bool OnednnWithin(const IsaName& entry) {
+  if (entry.onednn == dnnl::cpu_isa::all) return !capped;
+  const auto effective = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  return (effective & ~static_cast<unsigned>(entry.onednn)) == 0;
+}
+
+// Requires cap_mutex.
+void ApplyLocked(Isa isa, const char* source) {
+  const IsaName& entry = Lookup(isa);
+  if (dnnl::set_max_cpu_isa(entry.onednn) != dnnl::status::success &&
+      !OnednnWithin(entry)) {
+    throw Error(std::string(source) + ": cannot cap oneDNN at '" + entry.name +
+                "': it has already created a primitive in this process; set the cap "
+                "before the first layer, cache or attention call");
+  }
+  hwy::DisableTargets(entry.highway_disabled);
+  capped = entry.isa != Isa::kNative;
+  cap_applied.store(true, std::memory_order_release);
+}
+
+const char* OnednnIsaName(dnnl::cpu_isa isa) {
+  switch (isa) {
+    case dnnl::cpu_isa::sse41:
+      return "sse41";
+    case dnnl::cpu_isa::avx:
+      return "avx";
+    case dnnl::cpu_isa::avx2:
+      return "avx2";
+    case dnnl::cpu_isa::avx2_vnni:
+      return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_core:
+      return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx:
+      return "avx512_core_amx";
+    default:
+      return "other";
+  }
+}
+
+}  // namespace
+
+void ApplyIsaCap() {
+  if (cap_applied.load(std::memory_order_acquire)) return;
+  const std::lock_guard<std::mutex> lock(cap_mutex);
+  if (cap_applied.load(std::memory_order_relaxed)) return;
+  const char* requested = std::getenv("MHA_MAX_ISA");
+  ApplyLocked(requested && *requested ? ParseIsa(requested, "MHA_MAX_ISA") : Isa::kNative,
+              "MHA_MAX_ISA");
+}
+
+dnnl::engine CpuEngine() {
+  ApplyIsaCap();
+  return dnnl::engine(dnnl::engine::kind::cpu, 0);
+}
+
+void RecordProjectionKernel(const char* implementation) {
+  const std::lock_guard<std::mutex> lock(kernels_mutex);
+  projection_kernels.insert(implementation);
+}
+
+}  // namespace internal
+
+Isa ParseIsa(std::string_view name, std::string_view argument) {
+  std::string accepted;
+  for (const internal::IsaName& entry : internal::kIsaNames) {
+    if (name == entry.name) return entry.isa;
+    accepted += accepted.empty() ? entry.name : std::string(", ") + entry.name;
+  }
+  throw Error(std::string(argument) + ": expected one of " + accepted + ", got '" +
+              std::string(name) + "'");
+}
+
+void SetMaxIsa(Isa isa) {
+  const std::lock_guard<std::mutex> lock(internal::cap_mutex);
+  internal::ApplyLocked(isa, "SetMaxIsa");
+}
+
+IsaReport DescribeIsa() {
+  internal::ApplyIsaCap();
+  IsaReport report;
+  report.simd_target = hwy::TargetName(HWY_DYNAMIC_DISPATCH(internal::CompiledTarget)());
+  report.onednn_isa = internal::OnednnIsaName(dnnl::get_effective_cpu_isa());
+  const std::lock_guard<std::mutex> lock(internal::kernels_mutex);
+  report.projection_kernels.assign(internal::projection_kernels.begin(),
+                                   internal::projection_kernels.end());
+  return report;
+}
+
+}  // namespace mha
+#endif  // HWY_ONCE

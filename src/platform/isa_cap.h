@@ -1,0 +1,18 @@
+// Internal side of include/mha/isa.hpp: every entry point that may create a oneDNN
+// primitive or dispatch a Highway kernel first applies the ISA cap.
+#pragma once
+
+#include "oneapi/dnnl/dnnl.hpp"
+
+namespace mha::internal {
+
+// Applies MHA_MAX_ISA once per process unless SetMaxIsa already ran; cheap after.
+void ApplyIsaCap();
+
+// A CPU engine created after the cap.
+dnnl::engine CpuEngine();
+
+// Remembers a projection primitive's oneDNN implementation name for DescribeIsa.
+void RecordProjectionKernel(const char* implementation);
+
+}  // namespace mha::internal
