@@ -13,10 +13,11 @@ HWY_BEFORE_NAMESPACE();
 namespace mha {
 namespace HWY_NAMESPACE {
 
+// b: a [depth, n] tile in column panels, as KV pages are.
 void TileProduct(size_t rows, size_t n, size_t depth, const float* a, size_t lda,
-                 const float* b, size_t ldb, float* c, size_t ldc) {
-  TileMatMul(hwy::HWY_NAMESPACE::ScalableTag<float>(), rows, n, depth, a, lda, b, ldb, c,
-             ldc,
+                 const float* b, float* c, size_t ldc) {
+  TileMatMul(hwy::HWY_NAMESPACE::ScalableTag<float>(), rows, n, depth, a, lda, b, depth,
+             c, ldc,
              /*accumulate=*/true);
 }
 
@@ -54,7 +55,7 @@ void BM_TileHighway(benchmark::State& state) {
   std::vector<float> a(rows * lda, 0.5f), b(depth * n, 0.25f), c(rows * n);
   for (auto _ : state) {
     HWY_DYNAMIC_DISPATCH(mha::TileProduct)
-    (rows, n, depth, a.data(), lda, b.data(), n, c.data(), n);
+    (rows, n, depth, a.data(), lda, b.data(), c.data(), n);
     benchmark::DoNotOptimize(c.data());
   }
   SetFlops(state, shape);

@@ -59,11 +59,16 @@ KvCache::Impl::Impl(const AttentionConfig& config, int64_t batch, int64_t seq_le
 void KvCache::Impl::Truncate(int64_t sequence, int64_t length) {
   // Values past a sequence's length are multiplied by 0: keep them finite.
   // Zero bits are 0 in every storage type.
-  const size_t row_bytes = padded_head_dim * internal::KvElementBytes(storage);
+  const size_t element = internal::KvElementBytes(storage);
   for (int64_t kv_head = 0; kv_head < num_kv_heads; ++kv_head) {
     const internal::KvPages pages = Pages(sequence, kv_head);
-    std::memset(pages.values + length * row_bytes, 0,
-                (lengths[sequence] - length) * row_bytes);
+    for (int64_t first = length; first < lengths[sequence];) {
+      const int64_t page = first / page_size, row = first % page_size;
+      const int64_t end = std::min(page_size, row + lengths[sequence] - first);
+      internal::ZeroTileRows(pages.ValuePage(page), page_size, padded_head_dim, row, end,
+                             element);
+      first += end - row;
+    }
   }
   lengths[sequence] = length;
 }

@@ -1,16 +1,42 @@
 // KvPages: where the attention kernel finds one (sequence, KV head)'s cached keys and
 // values. Every cache stores them in pages of page_size tokens: K^T as a
-// [head_dim, page_size] tile (scores = Q K^T streams it) and V as
-// [page_size, padded_head_dim] rows, zero-padded, as float, bfloat16 or int8 (int8
+// [head_dim, page_size] tile (scores = Q K^T streams it) and V as a
+// [page_size, padded_head_dim] tile, zero-padded, as float, bfloat16 or int8 (int8
 // with one fp32 scale per token for K and for V). The contiguous KvCache (and the
 // panels the kernel splits for itself) are runs of pages, page p following page
 // p - 1; the paged cache finds page p through its sequence's page table.
+//
+// Tiles are stored in column panels (PanelOffset): a tile product walks B one band
+// of columns at a time, and a band of a row-major tile is one cache line per row, a
+// stride apart, which the hardware prefetchers follow badly: decoding read K/V at
+// about half the rate of a sequential read. In panels a band is one contiguous run.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace mha::internal {
+
+// Columns per panel: a whole number of vectors on every target, one cache line of
+// floats.
+constexpr size_t kPanelWidth = 16;
+
+// Element (row, col) of a [rows, cols] tile stored as cols / kPanelWidth panels of
+// [rows, kPanelWidth], one after another.
+inline size_t PanelOffset(size_t row, size_t col, size_t rows) {
+  return (col / kPanelWidth * rows + row) * kPanelWidth + col % kPanelWidth;
+}
+
+// Zeroes rows [first_row, end_row) of such a tile of `element_bytes` elements.
+inline void ZeroTileRows(uint8_t* tile, size_t rows, size_t cols, size_t first_row,
+                         size_t end_row, size_t element_bytes) {
+  if (end_row <= first_row) return;
+  const size_t run = (end_row - first_row) * kPanelWidth * element_bytes;
+  for (size_t col = 0; col < cols; col += kPanelWidth) {
+    std::memset(tile + PanelOffset(first_row, col, rows) * element_bytes, 0, run);
+  }
+}
 
 enum class KvStorage { kFloat32, kBFloat16, kInt8 };
 

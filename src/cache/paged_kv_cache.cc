@@ -180,13 +180,14 @@ void PagedKvCache::Impl::CopyBlock(int32_t from, int32_t to) {
 }
 
 void PagedKvCache::Impl::ZeroValueRows(int32_t block, int64_t first_row) {
-  const int64_t row_bytes = value_page_bytes / options.block_size;
+  const size_t element = internal::KvElementBytes(storage);
   for (int64_t layer = 0; layer < options.num_layers; ++layer) {
     uint8_t* block_values =
         values.data() + layer * layer_values_bytes + block * block_value_bytes;
     for (int64_t kv_head = 0; kv_head < num_kv_heads; ++kv_head) {
-      std::memset(block_values + kv_head * value_page_bytes + first_row * row_bytes, 0,
-                  (options.block_size - first_row) * row_bytes);
+      internal::ZeroTileRows(block_values + kv_head * value_page_bytes,
+                             options.block_size, padded_head_dim, first_row,
+                             options.block_size, element);
     }
   }
 }

@@ -32,8 +32,8 @@ using mha::HWY_NAMESPACE::OnlineSoftmaxBlock;
 using mha::HWY_NAMESPACE::RotateRow;
 using mha::HWY_NAMESPACE::ScaleRow;
 using mha::HWY_NAMESPACE::SoftCap;
-using mha::HWY_NAMESPACE::SplitHead;
 using mha::HWY_NAMESPACE::SplitRotatedKeys;
+using mha::HWY_NAMESPACE::SplitValues;
 using mha::HWY_NAMESPACE::TileMatMul;
 
 // Rows [first_row, first_row + rows) of a task against every key they may see; pages
@@ -125,7 +125,8 @@ class QueryBlock {
     const size_t dim = layout_.padded_head_dim, stride = layout_.key_block;
     const int64_t page = first_key / pages_.page_size;
     TileMatMul(d, rows_, padded, head_dim, query.data, query.stride,
-               reinterpret_cast<const T*>(pages_.KeyPage(page)), stride, scores_, stride,
+               reinterpret_cast<const T*>(pages_.KeyPage(page)), head_dim, scores_,
+               stride,
                /*accumulate=*/false);
     for (size_t i = 0; i < rows_; ++i) {
       float* row = scores_ + i * stride;
@@ -138,7 +139,7 @@ class QueryBlock {
       if constexpr (kInt8) MulRow(d, row, pages_.ValueScales(page), padded);
     }
     TileMatMul(d, rows_, dim, padded, scores_, stride,
-               reinterpret_cast<const T*>(pages_.ValuePage(page)), dim, context_, dim,
+               reinterpret_cast<const T*>(pages_.ValuePage(page)), stride, context_, dim,
                /*accumulate=*/true);
   }
 
@@ -228,10 +229,9 @@ KvPages SplitPanels(D d, const HeadTask& task, const MaskPlan& masks,
   SplitRotatedKeys(d, task.key + begin * task.key_stride, task.key_stride, begin,
                    count - begin, padded, head_dim, scratch + layout.key_panel,
                    layout.key_block, rotation);
-  SplitHead(d, task.value + begin * task.value_stride, task.value_stride, count - begin,
-            padded - begin, head_dim,
-            scratch + layout.value_panel + begin * layout.padded_head_dim,
-            layout.padded_head_dim);
+  SplitValues(d, task.value + begin * task.value_stride, task.value_stride, begin,
+              count - begin, padded, head_dim, layout.padded_head_dim,
+              scratch + layout.value_panel, layout.key_block);
   KvPages panels;
   panels.keys = reinterpret_cast<uint8_t*>(scratch + layout.key_panel);
   panels.values = reinterpret_cast<uint8_t*>(scratch + layout.value_panel);

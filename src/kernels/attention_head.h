@@ -72,7 +72,7 @@ struct HeadTask {
 // Where AttendHead keeps its per-thread panels and tiles, in floats. Rows are padded
 // to kPanelAlign floats, a whole number of vectors on every target.
 struct HeadScratch {
-  static constexpr size_t kPanelAlign = 16;
+  static constexpr size_t kPanelAlign = kPanelWidth;
   static constexpr size_t kQueryBlock = 48;     // rows of Q per tile (a multiple of 6)
   static constexpr size_t kKeyBlock = 128;      // keys per tile without attention weights
   static constexpr size_t kRotationRows = 128;  // keys rotated at a time

@@ -1,11 +1,11 @@
 // Per-target head split: copies one head's key and value rows out of the projection
-// matrices [S, num_heads * head_dim] into contiguous per-head panels shaped for the
-// tile products: K^T in key blocks of [head_dim, block] (scores = Q K^T streams one
-// block) and V as [padded Sk, padded head_dim]. Padding is zero so padded lanes add
-// nothing. Panels hold float, or bfloat16 for bf16 KV caches. Q needs no copy (the
-// tile product broadcasts its elements in place), and the head merge needs none
-// either: context rows are written straight into their head's columns of the matrix
-// the output projection reads.
+// matrices [S, num_heads * head_dim] into per-head pages shaped for the tile
+// products (src/cache/kv_pages.h): K^T in key blocks of [head_dim, block] (scores =
+// Q K^T streams one block) and V in pages of [block, padded head_dim]. Padding is
+// zero so padded lanes add nothing. Panels hold float, or bfloat16 for bf16 KV caches. Q
+// needs no copy (the tile product broadcasts its elements in place), and the head merge
+// needs none either: context rows are written straight into their head's columns of the
+// matrix the output projection reads.
 
 #if defined(MHA_KERNELS_HEAD_LAYOUT_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef MHA_KERNELS_HEAD_LAYOUT_INL_H_
@@ -19,6 +19,7 @@
 
 #include "hwy/contrib/algo/copy-inl.h"
 #include "hwy/highway.h"
+#include "src/cache/kv_pages.h"
 #include "src/kernels/bf16_convert.h"
 #include "src/kernels/rotary-inl.h"
 
@@ -33,29 +34,23 @@ inline void StoreAs(float value, hwy::bfloat16_t* out) {
 }
 
 // Key-blocked K^T panel: keys in blocks of `block`, each block a [head_dim, block]
-// row-major tile, so that the tile product for one key block streams one contiguous
-// run of memory. Writes keys [first, first + rows) from src (row r is key first + r)
-// and zeros keys [first + rows, zero_end).
+// tile in column panels (src/cache/kv_pages.h), so that the tile product streams
+// contiguous memory. Writes keys [first, first + rows) from src (row r is key
+// first + r) and zeros keys [first + rows, zero_end).
 template <class D, typename T>
 HWY_INLINE void SplitKeysTransposed(D /*d*/, const float* HWY_RESTRICT src,
                                     size_t src_stride, size_t first, size_t rows,
                                     size_t zero_end, size_t head_dim,
                                     T* HWY_RESTRICT panel, size_t block) {
   const size_t copy_end = first + rows;
-  // One key block at a time, so addressing needs no division per element.
-  for (size_t begin = first; begin < zero_end;) {
-    const size_t block_start = begin / block * block;
-    const size_t end = std::min(zero_end, block_start + block);
-    const size_t copied = std::min(end, copy_end);
-    T* tile = panel + block_start * head_dim;  // [head_dim, block]
+  for (size_t j = first; j < zero_end; ++j) {
+    const size_t block_start = j / block * block;
+    T* column = panel + block_start * head_dim +
+                internal::PanelOffset(0, j - block_start, head_dim);
+    const float* key = src + (j - first) * src_stride;
     for (size_t dim = 0; dim < head_dim; ++dim) {
-      T* row = tile + dim * block - block_start;  // row[j] for j in this block
-      for (size_t j = begin; j < copied; ++j) {
-        StoreAs(src[(j - first) * src_stride + dim], row + j);
-      }
-      for (size_t j = std::max(begin, copied); j < end; ++j) StoreAs(0.0f, row + j);
+      StoreAs(j < copy_end ? key[dim] : 0.0f, column + dim * internal::kPanelWidth);
     }
-    begin = end;
   }
 }
 
@@ -103,22 +98,25 @@ HWY_INLINE void SplitRotatedKeys(D d, const float* HWY_RESTRICT src, size_t src_
   }
 }
 
-// panel[j * panel_stride + d] = src[j * src_stride + d], zero for d >= head_dim and
-// for rows in [rows, padded_rows).
+// Values in pages of `page_rows` tokens, each a [page_rows, padded_head_dim] tile
+// in column panels: writes tokens [first, first + rows) from src (row r is token
+// first + r), zero beyond head_dim, and zeros tokens [first + rows, zero_end).
 template <class D, typename T>
-HWY_INLINE void SplitHead(D d, const float* HWY_RESTRICT src, size_t src_stride,
-                          size_t rows, size_t padded_rows, size_t head_dim,
-                          T* HWY_RESTRICT panel, size_t panel_stride) {
-  for (size_t j = 0; j < padded_rows; ++j) {
-    T* row = panel + j * panel_stride;
-    size_t k = 0;
-    if constexpr (std::is_same_v<T, float>) {
-      if (j < rows) hn::Copy(d, src + j * src_stride, head_dim, row);
-      k = j < rows ? head_dim : 0;
-    } else {
-      for (; j < rows && k < head_dim; ++k) StoreAs(src[j * src_stride + k], row + k);
+HWY_INLINE void SplitValues(D /*d*/, const float* HWY_RESTRICT src, size_t src_stride,
+                            size_t first, size_t rows, size_t zero_end, size_t head_dim,
+                            size_t padded_head_dim, T* HWY_RESTRICT pages,
+                            size_t page_rows) {
+  constexpr size_t kWidth = internal::kPanelWidth;
+  for (size_t j = first; j < zero_end; ++j) {
+    T* tile = pages + j / page_rows * page_rows * padded_head_dim;
+    const float* value = src + (j - first) * src_stride;
+    const size_t copied = j < first + rows ? head_dim : 0;
+    for (size_t col = 0; col < padded_head_dim; col += kWidth) {
+      T* out = tile + internal::PanelOffset(j % page_rows, col, page_rows);
+      for (size_t k = 0; k < kWidth; ++k) {
+        StoreAs(col + k < copied ? value[col + k] : 0.0f, out + k);
+      }
     }
-    for (; k < panel_stride; ++k) StoreAs(0.0f, row + k);
   }
 }
 

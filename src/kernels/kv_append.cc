@@ -1,6 +1,7 @@
 // AppendToPages, compiled once per SIMD target: the head split of head_layout-inl.h
 // (keys rotated on the way in for rotary layers) aimed at positions inside a KV
-// cache's pages, or symmetric int8 quantisation with one scale per row.
+// cache's pages, or symmetric int8 quantisation with one scale per row, into the
+// same panel layout (src/cache/kv_pages.h).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/kernels/kv_append.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -38,23 +39,25 @@ void AppendSplit(const PanelAppend& a) {
                                          offset + rows, head_dim,
                                          reinterpret_cast<T*>(pages.KeyPage(page)),
                                          static_cast<size_t>(pages.page_size), rotation);
-    mha::HWY_NAMESPACE::SplitHead(
-        d, a.values + done * stride, stride, rows, rows, head_dim,
-        reinterpret_cast<T*>(pages.ValuePage(page)) + offset * padded, padded);
+    mha::HWY_NAMESPACE::SplitValues(d, a.values + done * stride, stride, offset, rows,
+                                    offset + rows, head_dim, padded,
+                                    reinterpret_cast<T*>(pages.ValuePage(page)),
+                                    static_cast<size_t>(pages.page_size));
     done += static_cast<int64_t>(rows);
   }
 }
 
 // Symmetric int8: x ~ scale * q, scale = max|x| / 127, q in [-127, 127]. Writes
-// q[k] to out[k * out_stride] and returns the scale (0 for an all-zero row).
-float Quantize(const float* row, size_t n, int8_t* out, size_t out_stride) {
+// q[k] to out[index(k)] and returns the scale (0 for an all-zero row).
+template <class Index>
+float Quantize(const float* row, size_t n, int8_t* out, const Index& index) {
   float max_abs = 0.0f;
   for (size_t k = 0; k < n; ++k) max_abs = std::max(max_abs, std::fabs(row[k]));
   const float scale = max_abs / 127.0f;
   const float inverse = max_abs > 0.0f ? 127.0f / max_abs : 0.0f;
   for (size_t k = 0; k < n; ++k) {
     const float q = std::clamp(std::nearbyint(row[k] * inverse), -127.0f, 127.0f);
-    out[k * out_stride] = static_cast<int8_t>(q);
+    out[index(k)] = static_cast<int8_t>(q);
   }
   return scale;
 }
@@ -73,12 +76,14 @@ void AppendInt8(const PanelAppend& a) {
                                     a.rotation_scratch);
       key = a.rotation_scratch;
     }
-    auto* key_page = reinterpret_cast<int8_t*>(pages.KeyPage(page));
-    pages.KeyScales(page)[offset] = Quantize(key, head_dim, key_page + offset, page_size);
-    auto* value_row = reinterpret_cast<int8_t*>(pages.ValuePage(page)) +
-                      offset * static_cast<size_t>(a.padded_head_dim);
+    // Key `offset` is column `offset` of the page's K^T tile, row `offset` of its V.
+    pages.KeyScales(page)[offset] =
+        Quantize(key, head_dim, reinterpret_cast<int8_t*>(pages.KeyPage(page)),
+                 [&](size_t k) { return PanelOffset(k, offset, head_dim); });
     pages.ValueScales(page)[offset] =
-        Quantize(a.values + r * a.stride, head_dim, value_row, 1);
+        Quantize(a.values + r * a.stride, head_dim,
+                 reinterpret_cast<int8_t*>(pages.ValuePage(page)),
+                 [&](size_t k) { return PanelOffset(offset, k, page_size); });
   }
 }
 

@@ -1,7 +1,8 @@
 // Per-target register-blocked matrix multiply for the attention tiles:
-// C[rows, n] (+)= A[rows, depth] B[depth, n], all row-major with their own strides,
-// n a multiple of the vector length. One kernel serves both tile products:
-// scores = Q K^T (B = the K^T panel) and context += P V (B = the V panel).
+// C[rows, n] (+)= A[rows, depth] B[depth, n], A and C row-major with their own
+// strides, B a KV page tile in column panels (src/cache/kv_pages.h), n a multiple of
+// kPanelWidth. One kernel serves both tile products: scores = Q K^T (B = a K^T page)
+// and context += P V (B = a V page).
 //
 // Each micro-tile keeps kRows x kCols vectors of C in registers and streams one row
 // of B per step, broadcasting one element of A per row: the classic outer-product
@@ -18,6 +19,7 @@
 #include <cstdint>
 
 #include "hwy/highway.h"
+#include "src/cache/kv_pages.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mha {
@@ -44,12 +46,26 @@ HWY_INLINE hn::Vec<D> LoadRow(D d, const int8_t* HWY_RESTRICT p) {
   return hn::ConvertTo(d, hn::PromoteTo(di32, hn::LoadU(hn::Rebind<int8_t, D>(), p)));
 }
 
+// B's tile: its data, its rows (>= depth: the product may use the first rows only)
+// and the strip's first column.
+template <typename TB>
+struct BandOf {
+  const TB* tile;
+  size_t rows;
+  size_t first_col;
+};
+
 template <size_t kRows, size_t kCols, class D, typename TB>
-HWY_INLINE void MicroTile(D d, const float* HWY_RESTRICT a, size_t lda,
-                          const TB* HWY_RESTRICT b, size_t ldb, size_t depth,
-                          float* HWY_RESTRICT c, size_t ldc, bool accumulate) {
+HWY_INLINE void MicroTile(D d, const float* HWY_RESTRICT a, size_t lda, BandOf<TB> b,
+                          size_t depth, float* HWY_RESTRICT c, size_t ldc,
+                          bool accumulate) {
   using V = hn::Vec<D>;
   const size_t lanes = hn::Lanes(d);
+  const TB* HWY_RESTRICT band[kCols];  // row 0 of each vector's columns
+  HWY_UNROLL(4)
+  for (size_t col = 0; col < kCols; ++col) {
+    band[col] = b.tile + internal::PanelOffset(0, b.first_col + col * lanes, b.rows);
+  }
   V acc[kRows][kCols];
   HWY_UNROLL(6)
   for (size_t r = 0; r < kRows; ++r) {
@@ -62,7 +78,7 @@ HWY_INLINE void MicroTile(D d, const float* HWY_RESTRICT a, size_t lda,
     V row[kCols];
     HWY_UNROLL(4)
     for (size_t col = 0; col < kCols; ++col)
-      row[col] = LoadRow(d, b + k * ldb + col * lanes);
+      row[col] = LoadRow(d, band[col] + k * internal::kPanelWidth);
     HWY_UNROLL(6)
     for (size_t r = 0; r < kRows; ++r) {
       const V broadcast = hn::Set(d, a[r * lda + k]);
@@ -84,58 +100,61 @@ HWY_INLINE void MicroTile(D d, const float* HWY_RESTRICT a, size_t lda,
 // All rows of one column strip of kCols vectors.
 template <size_t kCols, class D, typename TB>
 HWY_INLINE void TileStrip(D d, size_t rows, const float* HWY_RESTRICT a, size_t lda,
-                          const TB* HWY_RESTRICT b, size_t ldb, size_t depth,
-                          float* HWY_RESTRICT c, size_t ldc, bool accumulate) {
+                          BandOf<TB> b, size_t depth, float* HWY_RESTRICT c, size_t ldc,
+                          bool accumulate) {
   size_t r = 0;
   for (; r + kTileRows <= rows; r += kTileRows) {
-    MicroTile<kTileRows, kCols>(d, a + r * lda, lda, b, ldb, depth, c + r * ldc, ldc,
+    MicroTile<kTileRows, kCols>(d, a + r * lda, lda, b, depth, c + r * ldc, ldc,
                                 accumulate);
   }
   a += r * lda;
   c += r * ldc;
   switch (rows - r) {
     case 5:
-      return MicroTile<5, kCols>(d, a, lda, b, ldb, depth, c, ldc, accumulate);
+      return MicroTile<5, kCols>(d, a, lda, b, depth, c, ldc, accumulate);
     case 4:
-      return MicroTile<4, kCols>(d, a, lda, b, ldb, depth, c, ldc, accumulate);
+      return MicroTile<4, kCols>(d, a, lda, b, depth, c, ldc, accumulate);
     case 3:
-      return MicroTile<3, kCols>(d, a, lda, b, ldb, depth, c, ldc, accumulate);
+      return MicroTile<3, kCols>(d, a, lda, b, depth, c, ldc, accumulate);
     case 2:
-      return MicroTile<2, kCols>(d, a, lda, b, ldb, depth, c, ldc, accumulate);
+      return MicroTile<2, kCols>(d, a, lda, b, depth, c, ldc, accumulate);
     case 1:
-      return MicroTile<1, kCols>(d, a, lda, b, ldb, depth, c, ldc, accumulate);
+      return MicroTile<1, kCols>(d, a, lda, b, depth, c, ldc, accumulate);
     default:
       return;
   }
 }
 
-// C[rows, n] = (accumulate ? C : 0) + A[rows, depth] B[depth, n]; n % Lanes(d) == 0.
-// B is float, or bfloat16 or int8 (a KV cache) widened to float as it is loaded.
+// C[rows, n] = (accumulate ? C : 0) + A[rows, depth] B[depth, n]; n % kPanelWidth == 0.
+// B: the first depth rows of a [b_rows, >= n] tile in column panels; float, or
+// bfloat16 or int8 (a KV cache) widened to float as it is loaded.
 template <class D, typename TB>
 HWY_INLINE void TileMatMul(D d, size_t rows, size_t n, size_t depth,
                            const float* HWY_RESTRICT a, size_t lda,
-                           const TB* HWY_RESTRICT b, size_t ldb, float* HWY_RESTRICT c,
+                           const TB* HWY_RESTRICT b, size_t b_rows, float* HWY_RESTRICT c,
                            size_t ldc, bool accumulate) {
   const size_t lanes = hn::Lanes(d);
   const size_t vectors = n / lanes;
   size_t v = 0;
   for (; v + kTileCols <= vectors; v += kTileCols) {
-    TileStrip<kTileCols>(d, rows, a, lda, b + v * lanes, ldb, depth, c + v * lanes, ldc,
-                         accumulate);
+    TileStrip<kTileCols>(d, rows, a, lda, BandOf<TB>{b, b_rows, v * lanes}, depth,
+                         c + v * lanes, ldc, accumulate);
   }
-  b += v * lanes;
+  const BandOf<TB> rest{b, b_rows, v * lanes};
   c += v * lanes;
   // Fewer than kTileCols vectors remain; only strips narrower than kTileCols exist.
   const size_t remaining = vectors - v;
   if constexpr (kTileCols > 3) {
     if (remaining == 3)
-      return TileStrip<3>(d, rows, a, lda, b, ldb, depth, c, ldc, accumulate);
+      return TileStrip<3>(d, rows, a, lda, rest, depth, c, ldc, accumulate);
   }
   if constexpr (kTileCols > 2) {
     if (remaining == 2)
-      return TileStrip<2>(d, rows, a, lda, b, ldb, depth, c, ldc, accumulate);
+      return TileStrip<2>(d, rows, a, lda, rest, depth, c, ldc, accumulate);
   }
-  if (remaining == 1) TileStrip<1>(d, rows, a, lda, b, ldb, depth, c, ldc, accumulate);
+  if (remaining == 1) {
+    TileStrip<1>(d, rows, a, lda, rest, depth, c, ldc, accumulate);
+  }
 }
 
 }  // namespace HWY_NAMESPACE

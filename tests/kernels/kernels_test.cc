@@ -36,19 +36,20 @@ void BlockedSoftmaxForTest(float* row, size_t n, size_t block) {
   for (size_t i = 0; i < n; ++i) row[i] = sum > 0.0f ? row[i] / sum : 0.0f;
 }
 
+// b: a [b_rows, >= n] tile in column panels, as KV pages are stored.
 void TileMatMulForTest(size_t rows, size_t n, size_t depth, const float* a, size_t lda,
-                       const float* b, size_t ldb, float* c, size_t ldc,
+                       const float* b, size_t b_rows, float* c, size_t ldc,
                        bool accumulate) {
-  TileMatMul(hwy::HWY_NAMESPACE::ScalableTag<float>(), rows, n, depth, a, lda, b, ldb, c,
-             ldc, accumulate);
+  TileMatMul(hwy::HWY_NAMESPACE::ScalableTag<float>(), rows, n, depth, a, lda, b, b_rows,
+             c, ldc, accumulate);
 }
 
 // B as bfloat16 bits, as a bf16 KV cache stores it.
 void TileMatMulBf16ForTest(size_t rows, size_t n, size_t depth, const float* a,
-                           size_t lda, const uint16_t* b, size_t ldb, float* c,
+                           size_t lda, const uint16_t* b, size_t b_rows, float* c,
                            size_t ldc) {
   TileMatMul(hwy::HWY_NAMESPACE::ScalableTag<float>(), rows, n, depth, a, lda,
-             reinterpret_cast<const hwy::bfloat16_t*>(b), ldb, c, ldc, false);
+             reinterpret_cast<const hwy::bfloat16_t*>(b), b_rows, c, ldc, false);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -134,20 +135,22 @@ TEST_P(Kernels, TileMatMulMatchesPlainProduct) {
     for (size_t n : {16, 32, 48, 80, 144}) {
       for (size_t depth : {1, 3, 17, 64}) {
         for (bool accumulate : {false, true}) {
-          const size_t lda = depth + 3, ldb = n + 16, ldc = n + 32;
+          // B has more rows and columns than the product uses.
+          const size_t lda = depth + 3, b_rows = depth + 5, b_cols = n + 16, ldc = n + 32;
           const std::vector<float> a = RandomFloats(rows * lda, 1),
-                                   b = RandomFloats(depth * ldb, 2);
+                                   b = RandomFloats(b_rows * b_cols, 2);
           std::vector<float> c = RandomFloats(rows * ldc, 3), expected = c;
           for (size_t i = 0; i < rows; ++i) {
             for (size_t j = 0; j < n; ++j) {
               double sum = accumulate ? expected[i * ldc + j] : 0.0;
               for (size_t k = 0; k < depth; ++k)
-                sum += double{a[i * lda + k]} * b[k * ldb + j];
+                sum +=
+                    double{a[i * lda + k]} * b[mha::internal::PanelOffset(k, j, b_rows)];
               expected[i * ldc + j] = static_cast<float>(sum);
             }
           }
           HWY_DYNAMIC_DISPATCH(mha::TileMatMulForTest)
-          (rows, n, depth, a.data(), lda, b.data(), ldb, c.data(), ldc, accumulate);
+          (rows, n, depth, a.data(), lda, b.data(), b_rows, c.data(), ldc, accumulate);
           ExpectClose(c, expected, "tile product", 1e-5);
         }
       }
@@ -158,9 +161,9 @@ TEST_P(Kernels, TileMatMulMatchesPlainProduct) {
 TEST_P(Kernels, TileMatMulWidensBf16Panels) {
   for (size_t rows : {1, 4, 7}) {
     for (size_t n : {16, 48, 128}) {
-      const size_t depth = 33, lda = depth, ldb = n + 16, ldc = n;
+      const size_t depth = 33, lda = depth, b_rows = depth, b_cols = n + 16, ldc = n;
       const std::vector<float> a = RandomFloats(rows * lda, 1);
-      const std::vector<float> b = RandomFloats(depth * ldb, 2);
+      const std::vector<float> b = RandomFloats(b_rows * b_cols, 2);
       std::vector<uint16_t> b16(b.size());
       mha::internal::FloatToBf16(b.data(), b.size(), b16.data());
       std::vector<float> widened(b.size()), c(rows * ldc), expected(rows * ldc);
@@ -169,13 +172,14 @@ TEST_P(Kernels, TileMatMulWidensBf16Panels) {
         for (size_t j = 0; j < n; ++j) {
           double sum = 0.0;
           for (size_t k = 0; k < depth; ++k) {
-            sum += double{a[i * lda + k]} * widened[k * ldb + j];
+            sum += double{a[i * lda + k]} *
+                   widened[mha::internal::PanelOffset(k, j, b_rows)];
           }
           expected[i * ldc + j] = static_cast<float>(sum);
         }
       }
       HWY_DYNAMIC_DISPATCH(mha::TileMatMulBf16ForTest)
-      (rows, n, depth, a.data(), lda, b16.data(), ldb, c.data(), ldc);
+      (rows, n, depth, a.data(), lda, b16.data(), b_rows, c.data(), ldc);
       ExpectClose(c, expected, "bf16 tile product", 1e-5);
     }
   }
