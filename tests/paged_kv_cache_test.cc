@@ -292,32 +292,6 @@ TEST(PagedKvCache, LongDecodeSplitsKeysAndMergesThem) {
   }
 }
 
-TEST(TaskPlan, SplitsLongKeyRangesOnlyWhenThreadsWouldIdle) {
-  internal::CoreCall call;
-  call.num_heads = 8;
-  call.num_kv_heads = 8;
-  call.head_dim = 64;
-  call.query_len = 1;
-  call.key_len = 4096;
-  call.batch_end = 1;
-  call.query_count = 1;
-  call.cache_page_size = 16;
-  const int64_t first_position = 4095;
-  const internal::MaskPlan masks =
-      internal::MaskPlan::ForCache(&first_position, 4096, AttentionFeatures{});
-  internal::TaskPlan plan;
-  internal::PlanTasks(call, masks, /*threads=*/4, plan);
-  ASSERT_EQ(plan.groups.size(), 8u);  // 8 tasks < 4 per thread: each head split
-  EXPECT_EQ(plan.tasks.size(), 16u);
-  for (const internal::CoreTask& task : plan.tasks) {
-    EXPECT_EQ((task.key_end - task.key_begin) % 16, 0);
-    EXPECT_GE(task.key_end - task.key_begin, 2048);
-  }
-  internal::PlanTasks(call, masks, /*threads=*/1, plan);
-  EXPECT_TRUE(plan.groups.empty());
-  EXPECT_EQ(plan.tasks.size(), 8u);
-}
-
 TEST(PagedKvCache, BadArgumentsNameThemselvesAndChangeNothing) {
   PagedCase c{"errors", 2, 16, DType::kFloat32, false, 0, {}};
   const OwnedLayer layer = PagedLayer(c);

@@ -2,6 +2,7 @@
 #include "src/core/task_plan.h"
 
 #include <algorithm>
+#include <functional>
 #include <tuple>
 
 #include "src/core/attention_core.h"
@@ -10,34 +11,106 @@
 namespace mha::internal {
 namespace {
 
-// A cache's queries are cut into tiles of this many rows (two kernel query blocks),
-// so a long prefill chunk spreads over the threads.
-constexpr int64_t kTaskRows = 2 * HeadScratch::kQueryBlock;
+// Tiles have at least a micro-tile of rows, and with a cache at most two kernel query
+// blocks, so a long prefill chunk spreads over the threads.
+constexpr int64_t kTileQuantum = 6;
+constexpr int64_t kMaxCacheTileRows = 2 * HeadScratch::kQueryBlock;
+// Without a cache every task splits the K/V panels it reads: a key costs about this
+// many (row, key) units (profile of the core-only cases).
+constexpr int64_t kPanelSplitCost = 8;
+// A plan whose busiest thread is within this factor of the mean is taken.
+constexpr double kBalanced = 1.05;
+constexpr int64_t kMaxTasksPerThread = 16;
 // Tasks per thread below which long key ranges are split, and the fewest keys a
 // split may have (a split costs a merge of its context rows).
 constexpr int64_t kTasksPerThread = 4;
-constexpr int64_t kMinSplitKeys = 512;
+constexpr int64_t kMinSplitKeys = 256;
 
-void AddTasks(const CoreCall& call, const MaskPlan& masks, int64_t batch,
+int64_t QueryCount(const CoreCall& call, int64_t batch) {
+  return call.query_counts ? call.query_counts[batch] : call.query_count;
+}
+
+int64_t VisibleKeys(const CoreCall& call, const MaskPlan& masks, int64_t batch,
+                    int64_t row) {
+  const int64_t query = call.first_query + row;
+  return std::max<int64_t>(0, masks.KeyEnd(batch, query) - masks.KeyBegin(batch, query));
+}
+
+// Cost model: rows x visible keys (a trapezoid: the key range moves linearly with
+// the query under causal and window masks), plus the panel split without a cache.
+int64_t TaskCost(const CoreCall& call, const MaskPlan& masks, const CoreTask& task) {
+  if (task.heads > 1) return task.heads * VisibleKeys(call, masks, task.batch, 0);
+  const int64_t last = task.first_row + task.rows - 1;
+  const int64_t first_keys = VisibleKeys(call, masks, task.batch, task.first_row),
+                last_keys = VisibleKeys(call, masks, task.batch, last);
+  int64_t cost = task.rows * (first_keys + last_keys) / 2;
+  if (call.cache_page_size == 0) {
+    const int64_t begin = masks.KeyBegin(task.batch, call.first_query + task.first_row),
+                  end = masks.KeyEnd(task.batch, call.first_query + last);
+    cost += kPanelSplitCost * std::max<int64_t>(0, end - begin);
+  }
+  return std::max<int64_t>(1, cost);
+}
+
+void SortLongestFirst(std::vector<CoreTask>& tasks) {
+  // std::sort, not stable_sort: that one allocates. Ties keep the plan's order.
+  std::sort(tasks.begin(), tasks.end(), [](const CoreTask& a, const CoreTask& b) {
+    return std::tie(b.cost, a.batch, a.head, a.first_row, a.key_begin) <
+           std::tie(a.cost, b.batch, b.head, b.first_row, b.key_begin);
+  });
+}
+
+// Tasks for every head (or KV group, decoding) of every batch, each head's queries
+// cut into `pieces` tiles differing by at most one row.
+void AddTasks(const CoreCall& call, const MaskPlan& masks, int64_t pieces,
               std::vector<CoreTask>& tasks) {
-  const int64_t count = call.query_counts ? call.query_counts[batch] : call.query_count;
-  if (count == 0) return;
-  const bool cache = call.cache_page_size > 0;
-  const int64_t heads = cache && count == 1 ? call.num_heads / call.num_kv_heads : 1;
-  const int64_t tile = cache ? kTaskRows : count;  // without a cache tasks split panels
-  for (int64_t head = 0; head < call.num_heads; head += heads) {
-    for (int64_t first = 0; first < count; first += tile) {
-      CoreTask task;
-      task.batch = batch;
-      task.head = head;
-      task.heads = heads;
-      task.first_row = first;
-      task.rows = std::min(tile, count - first);
-      const int64_t key_begin = masks.KeyBegin(batch, call.first_query + first);
-      const int64_t key_end =
-          masks.KeyEnd(batch, call.first_query + first + task.rows - 1);
-      task.cost = KernelRows(task) * std::max<int64_t>(1, key_end - key_begin);
-      tasks.push_back(task);
+  tasks.clear();
+  for (int64_t batch = call.batch_begin; batch < call.batch_end; ++batch) {
+    const int64_t count = QueryCount(call, batch);
+    const bool cache = call.cache_page_size > 0;
+    const int64_t heads = cache && count == 1 ? call.num_heads / call.num_kv_heads : 1;
+    const int64_t tiles = std::min(
+        count,
+        std::max(pieces, (count + kMaxCacheTileRows - 1) / kMaxCacheTileRows * cache));
+    for (int64_t head = 0; head < call.num_heads; head += heads) {
+      for (int64_t tile = 0; tile < tiles; ++tile) {
+        CoreTask task;
+        task.batch = batch;
+        task.head = head;
+        task.heads = heads;
+        task.first_row = tile * count / tiles;
+        task.rows = (tile + 1) * count / tiles - task.first_row;
+        task.cost = TaskCost(call, masks, task);
+        tasks.push_back(task);
+      }
+    }
+  }
+  SortLongestFirst(tasks);
+}
+
+// Plans 1, 2, ... tiles per head (tiles of at least kTileQuantum rows) and keeps the
+// plan whose busiest simulated thread is least loaded, stopping at a balanced one.
+void PlanTiles(const CoreCall& call, const MaskPlan& masks, int threads, TaskPlan& plan) {
+  int64_t longest = 0;
+  for (int64_t batch = call.batch_begin; batch < call.batch_end; ++batch) {
+    longest = std::max(longest, QueryCount(call, batch));
+  }
+  AddTasks(call, masks, 1, plan.tasks);
+  if (threads <= 1) return;
+  int64_t best = LongestFirstMakespan(plan.tasks, threads, plan.thread_loads);
+  for (int64_t pieces = 2; longest / pieces >= kTileQuantum; ++pieces) {
+    int64_t total = 0;
+    for (const CoreTask& task : plan.tasks) total += task.cost;
+    if (best <= kBalanced * static_cast<double>(total) / threads) return;
+    AddTasks(call, masks, pieces, plan.candidate);
+    // Beyond kMaxTasksPerThread tasks per thread tiling only adds overhead.
+    if (static_cast<int64_t>(plan.candidate.size()) > kMaxTasksPerThread * threads)
+      return;
+    const int64_t makespan =
+        LongestFirstMakespan(plan.candidate, threads, plan.thread_loads);
+    if (makespan < best) {
+      best = makespan;
+      plan.tasks.swap(plan.candidate);
     }
   }
 }
@@ -74,7 +147,11 @@ void SplitLongKeys(const CoreCall& call, const MaskPlan& masks, int threads,
       count >= wanted) {
     return;
   }
-  const int64_t per_task = (wanted + count - 1) / count;
+  // Equal splits balance best when the task count is a multiple of the threads.
+  int64_t per_task = (wanted + count - 1) / count;
+  while ((count * per_task) % threads != 0 && per_task < kTasksPerThread * threads) {
+    ++per_task;
+  }
   plan.unsplit.swap(plan.tasks);
   plan.tasks.clear();
   for (const CoreTask& task : plan.unsplit) {
@@ -95,19 +172,24 @@ void SplitLongKeys(const CoreCall& call, const MaskPlan& masks, int threads,
 }  // namespace
 
 void PlanTasks(const CoreCall& call, const MaskPlan& masks, int threads, TaskPlan& plan) {
-  plan.tasks.clear();
   plan.groups.clear();
   plan.partial_floats = 0;
-  for (int64_t batch = call.batch_begin; batch < call.batch_end; ++batch) {
-    AddTasks(call, masks, batch, plan.tasks);
-  }
+  PlanTiles(call, masks, threads, plan);
   SplitLongKeys(call, masks, threads, plan);
-  // std::sort, not stable_sort: that one allocates. Ties keep the plan's order.
-  std::sort(plan.tasks.begin(), plan.tasks.end(),
-            [](const CoreTask& a, const CoreTask& b) {
-              return std::tie(b.cost, a.batch, a.head, a.first_row, a.key_begin) <
-                     std::tie(a.cost, b.batch, b.head, b.first_row, b.key_begin);
-            });
+  SortLongestFirst(plan.tasks);
+}
+
+int64_t LongestFirstMakespan(const std::vector<CoreTask>& tasks, int threads,
+                             std::vector<int64_t>& loads) {
+  // A min-heap of thread loads (make_heap reuses `loads`: no allocation per call).
+  loads.assign(static_cast<size_t>(std::max(threads, 1)), 0);
+  const auto later = std::greater<int64_t>();
+  for (const CoreTask& task : tasks) {
+    std::pop_heap(loads.begin(), loads.end(), later);
+    loads.back() += task.cost;
+    std::push_heap(loads.begin(), loads.end(), later);
+  }
+  return *std::max_element(loads.begin(), loads.end());
 }
 
 }  // namespace mha::internal

@@ -1,10 +1,12 @@
 // The task planner: cuts a core call into AttendHead tasks that keep every thread
 // busy. A task is one query head (or, decoding with grouped KV heads, every query
 // head of a KV group at one position, so the group's K/V pages are read once) over
-// a tile of queries; with a cache, long query runs are cut into tiles, and when there
-// are too few tasks for the threads (a long-context decode of few sequences) long
-// key ranges are split and their partial results merged by log-sum-exp
-// (flash-decoding). Tasks run longest first.
+// a tile of queries. The tile size is chosen by simulating the threads running the
+// tasks longest first (as the dynamic schedule does), from a cost model: rows x
+// visible keys, plus, without a cache, the K/V panel split every task repeats. When
+// there are still too few tasks for the threads (a long-context decode of few
+// sequences) long key ranges are split and their partial results merged by
+// log-sum-exp (flash-decoding). Tasks run longest first.
 #pragma once
 
 #include <cstdint>
@@ -35,8 +37,10 @@ struct SplitGroup {
 };
 
 struct TaskPlan {
-  std::vector<CoreTask> tasks, unsplit;  // unsplit: kept only to reuse its memory
+  // unsplit and candidate: kept only to reuse their memory.
+  std::vector<CoreTask> tasks, unsplit, candidate;
   std::vector<SplitGroup> groups;
+  std::vector<int64_t> thread_loads;
   int64_t partial_floats = 0;
 };
 
@@ -46,5 +50,11 @@ inline int64_t KernelRows(const CoreTask& task) {
 }
 
 void PlanTasks(const CoreCall& call, const MaskPlan& masks, int threads, TaskPlan& plan);
+
+// The largest per-thread cost when `threads` threads take `tasks` (sorted longest
+// first) in order, each task going to the least loaded thread; `loads` receives
+// every thread's cost.
+int64_t LongestFirstMakespan(const std::vector<CoreTask>& tasks, int threads,
+                             std::vector<int64_t>& loads);
 
 }  // namespace mha::internal

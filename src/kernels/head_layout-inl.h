@@ -17,7 +17,6 @@
 #include <algorithm>
 #include <cstddef>
 
-#include "hwy/contrib/algo/copy-inl.h"
 #include "hwy/highway.h"
 #include "src/cache/kv_pages.h"
 #include "src/kernels/bf16_convert.h"
@@ -42,15 +41,22 @@ HWY_INLINE void SplitKeysTransposed(D /*d*/, const float* HWY_RESTRICT src,
                                     size_t src_stride, size_t first, size_t rows,
                                     size_t zero_end, size_t head_dim,
                                     T* HWY_RESTRICT panel, size_t block) {
+  constexpr size_t kWidth = internal::kPanelWidth;
   const size_t copy_end = first + rows;
-  for (size_t j = first; j < zero_end; ++j) {
-    const size_t block_start = j / block * block;
-    T* column = panel + block_start * head_dim +
-                internal::PanelOffset(0, j - block_start, head_dim);
-    const float* key = src + (j - first) * src_stride;
+  // One panel of kWidth keys at a time: its rows are contiguous runs of keys.
+  for (size_t begin = first; begin < zero_end;) {
+    const size_t block_start = begin / block * block;
+    const size_t panel_start = begin / kWidth * kWidth;
+    const size_t end = std::min(zero_end, panel_start + kWidth);
+    T* tile = panel + block_start * head_dim +
+              internal::PanelOffset(0, panel_start - block_start, head_dim);
     for (size_t dim = 0; dim < head_dim; ++dim) {
-      StoreAs(j < copy_end ? key[dim] : 0.0f, column + dim * internal::kPanelWidth);
+      T* row = tile + dim * kWidth - panel_start;  // row[j] for j in this panel
+      for (size_t j = begin; j < end; ++j) {
+        StoreAs(j < copy_end ? src[(j - first) * src_stride + dim] : 0.0f, row + j);
+      }
     }
+    begin = end;
   }
 }
 
@@ -113,9 +119,11 @@ HWY_INLINE void SplitValues(D /*d*/, const float* HWY_RESTRICT src, size_t src_s
     const size_t copied = j < first + rows ? head_dim : 0;
     for (size_t col = 0; col < padded_head_dim; col += kWidth) {
       T* out = tile + internal::PanelOffset(j % page_rows, col, page_rows);
-      for (size_t k = 0; k < kWidth; ++k) {
-        StoreAs(col + k < copied ? value[col + k] : 0.0f, out + k);
-      }
+      // Staged at a fixed width, so the panel row is written by whole vectors.
+      T staged[kWidth] = {};
+      const size_t n = std::min(kWidth, copied > col ? copied - col : 0);
+      for (size_t k = 0; k < n; ++k) StoreAs(value[col + k], staged + k);
+      std::copy_n(staged, kWidth, out);
     }
   }
 }
