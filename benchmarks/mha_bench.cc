@@ -254,12 +254,15 @@ void RegisterAll() {
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond);
   }
-  // bf16 weights against fp32 on BERT-base-sized prefill.
+  // bf16 and int8 weights against fp32 on BERT-base-sized prefill.
   for (const BenchCase* c : {&kCases[1], &kCases[2]}) {
-    benchmark::RegisterBenchmark((std::string("BM_Mha/") + c->name + "/bf16").c_str(),
-                                 BM_Mha, *c, 0, mha::DType::kBFloat16)
-        ->UseRealTime()
-        ->Unit(benchmark::kMicrosecond);
+    for (const mha::DType weights : {mha::DType::kBFloat16, mha::DType::kInt8}) {
+      const std::string suffix = weights == mha::DType::kInt8 ? "/int8" : "/bf16";
+      benchmark::RegisterBenchmark((std::string("BM_Mha/") + c->name + suffix).c_str(),
+                                   BM_Mha, *c, 0, weights)
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
+    }
   }
   // Thread scaling on the largest dense case.
   benchmark::RegisterBenchmark("BM_Mha/bert_base_s512_b8/threads:1", BM_Mha, kCases[2], 1,

@@ -17,7 +17,11 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string TempPath(const std::string& name) {
-  return (fs::path(::testing::TempDir()) / ("mha_run_test_" + name)).string();
+  // Named after the test too: ctest -j runs the tests as concurrent processes.
+  const std::string test =
+      ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  return (fs::path(::testing::TempDir()) / ("mha_run_test_" + test + "_" + name))
+      .string();
 }
 
 std::string WriteFile(const std::string& name, const std::string& bytes) {

@@ -36,16 +36,22 @@ std::vector<std::string> CliCases() {
 
 class PyTorchFixture : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(PyTorchFixture, MhaRunMatchesPyTorch) {
-  const fs::path dir = kDataDir / GetParam();
+// The fixture's mha-run arguments, with files resolved and the output path added.
+std::vector<std::string> FixtureArgs(const fs::path& dir, const fs::path& out) {
   std::ifstream args_file(dir / "args");
   std::vector<std::string> args;
   for (std::string line; std::getline(args_file, line);) {
     args.push_back(fs::exists(dir / line) ? (dir / line).string() : line);
   }
+  args.insert(args.end(), {"--output", out.string()});
+  return args;
+}
+
+TEST_P(PyTorchFixture, MhaRunMatchesPyTorch) {
+  const fs::path dir = kDataDir / GetParam();
   const fs::path out = fs::path(::testing::TempDir()) / (GetParam() + "_output.npy");
   const fs::path weights = fs::path(::testing::TempDir()) / (GetParam() + "_weights.npy");
-  args.insert(args.end(), {"--output", out.string()});
+  std::vector<std::string> args = FixtureArgs(dir, out);
   const bool has_weights = fs::exists(dir / "expected_attn_weights.npy");
   if (has_weights) args.insert(args.end(), {"--attn-weights", weights.string()});
   const fs::path lse = fs::path(::testing::TempDir()) / (GetParam() + "_lse.npy");
@@ -64,7 +70,35 @@ TEST_P(PyTorchFixture, MhaRunMatchesPyTorch) {
   }
 }
 
+// The fixtures of whole layers (core-only ones have no projections).
+std::vector<std::string> LayerCases() {
+  std::vector<std::string> names;
+  for (const std::string& name : CliCases()) {
+    const std::vector<std::string> args = FixtureArgs(kDataDir / name, "unused.npy");
+    if (std::find(args.begin(), args.end(), "--core") == args.end())
+      names.push_back(name);
+  }
+  return names;
+}
+
+class PyTorchLayerFixture : public ::testing::TestWithParam<std::string> {};
+
+// int8 projections (dynamic quantisation) against PyTorch's fp32 layer, within the
+// bound the README states.
+TEST_P(PyTorchLayerFixture, Int8WeightsStayWithinTheStatedBound) {
+  const fs::path dir = kDataDir / GetParam();
+  const fs::path out = fs::path(::testing::TempDir()) / (GetParam() + "_int8.npy");
+  std::vector<std::string> args = FixtureArgs(dir, out);
+  args.insert(args.end(), {"--weight-dtype", "int8"});
+  std::ostringstream err;
+  ASSERT_EQ(cli::RunMhaCli(args, err), 0) << err.str();
+  ExpectClose(LoadFloats(out), LoadFloats(dir / "expected_output.npy"), "int8 output",
+              kInt8Bound);
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, PyTorchFixture, ::testing::ValuesIn(CliCases()),
+                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Cases, PyTorchLayerFixture, ::testing::ValuesIn(LayerCases()),
                          [](const auto& info) { return info.param; });
 
 // Runs a self-attention layer with no biases and no output projection whose Q/K/V

@@ -30,6 +30,11 @@ struct AttentionConfig {
   // bandwidth; inputs are rounded to bf16 for the projections, which accumulate in
   // fp32; attention and softmax stay fp32). Where oneDNN has no bf16 matmul (CPUs
   // without AVX-512), the bf16-rounded weights are kept and multiplied in fp32.
+  // kInt8: dynamic quantisation. Weights are int8 with one scale per output column
+  // (7-bit without VNNI, where oneDNN's 16-bit pair sums would saturate); each
+  // projection's input is quantised per call with one scale; the products accumulate
+  // in int32 and oneDNN dequantises them as it writes fp32. Attention stays fp32.
+  // Bound (README): max |out - fp32 out| <= 5e-2 * max(1, max |fp32 out|).
   DType weight_dtype = DType::kFloat32;
   // Soft-capping, ALiBi and sliding windows, applied in every forward of the layer.
   AttentionFeatures features;

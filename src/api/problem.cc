@@ -61,8 +61,9 @@ void ValidateConfig(const AttentionConfig& config) {
     Fail("config.num_kv_heads: must divide num_heads ", config.num_heads, ", got ",
          config.num_kv_heads);
   }
-  if (config.weight_dtype != DType::kFloat32 && config.weight_dtype != DType::kBFloat16) {
-    Fail("config.weight_dtype: must be float32 or bfloat16, got ",
+  if (config.weight_dtype != DType::kFloat32 && config.weight_dtype != DType::kBFloat16 &&
+      config.weight_dtype != DType::kInt8) {
+    Fail("config.weight_dtype: must be float32, bfloat16 or int8, got ",
          DTypeName(config.weight_dtype));
   }
   if (config.scale && !(std::isfinite(*config.scale) && *config.scale != 0.0f)) {

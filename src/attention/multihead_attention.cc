@@ -38,7 +38,7 @@ LinearPrimitive MakeLinear(const dnnl::engine& engine, const PackedProjection& p
                            int64_t output_stride) {
   return LinearPrimitive(engine,
                          {packed.in_dim, packed.out_dim, packed.stride, output_stride},
-                         packed.weights, packed.bias, packed.bf16);
+                         packed.weights, packed.bias, packed.storage, packed.scales);
 }
 
 // averaged[b, i] = mean over heads of per_head[b, h, i], i < plane.
@@ -63,7 +63,8 @@ MultiheadAttention::Impl::Impl(const AttentionConfig& layer_config,
     : config(layer_config),
       output_dim(internal::ValidateLayer(layer_config, weights)),
       engine(internal::CpuEngine()),
-      packed(layer_config, weights, output_dim, LinearPrimitive::Bf16Supported(engine)),
+      packed(layer_config, weights, output_dim, LinearPrimitive::Bf16Supported(engine),
+             LinearPrimitive::Int8WeightLevels()),
       logits(layer_config.features, weights.sinks, layer_config.num_heads,
              "weights.sinks"),
       workspaces(engine) {

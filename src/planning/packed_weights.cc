@@ -1,6 +1,7 @@
 // Weight packing: any WeightLayout in, [in, out] row-major out.
 #include "src/planning/packed_weights.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "src/kernels/bf16_convert.h"
@@ -10,7 +11,7 @@ namespace mha::internal {
 
 PackedWeights::PackedWeights(const AttentionConfig& config,
                              const AttentionWeights& weights, int64_t output_dim,
-                             bool bf16_matmul)
+                             bool bf16_matmul, int int8_levels)
     : in_dims_{config.query_dim, config.resolved_key_dim(), config.resolved_value_dim()},
       out_dims_{config.model_dim(), config.kv_dim(), config.kv_dim()},
       fused_width_(config.model_dim() + 2 * config.kv_dim()),
@@ -20,6 +21,7 @@ PackedWeights::PackedWeights(const AttentionConfig& config,
   PackInputs(config, weights);
   PackOutput(weights, model_dim_);
   if (config.weight_dtype == DType::kBFloat16) RoundToBf16(bf16_matmul);
+  if (config.weight_dtype == DType::kInt8) QuantizeToInt8(int8_levels);
 }
 
 void PackedWeights::RoundToBf16(bool keep_bits) {
@@ -35,13 +37,66 @@ void PackedWeights::RoundToBf16(bool keep_bits) {
       std::vector<uint16_t>().swap(*bits[i]);
     }
   }
-  bf16_bits_ = keep_bits;
+  if (keep_bits) storage_ = WeightStorage::kBFloat16;
 }
 
-const void* PackedWeights::Weights(const std::vector<float>& floats,
-                                   const std::vector<uint16_t>& bits,
-                                   int64_t offset) const {
-  if (bf16_bits_) return bits.empty() ? nullptr : bits.data() + offset;
+namespace {
+
+// Quantises W[rows, cols] (row stride `stride`) into `out` with values in
+// [-levels, levels], column n's scale into scales[n].
+void QuantizeColumns(const float* w, int64_t rows, int64_t cols, int64_t stride,
+                     int levels, int8_t* out, float* scales) {
+  for (int64_t n = 0; n < cols; ++n) {
+    float max_abs = 0.0f;
+    for (int64_t k = 0; k < rows; ++k)
+      max_abs = std::max(max_abs, std::fabs(w[k * stride + n]));
+    // An all-zero column keeps scale 1: its products are 0 whatever the scale.
+    scales[n] = max_abs > 0.0f ? max_abs / static_cast<float>(levels) : 1.0f;
+    const float inverse = 1.0f / scales[n];
+    for (int64_t k = 0; k < rows; ++k) {
+      out[k * stride + n] =
+          static_cast<int8_t>(std::nearbyint(w[k * stride + n] * inverse));
+    }
+  }
+}
+
+}  // namespace
+
+void PackedWeights::QuantizeToInt8(int levels) {
+  input_weights_int8_.resize(input_weights_.size());
+  input_scales_.resize(fused_width_);
+  for (int input = kQuery; input <= kValue; ++input) {
+    const Input which = static_cast<Input>(input);
+    const int64_t offset = InputOffset(which);
+    QuantizeColumns(input_weights_.data() + offset, in_dims_[input], out_dims_[input],
+                    InputStride(which), levels, input_weights_int8_.data() + offset,
+                    input_scales_.data() + FusedColumn(which));
+  }
+  output_weights_int8_.resize(output_weights_.size());
+  output_scales_.resize(output_weights_.empty() ? 0 : output_dim_);
+  if (!output_weights_.empty()) {
+    QuantizeColumns(output_weights_.data(), model_dim_, output_dim_, output_dim_, levels,
+                    output_weights_int8_.data(), output_scales_.data());
+  }
+  std::vector<float>().swap(input_weights_);  // free the fp32 copies
+  std::vector<float>().swap(output_weights_);
+  storage_ = WeightStorage::kInt8;
+}
+
+const void* PackedWeights::Weights(bool output, int64_t offset) const {
+  switch (storage_) {
+    case WeightStorage::kBFloat16: {
+      const auto& bits = output ? output_weights_bf16_ : input_weights_bf16_;
+      return bits.empty() ? nullptr : bits.data() + offset;
+    }
+    case WeightStorage::kInt8: {
+      const auto& values = output ? output_weights_int8_ : input_weights_int8_;
+      return values.empty() ? nullptr : values.data() + offset;
+    }
+    case WeightStorage::kFloat32:
+      break;
+  }
+  const auto& floats = output ? output_weights_ : input_weights_;
   return floats.empty() ? nullptr : floats.data() + offset;
 }
 
@@ -114,29 +169,35 @@ int64_t PackedWeights::InputStride(Input input) const {
 }
 
 PackedProjection PackedWeights::FusedQkv() const {
-  return {Weights(input_weights_, input_weights_bf16_, 0),
+  return {Weights(false, 0),
           input_bias_.empty() ? nullptr : input_bias_.data(),
           in_dims_[kQuery],
           fused_width_,
           fused_width_,
-          bf16_bits_};
+          storage_,
+          input_scales_.empty() ? nullptr : input_scales_.data()};
 }
 
 PackedProjection PackedWeights::InputProjection(Input input) const {
-  return {Weights(input_weights_, input_weights_bf16_, InputOffset(input)),
+  return {Weights(false, InputOffset(input)),
           input_bias_.empty() ? nullptr : input_bias_.data() + FusedColumn(input),
           in_dims_[input],
           out_dims_[input],
           InputStride(input),
-          bf16_bits_};
+          storage_,
+          input_scales_.empty() ? nullptr : input_scales_.data() + FusedColumn(input)};
 }
 
 PackedProjection PackedWeights::OutputProjection() const {
-  const void* weights = Weights(output_weights_, output_weights_bf16_, 0);
+  const void* weights = Weights(true, 0);
   if (!weights) return {};
-  return {weights,     output_bias_.empty() ? nullptr : output_bias_.data(),
-          model_dim_,  output_dim_,
-          output_dim_, bf16_bits_};
+  return {weights,
+          output_bias_.empty() ? nullptr : output_bias_.data(),
+          model_dim_,
+          output_dim_,
+          output_dim_,
+          storage_,
+          output_scales_.empty() ? nullptr : output_scales_.data()};
 }
 
 }  // namespace mha::internal

@@ -15,12 +15,17 @@
 
 namespace mha::internal {
 
+// How packed weights are stored: float, bfloat16 bits, or int8 with one fp32 scale
+// per output column (W[k, n] ~ scales[n] * q[k, n]).
+enum class WeightStorage { kFloat32, kBFloat16, kInt8 };
+
 // A view of one packed weight matrix W[in_dim, out_dim] with row stride `stride`.
 struct PackedProjection {
-  const void* weights = nullptr;  // float, or bfloat16 bits when bf16; null: none
+  const void* weights = nullptr;  // of `storage`; null: none
   const float* bias = nullptr;    // null: no bias
   int64_t in_dim = 0, out_dim = 0, stride = 0;
-  bool bf16 = false;
+  WeightStorage storage = WeightStorage::kFloat32;
+  const float* scales = nullptr;  // int8: out_dim column scales
 };
 
 class PackedWeights {
@@ -29,9 +34,10 @@ class PackedWeights {
 
   // `weights` must have passed validation. With config.weight_dtype bf16 the weights
   // are rounded to bf16, and stored as bf16 when `bf16_matmul` (oneDNN can multiply
-  // them), else as the rounded floats.
+  // them), else as the rounded floats. With int8 they are quantised per output
+  // column (symmetric, scale = max |column| / int8_levels).
   PackedWeights(const AttentionConfig& config, const AttentionWeights& weights,
-                int64_t output_dim, bool bf16_matmul);
+                int64_t output_dim, bool bf16_matmul, int int8_levels);
 
   // Q, K and V share one [in, model_dim + 2 * kv_dim] matrix.
   bool qkv_fused() const { return qkv_fused_; }
@@ -46,8 +52,9 @@ class PackedWeights {
   void PackOutput(const AttentionWeights& weights, int64_t model_dim);
   // Rounds the packed weights to bf16, keeping them as bf16 bits or as floats.
   void RoundToBf16(bool keep_bits);
-  const void* Weights(const std::vector<float>& floats, const std::vector<uint16_t>& bits,
-                      int64_t offset) const;
+  void QuantizeToInt8(int levels);
+  // Element `offset` of the input (or output) weights in their storage; null: none.
+  const void* Weights(bool output, int64_t offset) const;
   int64_t InputOffset(Input input) const;  // first element of W_input
   int64_t InputStride(Input input) const;  // row stride of W_input
 
@@ -57,8 +64,11 @@ class PackedWeights {
   int64_t fused_width_ = 0;   // model_dim + 2 * kv_dim
   int64_t model_dim_ = 0, output_dim_ = 0;
   std::vector<float> input_weights_, input_bias_, output_weights_, output_bias_;
-  bool bf16_bits_ = false;  // weights live in the *_bf16_ vectors
+  WeightStorage storage_ = WeightStorage::kFloat32;  // bf16 and int8: the vectors below
   std::vector<uint16_t> input_weights_bf16_, output_weights_bf16_;
+  std::vector<int8_t> input_weights_int8_, output_weights_int8_;
+  // int8: per column, the input ones indexed like the fused matrix's columns.
+  std::vector<float> input_scales_, output_scales_;
 };
 
 }  // namespace mha::internal

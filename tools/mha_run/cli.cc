@@ -25,6 +25,7 @@ constexpr char kUsage[] =
     "               [--sliding-window W] [--sliding-window-right R] [--softcap C]\n"
     "               [--alibi] --output O.npy [--attn-weights A.npy]\n"
     "               [--average-heads] [--threads N] [--isa sse4|avx2|avx512|native]\n"
+    "               [--weight-dtype float32|bfloat16|int8]\n"
     "       mha-run --core --query Q.npy --key K.npy --value V.npy [--layout bhsd|bshd]\n"
     "               [--scale S] [--sinks S.npy] [--key-position-ids P.npy]\n"
     "               [--logsumexp L.npy] [the mask, rope and feature flags above]\n"
@@ -46,6 +47,7 @@ struct Options {
   AttentionFeatures features;
   RotaryConfig rotary;
   std::optional<Isa> isa;
+  DType weight_dtype = DType::kFloat32;
 };
 
 int64_t ParseCount(const std::string& flag, const std::string& text) {
@@ -132,6 +134,11 @@ bool ParseValueFlag(const std::string& flag, const std::string& value, Options& 
     options.num_kv_heads = ParseCount(flag, value);
   } else if (flag == "--threads") {
     options.threads = static_cast<int>(std::min<int64_t>(ParseCount(flag, value), 4096));
+  } else if (flag == "--weight-dtype" &&
+             (value == "float32" || value == "bfloat16" || value == "int8")) {
+    options.weight_dtype = value == "float32"    ? DType::kFloat32
+                           : value == "bfloat16" ? DType::kBFloat16
+                                                 : DType::kInt8;
   } else if (flag == "--isa") {
     try {
       options.isa = ParseIsa(value, flag);
@@ -281,6 +288,7 @@ int Run(const Options& options) {
                                         options.num_kv_heads);
   layer.config.features = options.features;
   layer.config.rotary = options.rotary;
+  layer.config.weight_dtype = options.weight_dtype;
   const MultiheadAttention attention(layer.config, layer.weights);
   const auto query = Load(options, "--query"), key = Load(options, "--key"),
              value = Load(options, "--value"),
