@@ -318,6 +318,30 @@ int main(void) {
   mha_kv_cache_destroy(bf16_cache);
   mha_layer_destroy(bf16_layer);
 
+  /* int8 projections: within the int8 bound of the fp32 results; not with bf16. */
+  mha_config int8_config = config;
+  int8_config.int8_weights = 1;
+  mha_layer* int8_layer = NULL;
+  Check(mha_layer_create(&int8_config, &w, &int8_layer) == MHA_OK, "create int8 layer");
+  {
+    float out[B * S * E], expected[B * S * E];
+    Naive(x, wp, bp, 0, expected);
+    mha_forward_args args;
+    memset(&args, 0, sizeof(args));
+    args.batch = B;
+    args.query_len = S;
+    args.key_len = S;
+    args.query = x;
+    args.output = out;
+    Check(mha_forward(int8_layer, &args) == MHA_OK, "int8 forward");
+    Check(Close(out, expected, B * S * E) < 5e-2f, "int8 output");
+  }
+  mha_layer_destroy(int8_layer);
+  int8_config.bf16_weights = 1;
+  Check(mha_layer_create(&int8_config, &w, &int8_layer) == MHA_INVALID_ARGUMENT,
+        "int8 and bf16 refused");
+  Check(strstr(mha_last_error(), "int8_weights") != NULL, "int8 and bf16 message");
+
   CheckCrossAttention(layer, x);
   mha_layer_destroy(layer);
   CheckCore();

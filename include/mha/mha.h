@@ -75,6 +75,7 @@ typedef struct {
   int64_t num_kv_heads;                  /* 0: num_heads */
   float scale;                           /* 0: 1 / sqrt(head_dim) */
   int bf16_weights; /* non-zero: projection weights stored as bfloat16 */
+  int int8_weights; /* non-zero: int8 projections, dynamic quantisation (mha/config.hpp) */
   mha_features features;
   mha_rope_config rope;
 } mha_config;

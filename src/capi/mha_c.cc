@@ -121,7 +121,11 @@ mha::AttentionConfig ToConfig(const mha_config& c) {
   config.value_dim = c.value_dim;
   config.num_kv_heads = c.num_kv_heads;
   if (c.scale != 0.0f) config.scale = c.scale;
+  if (c.bf16_weights && c.int8_weights) {
+    throw mha::Error("mha: config: bf16_weights and int8_weights are both set; pick one");
+  }
   if (c.bf16_weights) config.weight_dtype = mha::DType::kBFloat16;
+  if (c.int8_weights) config.weight_dtype = mha::DType::kInt8;
   config.features = ToFeatures(c.features, c.num_heads);
   config.rotary = ToRotary(c.rope);
   return config;
