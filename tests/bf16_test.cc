@@ -16,52 +16,18 @@ namespace {
 // most 3.6e-3 over these cases (bf16 matmul), 2.2e-3 with the fp32 fallback.
 constexpr double kBf16Bound = 1e-2;
 
-struct Bf16Case {
-  const char* name;
-  int64_t num_heads, num_kv_heads, head_dim, query_dim, key_dim, batch, query_len,
-      key_len;
-  bool causal;
-};
-
-class Bf16Weights : public ::testing::TestWithParam<Bf16Case> {};
+class Bf16Weights : public ::testing::TestWithParam<WeightDtypeCase> {};
 
 TEST_P(Bf16Weights, WithinBoundOfFp32Baseline) {
-  const Bf16Case& c = GetParam();
-  LayerSpec spec;
-  spec.num_heads = c.num_heads;
-  spec.num_kv_heads = c.num_kv_heads;
-  spec.head_dim = c.head_dim;
-  spec.query_dim = c.query_dim;
-  spec.key_dim = spec.value_dim = c.key_dim;
-  OwnedLayer layer = MakeLayer(spec, 19);
-  const AttentionConfig fp32_config = layer.config;
-  layer.config.weight_dtype = DType::kBFloat16;
-  const MultiheadAttention attention(layer.config, layer.weights);
-
-  const int64_t kv_dim = c.key_dim ? c.key_dim : c.query_dim;
-  const std::vector<float> q = RandomFloats(c.batch * c.query_len * c.query_dim, 3);
-  const std::vector<float> kv = RandomFloats(c.batch * c.key_len * kv_dim, 4);
-  AttentionInputs inputs{
-      TensorView(q.data(), Shape{c.batch, c.query_len, c.query_dim}), {}, {}};
-  if (c.key_dim) {
-    inputs.key = inputs.value = TensorView(kv.data(), Shape{c.batch, c.key_len, kv_dim});
-  }
-  AttentionMasks masks;
-  masks.is_causal = c.causal;
-  const Shape out_shape{c.batch, c.query_len, c.query_dim};
-  std::vector<float> out(c.batch * c.query_len * c.query_dim), ref(out.size());
-  attention.Forward(inputs, masks, {MutableTensorView(out.data(), out_shape), {}});
-  NaiveMultiheadAttention(fp32_config, layer.weights, inputs, masks,
-                          {MutableTensorView(ref.data(), out_shape), {}});
-  ExpectClose(out, ref, c.name, kBf16Bound);
+  ExpectWeightDtypeWithinBound(GetParam(), DType::kBFloat16, kBf16Bound, 19);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, Bf16Weights,
-    ::testing::Values(Bf16Case{"self", 4, 0, 16, 64, 0, 2, 37, 37, false},
-                      Bf16Case{"gqa_causal", 8, 2, 32, 128, 0, 2, 65, 65, true},
-                      Bf16Case{"cross_kdim", 4, 0, 8, 32, 20, 3, 9, 40, false},
-                      Bf16Case{"bert_like", 12, 0, 64, 768, 0, 1, 48, 48, false}),
+    ::testing::Values(WeightDtypeCase{"self", 4, 0, 16, 64, 0, 2, 37, 37, false},
+                      WeightDtypeCase{"gqa_causal", 8, 2, 32, 128, 0, 2, 65, 65, true},
+                      WeightDtypeCase{"cross_kdim", 4, 0, 8, 32, 20, 3, 9, 40, false},
+                      WeightDtypeCase{"bert_like", 12, 0, 64, 768, 0, 1, 48, 48, false}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(Bf16Weights, DecodeThroughCacheMatchesBf16Forward) {

@@ -95,4 +95,36 @@ void ExpectClose(const std::vector<float>& actual, const std::vector<float>& exp
                                 << actual[worst] << " want " << expected[worst];
 }
 
+void ExpectWeightDtypeWithinBound(const WeightDtypeCase& c, DType weight_dtype,
+                                  double bound, uint32_t seed) {
+  LayerSpec spec;
+  spec.num_heads = c.num_heads;
+  spec.num_kv_heads = c.num_kv_heads;
+  spec.head_dim = c.head_dim;
+  spec.query_dim = c.query_dim;
+  spec.key_dim = spec.value_dim = c.key_dim;
+  OwnedLayer layer = MakeLayer(spec, seed);
+  const AttentionConfig fp32_config = layer.config;
+  layer.config.weight_dtype = weight_dtype;
+  const MultiheadAttention attention(layer.config, layer.weights);
+
+  const int64_t kv_dim = c.key_dim ? c.key_dim : c.query_dim;
+  const std::vector<float> q =
+      RandomFloats(c.batch * c.query_len * c.query_dim, seed + 1);
+  const std::vector<float> kv = RandomFloats(c.batch * c.key_len * kv_dim, seed + 2);
+  AttentionInputs inputs{
+      TensorView(q.data(), Shape{c.batch, c.query_len, c.query_dim}), {}, {}};
+  if (c.key_dim) {
+    inputs.key = inputs.value = TensorView(kv.data(), Shape{c.batch, c.key_len, kv_dim});
+  }
+  AttentionMasks masks;
+  masks.is_causal = c.causal;
+  const Shape out_shape{c.batch, c.query_len, c.query_dim};
+  std::vector<float> out(c.batch * c.query_len * c.query_dim), ref(out.size());
+  attention.Forward(inputs, masks, {MutableTensorView(out.data(), out_shape), {}});
+  NaiveMultiheadAttention(fp32_config, layer.weights, inputs, masks,
+                          {MutableTensorView(ref.data(), out_shape), {}});
+  ExpectClose(out, ref, c.name, bound);
+}
+
 }  // namespace mha::testing

@@ -42,6 +42,20 @@ OwnedLayer MakeLayer(const LayerSpec& spec, uint32_t seed);
 // weights).
 constexpr double kInt8Bound = 5e-2;
 
+// A layer stored with reduced-precision weights (bf16, int8) against the fp32
+// double-precision baseline: self-attention when key_dim is 0, else cross-attention
+// with that key/value width.
+struct WeightDtypeCase {
+  const char* name;
+  int64_t num_heads, num_kv_heads, head_dim, query_dim, key_dim, batch, query_len,
+      key_len;
+  bool causal;
+};
+
+// max |out - ref| <= bound * max(1, max |ref|) for one forward with `weight_dtype`.
+void ExpectWeightDtypeWithinBound(const WeightDtypeCase& c, DType weight_dtype,
+                                  double bound, uint32_t seed);
+
 // max |actual - expected| <= 1e-4 * max(1, max |expected|), reported with the index.
 void ExpectClose(const std::vector<float>& actual, const std::vector<float>& expected,
                  const char* what, double relative = 1e-4);
