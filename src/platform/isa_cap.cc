@@ -70,13 +70,17 @@ bool OnednnWithin(const IsaName& entry) {
 // Requires cap_mutex.
 void ApplyLocked(Isa isa, const char* source) {
   const IsaName& entry = Lookup(isa);
-  if (dnnl::set_max_cpu_isa(entry.onednn) != dnnl::status::success &&
-      !OnednnWithin(entry)) {
-    throw Error(std::string(source) + ": cannot cap oneDNN at '" + entry.name +
-                "': it has already created a primitive in this process; set the cap "
-                "before the first layer, cache or attention call");
+  // Uncapped and never capped: leave both libraries as the host (or oneDNN's own
+  // ONEDNN_MAX_CPU_ISA) set them.
+  if (entry.isa != Isa::kNative || capped) {
+    if (dnnl::set_max_cpu_isa(entry.onednn) != dnnl::status::success &&
+        !OnednnWithin(entry)) {
+      throw Error(std::string(source) + ": cannot cap oneDNN at '" + entry.name +
+                  "': it has already created a primitive in this process; set the cap "
+                  "before the first layer, cache or attention call");
+    }
+    hwy::DisableTargets(entry.highway_disabled);
   }
-  hwy::DisableTargets(entry.highway_disabled);
   capped = entry.isa != Isa::kNative;
   cap_applied.store(true, std::memory_order_release);
 }
