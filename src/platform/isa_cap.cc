@@ -60,9 +60,9 @@ std::set<std::string> projection_kernels;
 bool capped = false;  // a cap other than native was applied; guarded by cap_mutex
 
 // Whether oneDNN, which fixes its ISA at its first primitive, already runs within
-// `entry` (the host may have used oneDNN before mha).
+// `entry` (the host may have used oneDNN before mha). Never true when lifting a cap.
 bool OnednnWithin(const IsaName& entry) {
-  if (entry.onednn == dnnl::cpu_isa::all) return !capped;
+  if (entry.onednn == dnnl::cpu_isa::all) return false;
   const auto effective = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
   return (effective & ~static_cast<unsigned>(entry.onednn)) == 0;
 }
