@@ -69,9 +69,10 @@ void AddTasks(const CoreCall& call, const MaskPlan& masks, int64_t pieces,
     const int64_t count = QueryCount(call, batch);
     const bool cache = call.cache_page_size > 0;
     const int64_t heads = cache && count == 1 ? call.num_heads / call.num_kv_heads : 1;
-    const int64_t tiles = std::min(
-        count,
-        std::max(pieces, (count + kMaxCacheTileRows - 1) / kMaxCacheTileRows * cache));
+    // With a cache no tile is longer than kMaxCacheTileRows.
+    const int64_t fewest =
+        cache ? (count + kMaxCacheTileRows - 1) / kMaxCacheTileRows : 1;
+    const int64_t tiles = std::min(count, std::max(pieces, fewest));
     for (int64_t head = 0; head < call.num_heads; head += heads) {
       for (int64_t tile = 0; tile < tiles; ++tile) {
         CoreTask task;
