@@ -146,6 +146,59 @@ void BM_GemmPeak(benchmark::State& state) {
   SetGflops(state, 2.0 * n * n * n);
 }
 
+// The floor oneDNN sets under a tiny forward: the layer's two projection matmuls
+// alone (packed Q/K/V in, output out, with bias), fixed-shape primitives executed
+// through the C API on one thread, as the layer runs a problem this small.
+void BM_ProjectionFloor(benchmark::State& state, const BenchCase& c) {
+  using dnnl::memory;
+  const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(engine);
+  const int64_t rows = c.batch * c.query_len, e = c.embed;
+  const auto matrix = [](int64_t r, int64_t n) {
+    return memory::desc({r, n}, memory::data_type::f32, memory::format_tag::ab);
+  };
+  std::vector<float> x = Random(rows * e, 1, 1.0f), w_in = Random(e * 3 * e, 2, 0.1f),
+                     b_in = Random(3 * e, 3, 0.1f), w_out = Random(e * e, 4, 0.1f),
+                     b_out = Random(e, 5, 0.1f), y_in(rows * 3 * e), y_out(rows * e);
+  struct Matmul {
+    dnnl::matmul primitive;
+    memory src, weights, bias, dst, scratchpad;
+  };
+  // oneDNN fixes a primitive's threads when it is created.
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  dnnl::primitive_attr attr;  // the layer's setting: no allocation inside execute
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  std::vector<uint8_t> scratchpad(1 << 20);
+  const auto make = [&](float* src, float* weights, float* bias, float* dst, int64_t n) {
+    const memory::desc s = matrix(rows, e), w = matrix(e, n), b = matrix(1, n),
+                       d = matrix(rows, n);
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(s, w, b, d), attr, engine);
+    return Matmul{dnnl::matmul(pd),
+                  memory(s, engine, src),
+                  memory(w, engine, weights),
+                  memory(b, engine, bias),
+                  memory(d, engine, dst),
+                  memory(pd.scratchpad_desc(), engine, scratchpad.data())};
+  };
+  const Matmul in = make(x.data(), w_in.data(), b_in.data(), y_in.data(), 3 * e);
+  const Matmul out = make(x.data(), w_out.data(), b_out.data(), y_out.data(), e);
+  const auto execute = [&](const Matmul& m) {
+    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, m.src.get()},
+                               {DNNL_ARG_WEIGHTS, m.weights.get()},
+                               {DNNL_ARG_BIAS, m.bias.get()},
+                               {DNNL_ARG_DST, m.dst.get()},
+                               {DNNL_ARG_SCRATCHPAD, m.scratchpad.get()}};
+    dnnl_primitive_execute(m.primitive.get(), stream.get(), 5, args);
+    stream.wait();
+  };
+  for (auto _ : state) {
+    execute(in);
+    execute(out);
+  }
+  omp_set_num_threads(threads);
+}
+
 // STREAM-like copy on every core: the memory bandwidth decoding can reach.
 void BM_StreamCopy(benchmark::State& state) {
   const size_t count = size_t{64} << 20;  // 256 MiB per array, far beyond the caches
@@ -239,6 +292,10 @@ void RegisterAll() {
   benchmark::RegisterBenchmark("BM_GemmPeak", BM_GemmPeak)
       ->UseRealTime()
       ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("BM_ProjectionFloor/seed_tiny", BM_ProjectionFloor,
+                               kCases[0])
+      ->UseRealTime()
+      ->Unit(benchmark::kMicrosecond);
   for (const BenchCase& c : kCases) {
     if (c.run_naive) {
       // Naive first, so that BM_Mha can report its speedup from the same run.
