@@ -298,6 +298,47 @@ int main(void) {
   Check(strstr(mha_last_error(), "num_heads") != NULL, "bad config message");
   Check(mha_forward(layer, NULL) == MHA_INVALID_ARGUMENT, "NULL args refused");
   Check(strstr(mha_last_error(), "args") != NULL, "NULL args message");
+  /* Sizes whose product overflows are refused before anything multiplies them. */
+  bad = config;
+  bad.num_heads = (int64_t)1 << 40;
+  bad.head_dim = (int64_t)1 << 40;
+  Check(mha_layer_create(&bad, &w, &none) == MHA_INVALID_ARGUMENT && none == NULL,
+        "overflowing width refused");
+  Check(strstr(mha_last_error(), "num_heads * head_dim") != NULL, "width message");
+  /* An enum field holding no enumerator (a C caller can store any int). */
+  {
+    mha_weights bad_weights = w;
+    const int layout = 99;
+    memcpy(&bad_weights.value.layout, &layout, sizeof layout);
+    Check(mha_layer_create(&config, &bad_weights, &none) == MHA_INVALID_ARGUMENT,
+          "unknown layout refused");
+    Check(strstr(mha_last_error(), "weights.value.layout: unknown value 99") != NULL,
+          "unknown layout message");
+    mha_kv_cache* no_cache = NULL;
+    mha_kv_storage storage;
+    memcpy(&storage, &layout, sizeof layout);
+    Check(mha_kv_cache_create(layer, 1, 8, storage, &no_cache) == MHA_INVALID_ARGUMENT,
+          "unknown storage refused");
+    /* A cache no process could map: an error naming the sizes, not out of memory. */
+    Check(mha_kv_cache_create(layer, (int64_t)1 << 62, 8, MHA_KV_FLOAT32, &no_cache) ==
+              MHA_INVALID_ARGUMENT,
+          "absurd cache refused");
+    Check(strstr(mha_last_error(), "max_batch 4611686018427387904") != NULL,
+          "absurd cache message");
+  }
+  /* Thread counts OpenMP could not start are refused, not attempted. */
+  {
+    float out[B * S * E];
+    mha_forward_args args;
+    memset(&args, 0, sizeof(args));
+    args.batch = B;
+    args.query_len = args.key_len = S;
+    args.query = x;
+    args.output = out;
+    args.num_threads = 65536;
+    Check(mha_forward(layer, &args) == MHA_INVALID_ARGUMENT, "65536 threads refused");
+    Check(strstr(mha_last_error(), "num_threads") != NULL, "threads message");
+  }
 
   /* bf16 weights and a bf16 cache: within the bf16 bound of the fp32 results. */
   mha_config bf16_config = config;

@@ -116,6 +116,9 @@ std::vector<ErrorCase> Cases() {
       {"output per-head layout",
        [](Call& c) { c.layer.weights.output.layout = WeightLayout::kHeadsInHeadDim; },
        {"weights.output.weight", "kHeadsInHeadDim"}},
+      {"output layout out of range",
+       [](Call& c) { c.layer.weights.output.layout = static_cast<WeightLayout>(99); },
+       {"weights.output.weight", "unknown layout 99"}},
       {"output bias alone",
        [](Call& c) { c.layer.weights.output.weight = TensorView(); },
        {"weights.output.bias", "without a weight"}},
@@ -175,6 +178,44 @@ std::vector<ErrorCase> Cases() {
       {"negative threads",
        [](Call& c) { c.options.num_threads = -1; },
        {"num_threads", "-1"}},
+      {"threads past the limit",  // libgomp ends the process at 40000
+       [](Call& c) { c.options.num_threads = 40000; },
+       {"num_threads", "[0, 1024]", "40000"}},
+      {"threads far past the limit",
+       [](Call& c) { c.options.num_threads = 100000; },
+       {"num_threads", "100000"}},
+      // A zero-size tensor is a shape error, not an absent tensor, whatever its data.
+      {"zero-size key",
+       [](Call& c) {
+         c.inputs.key = TensorView(nullptr, Shape{2, 0, 6});
+       },
+       {"key", ">= 1", "[2, 0, 6]"}},
+      {"zero-size query with a huge dimension",
+       [](Call& c) {
+         c.inputs.query = TensorView(nullptr, Shape{0, int64_t{1} << 62, 8});
+       },
+       {"query", ">= 1", "[0, 4611686018427387904, 8]"}},
+      {"zero-size attn_mask",
+       [](Call& c) {
+         c.masks.attn_mask = TensorView(nullptr, DType::kBool, Shape{0, 5});
+       },
+       {"masks.attn_mask", "[0, 5]"}},
+      {"zero-size key_padding_mask",
+       [](Call& c) {
+         c.masks.key_padding_mask = TensorView(nullptr, DType::kBool, Shape{2, 0});
+       },
+       {"masks.key_padding_mask", "[2, 4]", "[2, 0]"}},
+      {"zero-size key_lengths",
+       [](Call& c) {
+         c.masks.key_lengths = TensorView(nullptr, DType::kInt64, Shape{0});
+       },
+       {"masks.key_lengths", "[2]", "[0]"}},
+      {"zero-size output bias",
+       [](Call& c) { c.layer.weights.output.bias = TensorView(nullptr, Shape{0}); },
+       {"weights.output.bias", "[8]", "[0]"}},
+      {"null key data with a shape",
+       [](Call& c) { c.inputs.key.data = nullptr; },
+       {"key", "data is null for shape [2, 4, 6]"}},
       {"attn_mask shape",
        [](Call& c) {
          c.masks.attn_mask = TensorView(c.bool_mask.data(), DType::kBool, Shape{3, 5});
@@ -265,6 +306,17 @@ TEST(InvalidArgument, PackedInProjectionShape) {
     EXPECT_NE(std::string(e.what()).find("in_proj_bias"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("[24]"), std::string::npos) << e.what();
   }
+}
+
+TEST(InvalidArgument, PackedInProjectionWidthCannotOverflow) {
+  const float w[1] = {0.0f};
+  // E so large that 3 * E overflows int64: refused without forming the product.
+  const int64_t huge = INT64_MAX / 3 + 1;
+  ExpectErrorMentioning(
+      [&] {
+        FromPackedInProjection(TensorView(w, Shape{3 * (huge - 1), huge}), {}, {}, {});
+      },
+      "in_proj_weight: expected shape [3 * E, E]");
 }
 
 TEST(InvalidArgument, ShapeRank) {

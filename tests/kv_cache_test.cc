@@ -236,6 +236,35 @@ TEST(KvCache, FailedAppendLeavesCacheAndOutputAsTheyWere) {
               "after errors");
 }
 
+// Sizes no process could map are errors naming max_batch and max_seq_len, raised
+// before anything is allocated (the resident set grows by less than 64 MiB).
+TEST(KvCache, AbsurdSizesAreErrorsBeforeAnyAllocation) {
+  const OwnedLayer layer = DecoderLayer(2);
+  const int64_t cases[][2] = {{int64_t{1} << 28, int64_t{1} << 40},
+                              {int64_t{1} << 62, 1},
+                              {int64_t{1} << 56, 16},
+                              {1, INT64_MAX},
+                              {INT64_MAX, INT64_MAX}};
+  const long resident_before = MaxResidentKiB();
+  for (const auto& sizes : cases) {
+    for (const DType storage : {DType::kFloat32, DType::kInt8}) {
+      try {
+        KvCache cache(layer.config, sizes[0], sizes[1], storage);
+        ADD_FAILURE() << "no error for " << sizes[0] << " x " << sizes[1];
+      } catch (const Error& e) {
+        const std::string message = e.what();
+        EXPECT_NE(message.find("max_batch " + std::to_string(sizes[0])),
+                  std::string::npos)
+            << message;
+        EXPECT_NE(message.find("max_seq_len " + std::to_string(sizes[1])),
+                  std::string::npos)
+            << message;
+      }
+    }
+  }
+  EXPECT_LT(MaxResidentKiB() - resident_before, 64 * 1024);
+}
+
 TEST(KvCache, CrossAttentionLayerIsRejected) {
   LayerSpec spec;
   spec.query_dim = 8;

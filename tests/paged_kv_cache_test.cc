@@ -301,6 +301,10 @@ TEST(PagedKvCache, BadArgumentsNameThemselvesAndChangeNothing) {
   ExpectErrorMentioning([&] { PagedKvCache bad(layer.config, options); }, "block_size");
   options = Options(c, 0);
   ExpectErrorMentioning([&] { PagedKvCache bad(layer.config, options); }, "num_blocks");
+  options = Options(c, INT32_MAX);  // 2^31 blocks of 16 tokens: far beyond 2^47 bytes
+  options.num_layers = 4096;
+  ExpectErrorMentioning([&] { PagedKvCache bad(layer.config, options); },
+                        "num_layers 4096 x num_blocks 2147483647 x block_size 16");
   PagedKvCache cache(layer.config, Options(c, 4));
   cache.AddSequence(0);
   ExpectErrorMentioning([&] { cache.AddSequence(0); }, "already exists");

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <sys/resource.h>
+
 namespace mha::testing {
 
 std::vector<float> RandomFloats(size_t count, uint32_t seed, float scale) {
@@ -125,6 +127,12 @@ void ExpectWeightDtypeWithinBound(const WeightDtypeCase& c, DType weight_dtype,
   NaiveMultiheadAttention(fp32_config, layer.weights, inputs, masks,
                           {MutableTensorView(ref.data(), out_shape), {}});
   ExpectClose(out, ref, c.name, bound);
+}
+
+long MaxResidentKiB() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss;
 }
 
 }  // namespace mha::testing

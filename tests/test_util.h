@@ -61,6 +61,9 @@ void ExpectClose(const std::vector<float>& actual, const std::vector<float>& exp
                  const char* what, double relative = 1e-4);
 
 // Expects `run` to throw mha::Error mentioning `part`.
+// The process's peak resident set so far (getrusage), in KiB.
+long MaxResidentKiB();
+
 template <class F>
 void ExpectErrorMentioning(const F& run, const std::string& part) {
   try {

@@ -32,7 +32,7 @@ struct AttentionOutputs {
 
 struct ForwardOptions {
   bool average_attn_weights = true;  // PyTorch's default
-  int num_threads = 0;               // 0: OpenMP's current default
+  int num_threads = 0;               // 0: OpenMP's current default; <= kMaxThreads
   // When the projected Q/K/V and merged heads of the whole call would take more than
   // this, queries run in chunks sized to it (K and V are still projected whole);
   // long causal self-attention then also keeps V in the output buffer. Calls that

@@ -10,6 +10,10 @@
 
 namespace mha {
 
+// The most threads a call may ask for (ForwardOptions::num_threads and the core's):
+// OpenMP would try to start every one, and libgomp ends the process when it cannot.
+inline constexpr int kMaxThreads = 1024;
+
 // Widths follow PyTorch's nn.MultiheadAttention: query_dim is embed_dim, key_dim and
 // value_dim are kdim and vdim. Unlike PyTorch, the model width num_heads * head_dim
 // may differ from query_dim (seed 002 projects d_in=3 to d_out=2). Biases and the

@@ -5,6 +5,7 @@
 
 #include <optional>
 
+#include "mha/config.hpp"
 #include "mha/features.hpp"
 #include "mha/masks.hpp"
 #include "mha/rotary.hpp"
@@ -43,7 +44,7 @@ struct CoreOptions {
   const RotaryEmbedding* rotary = nullptr;
   TensorView query_positions;  // [B, Sq] int32/int64
   TensorView key_positions;    // [B, Sk] int32/int64
-  int num_threads = 0;         // 0: OpenMP's current default
+  int num_threads = 0;         // 0: OpenMP's current default; <= kMaxThreads
 };
 
 // output = softmax(scale * query key^T + biases, masked) value, per query head.

@@ -33,7 +33,9 @@ class Shape {
   int64_t dims_[kMaxRank] = {};
 };
 
-// Read-only view of caller memory. A view whose data is null is "absent".
+// Read-only view of caller memory. A view with neither data nor a shape (as
+// default-constructed) is "absent"; one with a shape is present even when it holds no
+// elements, so a zero-size tensor is checked (and refused) as the shape it has.
 struct TensorView {
   const void* data = nullptr;
   DType dtype = DType::kFloat32;
@@ -44,7 +46,7 @@ struct TensorView {
   TensorView(const void* values, DType type, Shape dims)
       : data(values), dtype(type), shape(dims) {}
 
-  bool present() const { return data != nullptr; }
+  bool present() const { return data != nullptr || shape.rank() > 0; }
   const float* floats() const { return static_cast<const float*>(data); }
 };
 
@@ -59,7 +61,7 @@ struct MutableTensorView {
   MutableTensorView(void* values, DType type, Shape dims)
       : data(values), dtype(type), shape(dims) {}
 
-  bool present() const { return data != nullptr; }
+  bool present() const { return data != nullptr || shape.rank() > 0; }
   float* floats() const { return static_cast<float*>(data); }
 };
 

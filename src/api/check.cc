@@ -1,6 +1,8 @@
 // Argument checks shared by the layer, the reference and the weight packer.
 #include "src/api/check.h"
 
+#include "mha/config.hpp"
+
 namespace mha::internal {
 
 int64_t CheckedNumElements(const char* name, const Shape& shape, size_t element_size) {
@@ -18,6 +20,13 @@ int64_t CheckedNumElements(const char* name, const Shape& shape, size_t element_
   return count;
 }
 
+void CheckData(const char* name, const void* data, const Shape& shape,
+               size_t element_size) {
+  if (CheckedNumElements(name, shape, element_size) > 0 && data == nullptr) {
+    Fail(name, ": data is null for shape ", shape.ToString());
+  }
+}
+
 void CheckTensor(const char* name, const TensorView& tensor, DType dtype,
                  const Shape& expected) {
   if (!tensor.present()) Fail(name, ": data is null");
@@ -28,7 +37,23 @@ void CheckTensor(const char* name, const TensorView& tensor, DType dtype,
     Fail(name, ": expected shape ", expected.ToString(), ", got ",
          tensor.shape.ToString());
   }
-  CheckedNumElements(name, tensor.shape, DTypeSize(dtype));
+  CheckData(name, tensor.data, tensor.shape, DTypeSize(dtype));
+}
+
+bool AddressableProduct(std::initializer_list<int64_t> factors, int64_t* product) {
+  int64_t total = 1;
+  for (const int64_t factor : factors) {
+    if (factor < 0 || __builtin_mul_overflow(total, factor, &total)) return false;
+  }
+  *product = total;
+  return total <= kMaxAddressableBytes;
+}
+
+void CheckThreadCount(const char* name, int num_threads) {
+  if (num_threads < 0 || num_threads > kMaxThreads) {
+    Fail(name, ": must be in [0, ", kMaxThreads, "] (0: OpenMP's default), got ",
+         num_threads);
+  }
 }
 
 int64_t IntegerAt(const TensorView& tensor, int64_t i) {
@@ -48,7 +73,7 @@ void CheckOutput(const char* name, const MutableTensorView& tensor, const Shape&
     Fail(name, ": expected shape ", expected.ToString(), ", got ",
          tensor.shape.ToString());
   }
-  CheckedNumElements(name, tensor.shape, DTypeSize(tensor.dtype));
+  CheckData(name, tensor.data, tensor.shape, DTypeSize(tensor.dtype));
 }
 
 }  // namespace mha::internal

@@ -12,7 +12,9 @@ AttentionWeights FromPackedInProjection(TensorView in_proj_weight,
                                         TensorView out_proj_weight,
                                         TensorView out_proj_bias) {
   const Shape& shape = in_proj_weight.shape;
-  if (shape.rank() != 2 || shape[0] != 3 * shape[1] || shape[1] < 1) {
+  // E is bounded before 3 * E is formed, so that the product cannot overflow.
+  if (shape.rank() != 2 || shape[1] < 1 || shape[1] > INT64_MAX / 3 ||
+      shape[0] != 3 * shape[1]) {
     Fail("in_proj_weight: expected shape [3 * E, E], got ", shape.ToString());
   }
   const int64_t embed_dim = shape[1];

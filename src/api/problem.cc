@@ -75,9 +75,7 @@ void ValidateConfig(const AttentionConfig& config) {
 Problem ValidateForward(const AttentionConfig& config, int64_t output_dim,
                         const AttentionInputs& inputs, const AttentionOutputs& outputs,
                         const ForwardOptions& options) {
-  if (options.num_threads < 0) {
-    Fail("options.num_threads: must be >= 0, got ", options.num_threads);
-  }
+  CheckThreadCount("options.num_threads", options.num_threads);
   if (!(options.workspace_budget_bytes > 0.0)) {
     Fail("options.workspace_budget_bytes: must be > 0, got ",
          options.workspace_budget_bytes);

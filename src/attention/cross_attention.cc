@@ -102,6 +102,7 @@ void MultiheadAttention::Impl::ForwardCrossAttention(
     Fail("query: expected dtype float32 or bfloat16, got ", DTypeName(query.dtype));
   }
   internal::CheckTensor("query", query, query.dtype, query.shape);
+  internal::CheckThreadCount("options.num_threads", options.num_threads);
   Problem problem;
   problem.batch_size = query.shape[0];
   problem.query_len = query.shape[1];

@@ -49,6 +49,7 @@ Problem MultiheadAttention::Impl::ValidatePackedCall(
     const TensorView& query, const PackedBatch& batch, const PagedKvCache::Impl& cache,
     int64_t layer, const MutableTensorView& output, const ForwardOptions& options,
     Workspace& workspace) const {
+  internal::CheckThreadCount("options.num_threads", options.num_threads);
   CheckCacheShape(cache.num_kv_heads, cache.head_dim);
   if (layer < 0 || layer >= cache.options.num_layers) {
     Fail("layer: must be in [0, ", cache.options.num_layers, "), got ", layer);

@@ -36,14 +36,16 @@ WorkspacePool::Lease WorkspacePool::Acquire() {
       return Lease(*this, std::move(workspace));
     }
   }
-  return Lease(*this, std::make_unique<Workspace>(engine_));
+  std::unique_ptr<Workspace> workspace = std::make_unique<Workspace>(engine_);
+  const std::lock_guard<std::mutex> lock(mutex_);
+  free_.reserve(created_ + 1);  // may throw: nothing is leased yet
+  ++created_;
+  return Lease(*this, std::move(workspace));
 }
 
 void WorkspacePool::Release(std::unique_ptr<Workspace> workspace) {
   const std::lock_guard<std::mutex> lock(mutex_);
-  // The list keeps its capacity, so once every concurrent caller has released a
-  // workspace once, this push_back no longer allocates.
-  free_.push_back(std::move(workspace));
+  free_.push_back(std::move(workspace));  // within the capacity Acquire reserved
 }
 
 }  // namespace mha::internal

@@ -65,7 +65,10 @@ class WorkspacePool {
 
   dnnl::engine engine_;
   std::mutex mutex_;
+  // Room for every workspace ever made, reserved when each is made, so that Release
+  // (from a Lease's destructor, perhaps while an exception unwinds) never allocates.
   std::vector<std::unique_ptr<Workspace>> free_;
+  size_t created_ = 0;
 };
 
 }  // namespace mha::internal

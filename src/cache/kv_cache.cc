@@ -24,6 +24,21 @@ DType DTypeOf(KvStorage storage) {
                                          : DType::kFloat32;
 }
 
+int64_t KvTokenBytes(int64_t head_dim, KvStorage storage) {
+  const int64_t padded_head_dim = static_cast<int64_t>(
+      RoundUp(static_cast<size_t>(head_dim), HeadScratch::kPanelAlign));
+  const int64_t scales =
+      storage == KvStorage::kInt8 ? 2 * static_cast<int64_t>(sizeof(float)) : 0;
+  int64_t bytes = 0;
+  if (__builtin_add_overflow(head_dim, padded_head_dim, &bytes) ||
+      __builtin_mul_overflow(bytes, static_cast<int64_t>(KvElementBytes(storage)),
+                             &bytes) ||
+      __builtin_add_overflow(bytes, scales, &bytes)) {
+    return -1;
+  }
+  return bytes;
+}
+
 }  // namespace internal
 
 KvCache::Impl::Impl(const AttentionConfig& config, int64_t batch, int64_t seq_len,
@@ -91,6 +106,27 @@ internal::KvPages KvCache::Impl::Pages(int64_t sequence, int64_t kv_head) {
   return pages;
 }
 
+namespace {
+
+// The cache's bytes, checked before anything is allocated: a size no process could
+// map is an error naming max_batch and max_seq_len.
+void CheckCacheBytes(const AttentionConfig& config, int64_t max_batch,
+                     int64_t max_seq_len, internal::KvStorage storage) {
+  const int64_t page = internal::HeadScratch::kKeyBlock;
+  const int64_t pages = max_seq_len / page + (max_seq_len % page != 0);
+  const int64_t token_bytes = internal::KvTokenBytes(config.head_dim, storage);
+  int64_t bytes = 0;
+  if (!internal::AddressableProduct(
+          {max_batch, pages, page, config.resolved_num_kv_heads(), token_bytes},
+          &bytes)) {
+    internal::Fail("KvCache: max_batch ", max_batch, " x max_seq_len ", max_seq_len,
+                   " needs more than 2^47 bytes (", config.resolved_num_kv_heads(),
+                   " KV heads of ", token_bytes, " bytes per token)");
+  }
+}
+
+}  // namespace
+
 KvCache::KvCache(const AttentionConfig& config, int64_t max_batch, int64_t max_seq_len,
                  DType storage) {
   internal::ValidateConfig(config);
@@ -102,6 +138,7 @@ KvCache::KvCache(const AttentionConfig& config, int64_t max_batch, int64_t max_s
   if (max_batch < 1) internal::Fail("KvCache: max_batch must be >= 1, got ", max_batch);
   if (max_seq_len < 1)
     internal::Fail("KvCache: max_seq_len must be >= 1, got ", max_seq_len);
+  CheckCacheBytes(config, max_batch, max_seq_len, internal::KvStorageFor(storage));
   impl_ = std::make_unique<Impl>(config, max_batch, max_seq_len, storage);
 }
 

@@ -13,6 +13,9 @@ namespace mha::internal {
 // The storage type of a cache's pages for a public dtype (checked by the caller).
 KvStorage KvStorageFor(DType storage);
 DType DTypeOf(KvStorage storage);
+// Bytes one token of one KV head takes in a cache: K, V padded to whole panels, and
+// the int8 scales; -1 when that overflows int64.
+int64_t KvTokenBytes(int64_t head_dim, KvStorage storage);
 }  // namespace mha::internal
 
 namespace mha {

@@ -41,6 +41,21 @@ void ValidateOptions(const PagedKvCacheOptions& o) {
   }
 }
 
+// The pool's bytes, checked before anything is allocated.
+void CheckPoolBytes(const AttentionConfig& config, const PagedKvCacheOptions& o) {
+  const internal::KvStorage storage = internal::KvStorageFor(o.storage);
+  const int64_t token_bytes = internal::KvTokenBytes(config.head_dim, storage);
+  int64_t bytes = 0;
+  if (!internal::AddressableProduct({o.num_layers, o.num_blocks, o.block_size,
+                                     config.resolved_num_kv_heads(), token_bytes},
+                                    &bytes)) {
+    Fail("PagedKvCache: num_layers ", o.num_layers, " x num_blocks ", o.num_blocks,
+         " x block_size ", o.block_size, " needs more than 2^47 bytes (",
+         config.resolved_num_kv_heads(), " KV heads of ", token_bytes,
+         " bytes per token)");
+  }
+}
+
 int64_t PagesFor(int64_t tokens, int64_t block_size) {
   return (tokens + block_size - 1) / block_size;
 }
@@ -196,6 +211,7 @@ PagedKvCache::PagedKvCache(const AttentionConfig& config,
                            const PagedKvCacheOptions& options) {
   internal::ValidateConfig(config);
   ValidateOptions(options);
+  CheckPoolBytes(config, options);
   impl_ = std::make_unique<Impl>(config, options);
 }
 

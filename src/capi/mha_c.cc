@@ -2,10 +2,12 @@
 // exception into a status and a thread-local message.
 #include "mha/mha.h"
 
+#include <cstring>
 #include <new>
 #include <string>
 
 #include "mha/mha.hpp"
+#include "src/api/problem.h"
 
 struct mha_layer {
   mha::MultiheadAttention attention;
@@ -54,8 +56,22 @@ void Require(const void* pointer, const char* name) {
   if (!pointer) throw mha::Error(std::string("mha: ") + name + ": must not be NULL");
 }
 
-mha::DType ToStorage(mha_kv_storage storage) {
-  switch (storage) {
+// The integer a C caller stored in an enum: read as bytes, because loading a value
+// outside the enumerators through the enum type is undefined behaviour in C++.
+template <class Enum>
+int EnumValue(const Enum& field) {
+  static_assert(sizeof(Enum) == sizeof(int), "C enums are int-sized here");
+  int value = 0;
+  std::memcpy(&value, &field, sizeof value);
+  return value;
+}
+
+[[noreturn]] void UnknownValue(const std::string& name, int value) {
+  throw mha::Error("mha: " + name + ": unknown value " + std::to_string(value));
+}
+
+mha::DType ToStorage(const mha_kv_storage& storage) {
+  switch (EnumValue(storage)) {
     case MHA_KV_FLOAT32:
       return mha::DType::kFloat32;
     case MHA_KV_BFLOAT16:
@@ -63,27 +79,25 @@ mha::DType ToStorage(mha_kv_storage storage) {
     case MHA_KV_INT8:
       return mha::DType::kInt8;
   }
-  throw mha::Error("mha: storage: unknown value " +
-                   std::to_string(static_cast<int>(storage)));
+  UnknownValue("storage", EnumValue(storage));
 }
 
 mha::RotaryConfig ToRotary(const mha_rope_config& c) {
   mha::RotaryConfig rotary;
-  if (c.pairing != MHA_ROPE_NONE && c.pairing != MHA_ROPE_HALF_SPLIT &&
-      c.pairing != MHA_ROPE_INTERLEAVED) {
-    throw mha::Error("mha: rope.pairing: unknown value " +
-                     std::to_string(static_cast<int>(c.pairing)));
+  const int pairing = EnumValue(c.pairing), scaling = EnumValue(c.scaling);
+  if (pairing != MHA_ROPE_NONE && pairing != MHA_ROPE_HALF_SPLIT &&
+      pairing != MHA_ROPE_INTERLEAVED) {
+    UnknownValue("rope.pairing", pairing);
   }
-  if (c.scaling != MHA_ROPE_SCALING_NONE && c.scaling != MHA_ROPE_SCALING_LINEAR &&
-      c.scaling != MHA_ROPE_SCALING_LLAMA3) {
-    throw mha::Error("mha: rope.scaling: unknown value " +
-                     std::to_string(static_cast<int>(c.scaling)));
+  if (scaling != MHA_ROPE_SCALING_NONE && scaling != MHA_ROPE_SCALING_LINEAR &&
+      scaling != MHA_ROPE_SCALING_LLAMA3) {
+    UnknownValue("rope.scaling", scaling);
   }
-  rotary.pairing = static_cast<mha::RotaryPairing>(c.pairing);
+  rotary.pairing = static_cast<mha::RotaryPairing>(pairing);
   rotary.rotary_dim = c.rotary_dim;
   if (c.theta != 0.0) rotary.theta = c.theta;
   if (c.max_positions != 0) rotary.max_positions = c.max_positions;
-  rotary.scaling.type = static_cast<mha::RopeScalingType>(c.scaling);
+  rotary.scaling.type = static_cast<mha::RopeScalingType>(scaling);
   if (c.factor != 0.0) rotary.scaling.factor = c.factor;
   if (c.low_freq_factor != 0.0) rotary.scaling.low_freq_factor = c.low_freq_factor;
   if (c.high_freq_factor != 0.0) rotary.scaling.high_freq_factor = c.high_freq_factor;
@@ -131,15 +145,26 @@ mha::AttentionConfig ToConfig(const mha_config& c) {
   return config;
 }
 
-// A projection of `heads` heads reading `in` features; shapes follow the layout.
-mha::Projection ToProjection(const mha_projection& p, int64_t in, int64_t heads,
-                             int64_t head_dim) {
+int ToLayout(const mha_weight_layout& field, const std::string& name) {
+  const int layout = EnumValue(field);
+  if (layout != MHA_LAYOUT_OUT_IN && layout != MHA_LAYOUT_IN_OUT &&
+      layout != MHA_LAYOUT_HEADS_IN_HEAD_DIM) {
+    UnknownValue(name + ".layout", layout);
+  }
+  return layout;
+}
+
+// A projection of `heads` heads reading `in` features (sizes validated by the caller);
+// shapes follow the layout.
+mha::Projection ToProjection(const mha_projection& p, const char* name, int64_t in,
+                             int64_t heads, int64_t head_dim) {
   mha::Projection projection;
-  projection.layout = static_cast<mha::WeightLayout>(p.layout);
+  const int layout = ToLayout(p.layout, std::string("weights.") + name);
+  projection.layout = static_cast<mha::WeightLayout>(layout);
   const int64_t out = heads * head_dim;
   mha::Shape shape{out, in};
-  if (p.layout == MHA_LAYOUT_IN_OUT) shape = mha::Shape{in, out};
-  if (p.layout == MHA_LAYOUT_HEADS_IN_HEAD_DIM) shape = mha::Shape{heads, in, head_dim};
+  if (layout == MHA_LAYOUT_IN_OUT) shape = mha::Shape{in, out};
+  if (layout == MHA_LAYOUT_HEADS_IN_HEAD_DIM) shape = mha::Shape{heads, in, head_dim};
   if (p.weight) projection.weight = mha::TensorView(p.weight, shape);
   if (p.bias) projection.bias = mha::TensorView(p.bias, mha::Shape{out});
   return projection;
@@ -149,15 +174,17 @@ mha::AttentionWeights ToWeights(const mha::AttentionConfig& config,
                                 const mha_weights& w) {
   mha::AttentionWeights weights;
   const int64_t kv_heads = config.resolved_num_kv_heads(), d = config.head_dim;
-  weights.query = ToProjection(w.query, config.query_dim, config.num_heads, d);
-  weights.key = ToProjection(w.key, config.resolved_key_dim(), kv_heads, d);
-  weights.value = ToProjection(w.value, config.resolved_value_dim(), kv_heads, d);
+  weights.query = ToProjection(w.query, "query", config.query_dim, config.num_heads, d);
+  weights.key = ToProjection(w.key, "key", config.resolved_key_dim(), kv_heads, d);
+  weights.value =
+      ToProjection(w.value, "value", config.resolved_value_dim(), kv_heads, d);
   if (w.output.weight) {
     const int64_t model = config.model_dim(), out = w.output_dim ? w.output_dim : model;
-    weights.output.layout = static_cast<mha::WeightLayout>(w.output.layout);
+    const int layout = ToLayout(w.output.layout, "weights.output");
+    weights.output.layout = static_cast<mha::WeightLayout>(layout);
     weights.output.weight = mha::TensorView(
-        w.output.weight, w.output.layout == MHA_LAYOUT_IN_OUT ? mha::Shape{model, out}
-                                                              : mha::Shape{out, model});
+        w.output.weight,
+        layout == MHA_LAYOUT_IN_OUT ? mha::Shape{model, out} : mha::Shape{out, model});
     if (w.output.bias)
       weights.output.bias = mha::TensorView(w.output.bias, mha::Shape{out});
   }
@@ -186,10 +213,9 @@ mha::AttentionMasks ToMasks(const Args& args, int64_t b, int64_t sq, int64_t sk)
 }
 
 mha::AttentionTensor ToTensor(const mha_attention_tensor& t, const char* name) {
-  if (t.layout != MHA_BHSD && t.layout != MHA_BSHD) {
-    throw mha::Error(std::string("mha: ") + name + ".layout: unknown value " +
-                     std::to_string(static_cast<int>(t.layout)));
-  }
+  const int layout = EnumValue(t.layout);
+  if (layout != MHA_BHSD && layout != MHA_BSHD)
+    UnknownValue(name + std::string(".layout"), layout);
   return mha::AttentionTensor{
       t.data,
       mha::Shape{t.shape[0], t.shape[1], t.shape[2], t.shape[3]},
@@ -221,6 +247,7 @@ mha_status mha_layer_create(const mha_config* config, const mha_weights* weights
     Require(weights, "weights");
     Require(layer, "layer");
     const mha::AttentionConfig cpp_config = ToConfig(*config);
+    mha::internal::ValidateConfig(cpp_config);  // before sizes are multiplied below
     *layer = new mha_layer{
         mha::MultiheadAttention(cpp_config, ToWeights(cpp_config, *weights))};
   });

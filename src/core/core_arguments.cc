@@ -20,7 +20,6 @@ struct Sizes {
 // Reads [B, H, S, D] sizes whatever the layout and resolves the view's strides.
 template <class Tensor, class T>
 Sizes CheckTensorView(const char* name, const Tensor& tensor, HeadRows<T>* rows) {
-  if (!tensor.data) Fail(name, ": data is null");
   if (tensor.layout != HeadLayout::kBHSD && tensor.layout != HeadLayout::kBSHD) {
     Fail(name, ".layout: unknown value ", static_cast<int>(tensor.layout));
   }
@@ -36,6 +35,7 @@ Sizes CheckTensorView(const char* name, const Tensor& tensor, HeadRows<T>* rows)
   if (sizes.batch < 1 || sizes.heads < 1 || sizes.seq < 1 || sizes.head_dim < 1) {
     Fail(name, ": every dimension must be >= 1, got shape ", shape.ToString());
   }
+  if (!tensor.data) Fail(name, ": data is null for shape ", shape.ToString());
   int64_t strides[3] = {tensor.strides[0], tensor.strides[1], tensor.strides[2]};
   if (!strides[0] && !strides[1] && !strides[2]) {  // dense
     strides[2] = shape[3];
@@ -73,9 +73,7 @@ CoreArguments::CoreArguments(const AttentionTensor& query_view,
                              const MutableAttentionTensor& output_view,
                              const CoreOptions& options,
                              const MutableTensorView& logsumexp) {
-  if (options.num_threads < 0) {
-    Fail("options.num_threads: must be >= 0, got ", options.num_threads);
-  }
+  CheckThreadCount("options.num_threads", options.num_threads);
   const Sizes q = CheckTensorView("query", query_view, &query);
   const Sizes k = CheckTensorView("key", key_view, &key);
   const Sizes v = CheckTensorView("value", value_view, &value);

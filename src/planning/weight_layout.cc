@@ -68,6 +68,11 @@ int64_t ValidateOutputProjection(const Projection& projection, int64_t model_dim
   }
   const Shape& shape = projection.weight.shape;
   int64_t out_dim = 0;
+  if (projection.layout != WeightLayout::kOutIn &&
+      projection.layout != WeightLayout::kInOut &&
+      projection.layout != WeightLayout::kHeadsInHeadDim) {
+    Fail("weights.output.weight: unknown layout ", static_cast<int>(projection.layout));
+  }
   if (projection.layout == WeightLayout::kOutIn && shape.rank() == 2) {
     out_dim = shape[0];
   } else if (projection.layout == WeightLayout::kInOut && shape.rank() == 2) {
