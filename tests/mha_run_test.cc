@@ -166,15 +166,43 @@ TEST_F(MhaRun, NpyWrongDtypeAndLayout) {
                                              "{'descr': '<f4', 'fortran_order': False, "
                                              "'shape': (1, -3, 4), }",
                                              data)),
-                1, {"neg.npy", "bad dimension"});
+                1, {"neg.npy", "expected a non-negative integer"});
 }
 
 TEST_F(MhaRun, QueryShapeDoesNotFitWeights) {
   const std::vector<float> q(15);
   const std::string path = TempPath("q5.npy");
   io::WriteNpy(path, q.data(), Shape{1, 3, 5});
-  ExpectFailure(Args(weights_, path), 1,
-                {"query", "last dimension must be 4", "[1, 3, 5]"});
+  ExpectFailure(Args(weights_, path), 1, {"--query", "[B, S, 4]", "[1, 3, 5]"});
+}
+
+// Shapes are checked before anything is sized from them: a header-only file cannot
+// make mha-run allocate (the resident set grows by less than 64 MiB).
+TEST_F(MhaRun, MalformedShapesFailBeforeAllocating) {
+  const long resident_before = MaxResidentKiB();
+  const std::string f4 = "{'descr': '<f4', 'fortran_order': False, 'shape': ";
+  ExpectFailure(Args(weights_, NpyWithHeader("wide.npy", f4 + "(1, 16777216, 0), }", "")),
+                1, {"--query", "[1, 16777216, 0]"});
+  std::vector<std::string> args = Args(
+      weights_,
+      NpyWithHeader("long.npy", f4 + "(1, 6000, 1), }", std::string(6000 * 4, '\0')));
+  args.insert(args.end(), {"--attn-weights", TempPath("weights.npy")});
+  ExpectFailure(args, 1, {"--query", "[1, 6000, 1]"});
+  EXPECT_LT(MaxResidentKiB() - resident_before, 64 * 1024);
+}
+
+// A zero-size array is a shape error, never taken for an absent one.
+TEST_F(MhaRun, ZeroSizeArraysAreShapeErrors) {
+  const std::string f4 = "{'descr': '<f4', 'fortran_order': False, 'shape': ";
+  std::vector<std::string> args = Args(weights_, query_);
+  args.insert(args.end(),
+              {"--key", NpyWithHeader("key.npy", f4 + "(1, 0, 4), }", ""), "--value",
+               NpyWithHeader("value.npy", f4 + "(1, 0, 4), }", "")});
+  ExpectFailure(args, 1, {"--key", "[1, 0, 4]"});
+  args = Args(weights_, query_);
+  args.insert(args.end(),
+              {"--attn-mask", NpyWithHeader("mask.npy", f4 + "(0, 5), }", "")});
+  ExpectFailure(args, 1, {"attn_mask", "[0, 5]"});
 }
 
 TEST_F(MhaRun, SafetensorsHeaderOutOfRange) {
@@ -183,7 +211,7 @@ TEST_F(MhaRun, SafetensorsHeaderOutOfRange) {
                 {"huge.safetensors", "header length 1099511627776 exceeds the file"});
   ExpectFailure(Args(WriteFile("tiny.safetensors", "abc"), query_), 1, {"truncated"});
   ExpectFailure(Args(Safetensors("json.safetensors", "{not json", ""), query_), 1,
-                {"not a JSON object"});
+                {"header is not valid JSON"});
 }
 
 TEST_F(MhaRun, SafetensorsTensorOffsets) {

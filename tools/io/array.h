@@ -24,6 +24,10 @@ struct Array {
   TensorView view() const { return TensorView(bytes.data(), dtype, shape); }
 };
 
+// `text` fit to quote in a message: printable ASCII kept, every other byte as \xNN,
+// cut after max_chars with "...".
+std::string Printable(const std::string& text, size_t max_chars = 80);
+
 // Element count of `shape`, failing with `what` when it or its byte size overflows.
 size_t CheckedByteSize(const std::string& what, const Shape& shape, DType dtype);
 

@@ -1,10 +1,12 @@
-// .npy reading and writing, checking every header field and the data length.
+// .npy reading and writing: the header parsed as the literal it is (npy_header.cc),
+// the data length checked against its shape.
 #include "tools/io/npy.h"
 
 #include <cstring>
 #include <fstream>
 #include <iterator>
-#include <sstream>
+
+#include "tools/io/npy_header.h"
 
 namespace mha::io {
 namespace {
@@ -14,56 +16,6 @@ constexpr size_t kMagicSize = 6;
 
 [[noreturn]] void Fail(const std::string& path, const std::string& message) {
   throw FileError(path + ": " + message);
-}
-
-// The text after `'key':` in the header dict, or fails.
-std::string::size_type FindValue(const std::string& path, const std::string& header,
-                                 const std::string& key) {
-  const auto at = header.find("'" + key + "'");
-  if (at == std::string::npos) Fail(path, "npy header has no '" + key + "'");
-  const auto colon = header.find(':', at);
-  if (colon == std::string::npos) Fail(path, "npy header: no value for '" + key + "'");
-  return header.find_first_not_of(' ', colon + 1);
-}
-
-DType ParseDescr(const std::string& path, const std::string& header) {
-  const auto at = FindValue(path, header, "descr");
-  const auto end = header.find('\'', at + 1);
-  if (at == std::string::npos || header[at] != '\'' || end == std::string::npos) {
-    Fail(path, "npy header: malformed 'descr'");
-  }
-  const std::string descr = header.substr(at + 1, end - at - 1);
-  if (descr == "<f4") return DType::kFloat32;
-  if (descr == "|b1") return DType::kBool;
-  if (descr == "<i4") return DType::kInt32;
-  if (descr == "<i8") return DType::kInt64;
-  Fail(path, "unsupported dtype '" + descr + "' (want <f4, |b1, <i4 or <i8)");
-}
-
-Shape ParseShape(const std::string& path, const std::string& header) {
-  const auto at = FindValue(path, header, "shape");
-  const auto end = header.find(')', at);
-  if (at == std::string::npos || header[at] != '(' || end == std::string::npos) {
-    Fail(path, "npy header: malformed 'shape'");
-  }
-  std::vector<int64_t> dims;
-  std::istringstream in(header.substr(at + 1, end - at - 1));
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    if (item.find_first_not_of(' ') == std::string::npos) continue;
-    size_t used = 0;
-    long long dim = -1;
-    try {
-      dim = std::stoll(item, &used);
-    } catch (const std::exception&) {
-    }
-    if (dim < 0) Fail(path, "npy header: bad dimension '" + item + "'");
-    dims.push_back(dim);
-  }
-  if (dims.size() > Shape::kMaxRank) {
-    Fail(path, "rank " + std::to_string(dims.size()) + " exceeds 4");
-  }
-  return Shape(dims.data(), dims.size());
 }
 
 }  // namespace
@@ -87,13 +39,12 @@ Array ReadNpy(const std::string& path) {
   }
   const size_t data_start = 8 + length_bytes + header_len;
   if (data_start > content.size()) Fail(path, "truncated npy header");
-  const std::string header = content.substr(8 + length_bytes, header_len);
-  if (header.find("'fortran_order': True") != std::string::npos) {
-    Fail(path, "fortran_order arrays are not supported");
-  }
+  const NpyHeader header =
+      ParseNpyHeader(path, content.substr(8 + length_bytes, header_len));
+  if (header.fortran_order) Fail(path, "fortran_order arrays are not supported");
   Array array;
-  array.dtype = ParseDescr(path, header);
-  array.shape = ParseShape(path, header);
+  array.dtype = header.dtype;
+  array.shape = header.shape;
   const size_t bytes = CheckedByteSize(path, array.shape, array.dtype);
   if (content.size() - data_start != bytes) {
     Fail(path, "data is " + std::to_string(content.size() - data_start) +

@@ -1,16 +1,30 @@
-// safetensors parsing with nlohmann::json; every offset is checked against the file.
+// safetensors parsing with nlohmann::json, following the format's rules: a header of
+// at most kMaxHeaderBytes and nesting depth 3, unique tensor names, and data_offsets
+// that tile the data exactly (sorted, no overlap, no gap). Unaligned offsets are
+// allowed by the format and harmless here: each tensor is copied into its own array.
 #include "tools/io/safetensors.h"
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <utility>
+#include <vector>
 
 namespace mha::io {
 namespace {
 
+// Far below what parsing costs memory for, far above any one layer's header.
+constexpr uint64_t kMaxHeaderBytes = 16 << 20;
+// {name: {dtype, shape: [..], data_offsets: [..]}} is three levels deep.
+constexpr int kMaxDepth = 3;
+
 [[noreturn]] void Fail(const std::string& path, const std::string& message) {
   throw FileError(path + ": " + message);
 }
+
+std::string Tensor(const std::string& name) { return "tensor '" + Printable(name) + "'"; }
 
 DType ParseDType(const std::string& path, const std::string& name,
                  const std::string& dtype) {
@@ -18,27 +32,33 @@ DType ParseDType(const std::string& path, const std::string& name,
   if (dtype == "BOOL") return DType::kBool;
   if (dtype == "I32") return DType::kInt32;
   if (dtype == "I64") return DType::kInt64;
-  Fail(path, "tensor '" + name + "' has unsupported dtype " + dtype);
+  Fail(path, Tensor(name) + " has unsupported dtype " + Printable(dtype));
 }
 
 Shape ParseShape(const std::string& path, const std::string& name,
                  const nlohmann::json& dims) {
   if (!dims.is_array() || dims.size() > Shape::kMaxRank) {
-    Fail(path, "tensor '" + name + "': shape must be a list of at most 4 dimensions");
+    Fail(path, Tensor(name) + ": shape must be a list of at most 4 dimensions");
   }
   int64_t d[Shape::kMaxRank] = {};
   for (size_t i = 0; i < dims.size(); ++i) {
-    if (!dims[i].is_number_unsigned()) Fail(path, "tensor '" + name + "': bad dimension");
-    d[i] = dims[i].get<int64_t>();
+    if (!dims[i].is_number_unsigned()) Fail(path, Tensor(name) + ": bad dimension");
+    const uint64_t dim = dims[i].get<uint64_t>();
+    if (dim > uint64_t{INT64_MAX}) {
+      Fail(path, Tensor(name) + ": dimension " + std::to_string(dim) + " is too large");
+    }
+    d[i] = static_cast<int64_t>(dim);
   }
   return Shape(d, dims.size());
 }
 
+// One tensor's array, and its [begin, end) in the data.
 Array ParseTensor(const std::string& path, const std::string& name,
-                  const nlohmann::json& entry, const std::string& data) {
+                  const nlohmann::json& entry, const std::string& data,
+                  std::pair<uint64_t, uint64_t>* range) {
   if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
       !entry.contains("data_offsets") || !entry["dtype"].is_string()) {
-    Fail(path, "tensor '" + name + "': needs dtype, shape and data_offsets");
+    Fail(path, Tensor(name) + ": needs dtype, shape and data_offsets");
   }
   Array array;
   array.dtype = ParseDType(path, name, entry["dtype"].get<std::string>());
@@ -46,23 +66,92 @@ Array ParseTensor(const std::string& path, const std::string& name,
   const nlohmann::json& offsets = entry["data_offsets"];
   if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
       !offsets[1].is_number_unsigned()) {
-    Fail(path, "tensor '" + name + "': data_offsets must be [begin, end]");
+    Fail(path, Tensor(name) + ": data_offsets must be [begin, end]");
   }
   const uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
   if (begin > end || end > data.size()) {
-    Fail(path, "tensor '" + name + "': data_offsets [" + std::to_string(begin) + ", " +
+    Fail(path, Tensor(name) + ": data_offsets [" + std::to_string(begin) + ", " +
                    std::to_string(end) + "] out of range (data is " +
                    std::to_string(data.size()) + " bytes)");
   }
   const size_t bytes =
-      CheckedByteSize(path + " tensor '" + name + "'", array.shape, array.dtype);
+      CheckedByteSize(path + " " + Tensor(name), array.shape, array.dtype);
   if (end - begin != bytes) {
-    Fail(path, "tensor '" + name + "': " + std::to_string(end - begin) +
-                   " bytes, shape " + array.shape.ToString() + " needs " +
-                   std::to_string(bytes));
+    Fail(path, Tensor(name) + ": " + std::to_string(end - begin) + " bytes, shape " +
+                   array.shape.ToString() + " needs " + std::to_string(bytes));
   }
   array.bytes.assign(data.begin() + begin, data.begin() + end);
+  *range = {begin, end};
   return array;
+}
+
+// Whether brackets nest deeper than `limit` outside strings: checked before parsing,
+// so that a header of nested brackets costs nothing.
+bool NestsDeeperThan(const std::string& text, int limit) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if ((c == '[' || c == '{') && ++depth > limit) {
+      return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
+// Parses the header text: JSON, an object, nested at most kMaxDepth deep, no name
+// given twice (JSON parsers keep one of them silently).
+nlohmann::json ParseHeader(const std::string& path, const std::string& text) {
+  if (NestsDeeperThan(text, kMaxDepth)) {
+    Fail(path, "header nests deeper than " + std::to_string(kMaxDepth));
+  }
+  std::set<std::string> names;
+  std::string repeated;
+  const nlohmann::json::parser_callback_t check =
+      [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+        if (event == nlohmann::json::parse_event_t::key && depth == 1 &&
+            !names.insert(parsed.get<std::string>()).second && repeated.empty()) {
+          repeated = parsed.get<std::string>();
+        }
+        return true;
+      };
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(text, check);
+  } catch (const nlohmann::json::parse_error& e) {
+    Fail(path, "header is not valid JSON: " + Printable(e.what(), 200));
+  }
+  if (!header.is_object()) Fail(path, "header is not a JSON object");
+  if (!repeated.empty()) Fail(path, Tensor(repeated) + " appears twice in the header");
+  return header;
+}
+
+// The format's rule: the tensors' byte ranges, in order, tile the data exactly.
+void CheckRangesTileData(const std::string& path,
+                         std::vector<std::pair<uint64_t, uint64_t>> ranges,
+                         uint64_t data_bytes) {
+  std::sort(ranges.begin(), ranges.end());
+  uint64_t covered = 0;
+  for (const auto& [begin, end] : ranges) {
+    if (begin != covered) {
+      Fail(path, begin < covered
+                     ? "tensors' data_offsets overlap at byte " + std::to_string(begin)
+                     : "data bytes [" + std::to_string(covered) + ", " +
+                           std::to_string(begin) + ") belong to no tensor");
+    }
+    covered = end;
+  }
+  if (covered != data_bytes) {
+    Fail(path, "data bytes [" + std::to_string(covered) + ", " +
+                   std::to_string(data_bytes) + ") belong to no tensor");
+  }
 }
 
 }  // namespace
@@ -81,17 +170,29 @@ Safetensors Safetensors::Read(const std::string& path) {
     Fail(path, "header length " + std::to_string(header_len) + " exceeds the file (" +
                    std::to_string(content.size()) + " bytes)");
   }
-  const nlohmann::json header = nlohmann::json::parse(
-      content.begin() + 8, content.begin() + 8 + header_len, nullptr,
-      /*allow_exceptions=*/false);
-  if (!header.is_object()) Fail(path, "header is not a JSON object");
+  if (header_len > kMaxHeaderBytes) {
+    Fail(path, "header length " + std::to_string(header_len) + " exceeds the limit of " +
+                   std::to_string(kMaxHeaderBytes) + " bytes");
+  }
+  const nlohmann::json header = ParseHeader(path, content.substr(8, header_len));
   const std::string data = content.substr(8 + header_len);
   Safetensors result;
   result.path_ = path;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
   for (const auto& [name, entry] : header.items()) {
-    if (name == "__metadata__") continue;
-    result.tensors_.emplace(name, ParseTensor(path, name, entry, data));
+    if (name == "__metadata__") {
+      if (!entry.is_object()) Fail(path, "__metadata__ is not an object");
+      for (const auto& [key, value] : entry.items()) {
+        if (!value.is_string()) {
+          Fail(path, "__metadata__ '" + Printable(key) + "' is not a string");
+        }
+      }
+      continue;
+    }
+    ranges.emplace_back();
+    result.tensors_.emplace(name, ParseTensor(path, name, entry, data, &ranges.back()));
   }
+  CheckRangesTileData(path, std::move(ranges), data.size());
   return result;
 }
 

@@ -213,6 +213,21 @@ std::optional<io::Array> Load(const Options& options, const std::string& flag) {
   return io::ReadNpy(it->second);
 }
 
+// The outputs are sized from the inputs' shapes: those must fit the layer first, so
+// that a malformed file is an error, not an allocation.
+void CheckInputShape(const char* flag, const std::optional<io::Array>& array,
+                     int64_t width) {
+  if (!array) return;
+  const Shape& shape = array->shape;
+  const int rank = shape.rank();
+  if ((rank != 2 && rank != 3) || shape[rank - 1] != width ||
+      (rank == 3 && shape[0] < 1) || shape[rank - 2] < 1) {
+    throw io::FileError(std::string(flag) + ": expected shape [B, S, " +
+                        std::to_string(width) + "] or [S, " + std::to_string(width) +
+                        "] with B, S >= 1, got " + shape.ToString());
+  }
+}
+
 TensorView View(const std::optional<io::Array>& array) {
   return array ? array->view() : TensorView();
 }
@@ -240,10 +255,13 @@ int RunCore(const Options& options) {
              positions = Load(options, "--position-ids"),
              key_positions = Load(options, "--key-position-ids");
   for (const auto* array : {&*query, &*key, &*value}) {
-    if (array->dtype != DType::kFloat32 || array->shape.rank() != 4) {
+    const Shape& shape = array->shape;
+    if (array->dtype != DType::kFloat32 || shape.rank() != 4 ||
+        std::min({shape[0], shape[1], shape[2], shape[3]}) < 1) {
       throw io::FileError(
-          "--core: query, key and value must be float32 rank-4 arrays, got " +
-          array->shape.ToString());
+          "--core: query, key and value must be float32 rank-4 arrays with every "
+          "dimension >= 1, got " +
+          shape.ToString());
     }
   }
   std::vector<std::optional<io::Array>> mask_arrays;
@@ -294,6 +312,8 @@ int Run(const Options& options) {
              value = Load(options, "--value"),
              positions = Load(options, "--position-ids");
 
+  CheckInputShape("--query", query, layer.config.query_dim);
+  CheckInputShape("--key", key, layer.config.resolved_key_dim());
   const AttentionInputs inputs{View(query), View(key), View(value)};
   std::vector<std::optional<io::Array>> mask_arrays;
   const AttentionMasks masks = LoadMasks(options, mask_arrays);
