@@ -37,14 +37,18 @@ struct Case {
   bool chunked;  // a tiny workspace budget forces the chunked flow
 };
 
+std::string Describe(const Case& c) {
+  return "b" + std::to_string(c.batch) + "_sq" + std::to_string(c.query_len) + "_sk" +
+         std::to_string(c.key_len) + "_h" + std::to_string(c.num_heads) + "_kv" +
+         std::to_string(c.num_kv_heads) + "_d" + std::to_string(c.head_dim) + "_m" +
+         std::to_string(c.masks) + (c.self_attention ? "_self" : "") +
+         (c.batched ? "" : "_unbatched") + (c.chunked ? "_chunked" : "") + "_t" +
+         std::to_string(c.threads);
+}
+void PrintTo(const Case& c, std::ostream* os) { *os << Describe(c); }
+
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
-  const Case& c = info.param;
-  return "i" + std::to_string(info.index) + "_b" + std::to_string(c.batch) + "_sq" +
-         std::to_string(c.query_len) + "_sk" + std::to_string(c.key_len) + "_h" +
-         std::to_string(c.num_heads) + "_kv" + std::to_string(c.num_kv_heads) + "_d" +
-         std::to_string(c.head_dim) + "_m" + std::to_string(c.masks) +
-         (c.self_attention ? "_self" : "") + (c.batched ? "" : "_unbatched") +
-         (c.chunked ? "_chunked" : "") + "_t" + std::to_string(c.threads);
+  return "i" + std::to_string(info.index) + "_" + Describe(info.param);
 }
 
 std::vector<Case> AllCases() {
@@ -253,6 +257,8 @@ struct ChunkedCase {
   double budget;
   int64_t num_kv_heads = 0;
 };
+
+void PrintTo(const ChunkedCase& c, std::ostream* os) { *os << c.name; }
 
 class ChunkedFlow : public ::testing::TestWithParam<ChunkedCase> {};
 

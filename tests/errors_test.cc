@@ -259,6 +259,8 @@ std::vector<ErrorCase> Cases() {
   };
 }
 
+void PrintTo(const ErrorCase& c, std::ostream* os) { *os << c.name; }
+
 class InvalidArgument : public ::testing::TestWithParam<ErrorCase> {};
 
 TEST_P(InvalidArgument, LayerAndBaselineRaiseAndWriteNothing) {

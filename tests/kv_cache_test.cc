@@ -54,6 +54,8 @@ struct Schedule {
 // bf16 and int8 storage round keys and values: the bounds the README states.
 double Tolerance(DType storage) { return storage == DType::kFloat32 ? 1e-4 : 1e-2; }
 
+void PrintTo(const Schedule& s, std::ostream* os) { *os << s.name; }
+
 class CacheMatchesCausalForward : public ::testing::TestWithParam<Schedule> {};
 
 TEST_P(CacheMatchesCausalForward, EveryStep) {

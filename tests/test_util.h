@@ -52,6 +52,8 @@ struct WeightDtypeCase {
   bool causal;
 };
 
+inline void PrintTo(const WeightDtypeCase& c, std::ostream* os) { *os << c.name; }
+
 // max |out - ref| <= bound * max(1, max |ref|) for one forward with `weight_dtype`.
 void ExpectWeightDtypeWithinBound(const WeightDtypeCase& c, DType weight_dtype,
                                   double bound, uint32_t seed);
