@@ -4,6 +4,8 @@
 // cache and the output exactly as they were.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "tests/test_util.h"
@@ -179,6 +181,36 @@ TEST(KvCache, ResetSequenceStartsOver) {
   attention.ForwardWithCache(TensorView(x.data(), Shape{6, kEmbed}), {}, cache,
                              MutableTensorView(out.data(), Shape{6, kEmbed}));
   ExpectClose(out, expected, "after reset");
+}
+
+// A non-finite token has no int8 form: every output that attends to it is NaN, the
+// ones before it are untouched (found by the C API fuzzer: the cast to int8 was
+// undefined, and the NaN then came out as zeros). Truncated away, it leaves nothing
+// behind: later steps match, bit for bit, a cache whose fifth token was finite.
+TEST(KvCache, NonFiniteTokensInAnInt8CacheBecomeNaNAndTruncateAway) {
+  const OwnedLayer layer = DecoderLayer(2);
+  const MultiheadAttention attention(layer.config, layer.weights);
+  std::vector<float> x = RandomFloats(6 * kEmbed, 12);
+  const std::vector<float> clean = x;
+  x[4 * kEmbed + 3] = std::numeric_limits<float>::infinity();
+  x[4 * kEmbed + 5] = std::numeric_limits<float>::quiet_NaN();
+  KvCache poisoned(layer.config, 1, 8, DType::kInt8),
+      fresh(layer.config, 1, 8, DType::kInt8);
+  std::vector<float> out(5 * kEmbed), expected(6 * kEmbed);
+  attention.ForwardWithCache(TensorView(x.data(), Shape{5, kEmbed}), {}, poisoned,
+                             MutableTensorView(out.data(), Shape{5, kEmbed}));
+  for (int64_t k = 0; k < 4 * kEmbed; ++k) ASSERT_TRUE(std::isfinite(out[k])) << k;
+  for (int64_t k = 4 * kEmbed; k < 5 * kEmbed; ++k) EXPECT_TRUE(std::isnan(out[k])) << k;
+  poisoned.Truncate(0, 4);
+  out.resize(2 * kEmbed);
+  attention.ForwardWithCache(TensorView(clean.data() + 4 * kEmbed, Shape{2, kEmbed}), {},
+                             poisoned, MutableTensorView(out.data(), Shape{2, kEmbed}));
+  attention.ForwardWithCache(TensorView(clean.data(), Shape{5, kEmbed}), {}, fresh,
+                             MutableTensorView(expected.data(), Shape{5, kEmbed}));
+  fresh.Truncate(0, 4);
+  attention.ForwardWithCache(TensorView(clean.data() + 4 * kEmbed, Shape{2, kEmbed}), {},
+                             fresh, MutableTensorView(expected.data(), Shape{2, kEmbed}));
+  for (int64_t k = 0; k < 2 * kEmbed; ++k) ASSERT_EQ(out[k], expected[k]) << k;
 }
 
 TEST(KvCache, FailedAppendLeavesCacheAndOutputAsTheyWere) {

@@ -72,7 +72,8 @@ KvCache::Impl::Impl(const AttentionConfig& config, int64_t batch, int64_t seq_le
 }
 
 void KvCache::Impl::Truncate(int64_t sequence, int64_t length) {
-  // Values past a sequence's length are multiplied by 0: keep them finite.
+  // Values past a sequence's length are multiplied by 0: keep them (and their int8
+  // scales) finite.
   // Zero bits are 0 in every storage type.
   const size_t element = internal::KvElementBytes(storage);
   for (int64_t kv_head = 0; kv_head < num_kv_heads; ++kv_head) {
@@ -82,6 +83,9 @@ void KvCache::Impl::Truncate(int64_t sequence, int64_t length) {
       const int64_t end = std::min(page_size, row + lengths[sequence] - first);
       internal::ZeroTileRows(pages.ValuePage(page), page_size, padded_head_dim, row, end,
                              element);
+      if (storage == internal::KvStorage::kInt8) {  // a NaN scale would poison 0 x
+        std::fill(pages.ValueScales(page) + row, pages.ValueScales(page) + end, 0.0f);
+      }
       first += end - row;
     }
   }

@@ -203,6 +203,13 @@ void PagedKvCache::Impl::ZeroValueRows(int32_t block, int64_t first_row) {
       internal::ZeroTileRows(block_values + kv_head * value_page_bytes,
                              options.block_size, padded_head_dim, first_row,
                              options.block_size, element);
+      if (storage == internal::KvStorage::kInt8) {  // a NaN scale would poison 0 x
+        const int64_t layer_tokens =
+            options.num_blocks * num_kv_heads * options.block_size;
+        float* scales = value_scales.data() + layer * layer_tokens +
+                        (block * num_kv_heads + kv_head) * options.block_size;
+        std::fill(scales + first_row, scales + options.block_size, 0.0f);
+      }
     }
   }
 }

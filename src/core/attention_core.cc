@@ -84,23 +84,25 @@ void MergeSplits(const CoreCall& call, const SplitGroup& group, const float* par
     const int64_t row = whole.first_row + (whole.heads > 1 ? 0 : r);
     float max = -std::numeric_limits<float>::infinity();
     for (int64_t s = 0; s < group.splits; ++s) {
-      max =
-          std::max(max, partials[group.offset + s * split_floats + rows * head_dim + r]);
+      const float lse = partials[group.offset + s * split_floats + rows * head_dim + r];
+      max = std::isnan(lse) ? lse : std::max(max, lse);  // a NaN split makes all NaN
+      if (std::isnan(max)) break;
     }
     float* out = call.context.Row(whole.batch, head, row);
-    std::fill(out, out + head_dim, 0.0f);
-    float total = 0.0f;
+    std::fill(out, out + head_dim, std::isnan(max) ? max : 0.0f);
+    float total = std::isnan(max) ? max : 0.0f;
     for (int64_t s = 0; s < group.splits && std::isfinite(max); ++s) {
       const float* split = partials + group.offset + s * split_floats;
       const float weight = std::exp(split[rows * head_dim + r] - max);
       total += weight;
       for (int64_t k = 0; k < head_dim; ++k) out[k] += weight * split[r * head_dim + k];
     }
-    const float inverse = total > 0.0f ? 1.0f / total : 0.0f;
+    const float inverse = total == 0.0f ? 0.0f : 1.0f / total;
     for (int64_t k = 0; k < head_dim; ++k) out[k] *= inverse;
     if (call.logsumexp) {
       call.logsumexp[(whole.batch * call.num_heads + head) * call.query_len +
-                     call.first_query + row] = total > 0.0f ? max + std::log(total) : max;
+                     call.first_query + row] =
+          total == 0.0f ? max : max + std::log(total);
     }
   }
 }

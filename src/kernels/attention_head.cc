@@ -30,6 +30,7 @@ using mha::HWY_NAMESPACE::MaskOutside;
 using mha::HWY_NAMESPACE::MulRow;
 using mha::HWY_NAMESPACE::OnlineSoftmaxBlock;
 using mha::HWY_NAMESPACE::RotateRow;
+using mha::HWY_NAMESPACE::ScaleProbabilities;
 using mha::HWY_NAMESPACE::ScaleRow;
 using mha::HWY_NAMESPACE::SoftCap;
 using mha::HWY_NAMESPACE::SplitRotatedKeys;
@@ -136,7 +137,7 @@ class QueryBlock {
       const bool has_context = sums_[i] > 0.0f;
       const float rescale = OnlineSoftmaxBlock(d, row, padded, maxes_[i], sums_[i]);
       if (has_context && rescale != 1.0f) ScaleRow(d, context_ + i * dim, dim, rescale);
-      if constexpr (kInt8) MulRow(d, row, pages_.ValueScales(page), padded);
+      if constexpr (kInt8) ScaleProbabilities(d, row, pages_.ValueScales(page), padded);
     }
     TileMatMul(d, rows_, dim, padded, scores_, stride,
                reinterpret_cast<const T*>(pages_.ValuePage(page)), stride, context_, dim,
@@ -167,14 +168,16 @@ class QueryBlock {
   void Finish(int64_t key_limit) {
     for (size_t i = 0; i < rows_; ++i) {
       const float sum = sums_[i];
-      const float inverse = sum > 0.0f ? 1.0f / sum : 0.0f;  // fully masked rows: zeros
+      // Fully masked rows (sum exactly 0): zeros. A NaN sum (a non-finite input the
+      // row attends to) stays NaN, never zeros that would hide it.
+      const float inverse = sum == 0.0f ? 0.0f : 1.0f / sum;
       const int64_t row_index = first_row_ + static_cast<int64_t>(i);
       float* out = task_.context + row_index * task_.context_stride;
       const float* acc = context_ + i * layout_.padded_head_dim;
       for (int64_t k = 0; k < task_.head_dim; ++k) out[k] = acc[k] * inverse;
       if (task_.logsumexp) {
         task_.logsumexp[row_index * task_.logsumexp_stride] =
-            sum > 0.0f ? maxes_[i] + std::log(sum) : kNegInf;
+            sum == 0.0f ? kNegInf : maxes_[i] + std::log(sum);
       }
       if (!task_.probabilities) continue;
       // With probabilities the single key block holds the whole row.

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "hwy/highway.h"
 #include "src/kernels/head_layout-inl.h"
@@ -48,11 +49,19 @@ void AppendSplit(const PanelAppend& a) {
 }
 
 // Symmetric int8: x ~ scale * q, scale = max|x| / 127, q in [-127, 127]. Writes
-// q[k] to out[index(k)] and returns the scale (0 for an all-zero row).
+// q[k] to out[index(k)] and returns the scale (0 for an all-zero row). A row with a
+// NaN or an infinity has no int8 form: zeros with a NaN scale, so that every score
+// or context it enters is NaN, as the float row would make it.
 template <class Index>
 float Quantize(const float* row, size_t n, int8_t* out, const Index& index) {
   float max_abs = 0.0f;
-  for (size_t k = 0; k < n; ++k) max_abs = std::max(max_abs, std::fabs(row[k]));
+  for (size_t k = 0; k < n; ++k) {
+    if (!std::isfinite(row[k])) {
+      for (size_t j = 0; j < n; ++j) out[index(j)] = 0;
+      return std::numeric_limits<float>::quiet_NaN();
+    }
+    max_abs = std::max(max_abs, std::fabs(row[k]));
+  }
   const float scale = max_abs / 127.0f;
   const float inverse = max_abs > 0.0f ? 127.0f / max_abs : 0.0f;
   for (size_t k = 0; k < n; ++k) {

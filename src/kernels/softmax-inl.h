@@ -50,22 +50,34 @@ HWY_INLINE void MaskOutside(D d, float* HWY_RESTRICT row, size_t begin, size_t e
   }
 }
 
+// The row's max, or NaN when it holds a NaN (x86's max drops NaN operands, so they
+// are tracked apart).
 template <class D>
 HWY_INLINE float RowMax(D d, const float* HWY_RESTRICT row, size_t n) {
   auto max = hn::Set(d, kNegInf);
-  for (size_t i = 0; i < n; i += hn::Lanes(d)) max = hn::Max(max, hn::LoadU(d, row + i));
+  auto nan = hn::Zero(d);
+  for (size_t i = 0; i < n; i += hn::Lanes(d)) {
+    const auto v = hn::LoadU(d, row + i);
+    max = hn::Max(max, v);
+    nan = hn::Or(nan, hn::VecFromMask(d, hn::IsNaN(v)));
+  }
+  if (!hn::AllFalse(d, hn::MaskFromVec(nan)))
+    return std::numeric_limits<float>::quiet_NaN();
   return hn::GetLane(hn::MaxOfLanes(d, max));
 }
 
 // row = exp(row - max), returning the sum. Clamping keeps -inf out of Exp's integer
-// conversion; Exp(-200) is exactly 0.
+// conversion; Exp(-200) is exactly 0. A NaN score stays NaN (the clamp and Exp would
+// both turn it into a number), so that a non-finite input shows in every output it
+// reaches.
 template <class D>
 HWY_INLINE float ExpAndSum(D d, float* HWY_RESTRICT row, size_t n, float max) {
   const auto neg_max = hn::Set(d, -max);
   const auto lowest = hn::Set(d, -200.0f);
   auto sum = hn::Zero(d);
   for (size_t i = 0; i < n; i += hn::Lanes(d)) {
-    const auto e = hn::Exp(d, hn::Max(hn::Add(hn::LoadU(d, row + i), neg_max), lowest));
+    const auto x = hn::Add(hn::LoadU(d, row + i), neg_max);
+    const auto e = hn::IfThenElse(hn::IsNaN(x), x, hn::Exp(d, hn::Max(x, lowest)));
     sum = hn::Add(sum, e);
     hn::StoreU(e, d, row + i);
   }
@@ -89,6 +101,20 @@ HWY_INLINE void MulRow(D d, float* HWY_RESTRICT row, const float* HWY_RESTRICT f
   }
 }
 
+// Probabilities times per-key factors (an int8 cache's value scales), where a
+// probability of exactly 0 (a masked key) stays 0 even when its factor is NaN (a
+// token with no int8 form): masked keys affect no output.
+template <class D>
+HWY_INLINE void ScaleProbabilities(D d, float* HWY_RESTRICT row,
+                                   const float* HWY_RESTRICT factors, size_t n) {
+  const auto zero = hn::Zero(d);
+  for (size_t i = 0; i < n; i += hn::Lanes(d)) {
+    const auto p = hn::LoadU(d, row + i);
+    hn::StoreU(hn::IfThenZeroElse(hn::Eq(p, zero), hn::Mul(p, hn::LoadU(d, factors + i))),
+               d, row + i);
+  }
+}
+
 // Turns one block of masked scores into unnormalised probabilities against the
 // updated running max. Returns the factor by which everything accumulated from
 // earlier blocks (the sum, already applied here, and the context row) must be
@@ -97,7 +123,11 @@ HWY_INLINE void MulRow(D d, float* HWY_RESTRICT row, const float* HWY_RESTRICT f
 template <class D>
 HWY_INLINE float OnlineSoftmaxBlock(D d, float* HWY_RESTRICT row, size_t n,
                                     float& running_max, float& running_sum) {
-  const float new_max = std::max(running_max, RowMax(d, row, n));
+  // A NaN max (from a NaN score) must not be dropped by std::max: it would read as
+  // "every key masked" and zero the row.
+  const float block_max = RowMax(d, row, n);
+  const float new_max =
+      std::isnan(block_max) ? block_max : std::max(running_max, block_max);
   if (new_max == kNegInf) {  // every key so far is masked
     for (size_t i = 0; i < n; i += hn::Lanes(d)) hn::StoreU(hn::Zero(d), d, row + i);
     return 1.0f;

@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Writes the fuzz targets' seed corpora (tests/fuzz/corpus/<target>/): a few small,
+valid inputs each, from which libFuzzer mutates. Plain Python, no numpy."""
+import json
+import pathlib
+import struct
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent / "tests" / "fuzz" / "corpus"
+
+
+def npy(shape, descr="<f4", fill=b"\x00\x00\x80\x3f"):
+    dims = ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "")
+    header = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (descr, dims)
+    header += " " * (63 - (10 + len(header)) % 64) + "\n"
+    count = 1
+    for d in shape:
+        count *= d
+    size = {"<f4": 4, "|b1": 1, "<i8": 8}[descr]
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + (
+        fill[:size] * count)
+
+
+def safetensors(tensors):
+    header, data = {}, b""
+    for name, shape in tensors:
+        count = 1
+        for d in shape:
+            count *= d
+        blob = struct.pack("<%df" % count, *[(i % 7) * 0.1 - 0.3 for i in range(count)])
+        header[name] = {"dtype": "F32", "shape": shape,
+                        "data_offsets": [len(data), len(data) + len(blob)]}
+        data += blob
+    text = json.dumps(header, separators=(",", ":")).encode()
+    return struct.pack("<Q", len(text)) + text + data
+
+
+def write(target, name, data):
+    path = ROOT / target / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+packed = safetensors([("in_proj_weight", [12, 4]), ("in_proj_bias", [12]),
+                      ("out_proj.weight", [4, 4]), ("out_proj.bias", [4])])
+separate = safetensors([("q_proj.weight", [4, 4]), ("k_proj.weight", [2, 4]),
+                        ("v_proj.weight", [2, 4]), ("out_proj.weight", [4, 4])])
+query = npy([1, 3, 4])
+
+write("npy_fuzzer", "f4_2x3.npy", npy([2, 3]))
+write("npy_fuzzer", "b1_5.npy", npy([5], "|b1", b"\x01"))
+write("npy_fuzzer", "i8_scalar.npy", npy([], "<i8", b"\x02" + b"\x00" * 7))
+write("safetensors_layer_fuzzer", "packed", b"\x01" + packed)
+write("safetensors_layer_fuzzer", "gqa_separate", b"\x05" + separate)
+write("capi_fuzzer", "two_heads", bytes([2, 4, 8, 0, 0]))
+write("capi_fuzzer", "gqa_softcap", bytes([4, 2, 8, 2, 1, 64, 0, 0, 0]))
+for flags in (1, 4 | 8, 16 | 1, 16 | 32 | 64 | 1):
+    mask = npy([3, 3], "|b1", b"\x00") if flags & 32 == 0 else npy([1, 3], "|b1", b"\x00")
+    body = struct.pack("<H", len(packed)) + packed
+    body += (struct.pack("<H", len(query)) + query + mask) if flags & 16 else query
+    write("mha_run_fuzzer", "flags_%d" % flags, bytes([flags]) + body)
