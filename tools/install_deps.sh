@@ -8,6 +8,7 @@ packages=(
   libhwy-dev                                     # Highway 1.0.3
   libgtest-dev libbenchmark-dev                  # GoogleTest, Google Benchmark
   nlohmann-json3-dev                             # safetensors headers in mha-run
+  clang libclang-rt-14-dev libomp-dev            # the libFuzzer targets (tests/fuzz/)
 )
 
 missing=()

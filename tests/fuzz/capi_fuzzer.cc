@@ -61,6 +61,13 @@ void Forward(FuzzInput& input, const mha_layer* layer, const mha_config& config)
 void Cache(FuzzInput& input, const mha_layer* layer, const mha_config& config) {
   mha_kv_cache* cache = nullptr;
   const int64_t max_batch = input.Size(3), max_seq_len = input.Size(12);
+  // A cache that is merely huge is a real allocation (and MHA_OUT_OF_MEMORY), not a
+  // finding: only small sizes, and sizes no process could map, are tried.
+  int64_t tokens = 0;
+  if (!__builtin_mul_overflow(max_batch, max_seq_len, &tokens) && tokens > (1 << 16) &&
+      tokens < (int64_t{1} << 50)) {
+    return;
+  }
   const int storage_value = input.Byte() % 4;  // 3: no such storage
   mha_kv_storage storage;
   static_assert(sizeof storage == sizeof storage_value, "C enums are int-sized");
@@ -75,7 +82,10 @@ void Cache(FuzzInput& input, const mha_layer* layer, const mha_config& config) {
         Floats(input, {batch, tokens, mha_layer_output_dim(layer)});
     mha_forward_with_cache(layer, cache, batch, tokens, OrNull(query), nullptr, nullptr,
                            OrNull(output), 1);
-    if (input.Byte() % 4 == 0) mha_kv_cache_reset(cache, input.Size(3) - 1);
+    if (input.Byte() % 4 == 0) {
+      const int64_t sequence = input.Size(3);  // 0: every sequence (-1)
+      mha_kv_cache_reset(cache, sequence == 0 ? -1 : sequence - 1);
+    }
     mha_kv_cache_length(cache, input.Size(3));
   }
   mha_kv_cache_destroy(cache);
