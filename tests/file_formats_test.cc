@@ -190,6 +190,10 @@ TEST(Safetensors, RefusesWhatTheFormatForbids) {
   refused("{" + Entry("a", "[2]", 0, 8) + "}", "data bytes [8, 20) belong to no tensor",
           data);
   refused("{not json", "header is not valid JSON", "");
+  // Found by the fuzzer: a number too large for a double escaped as an uncaught
+  // nlohmann::json::out_of_range.
+  refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[304E320],\"data_offsets\":[0,4]}}",
+          "header is not valid JSON", std::string(4, '\0'));
   refused("[1, 2]", "header is not a JSON object", "");
   refused("{\"a\":\"\xff\xfe\"}", "header is not valid JSON", "");
   refused("{\"a\\u0001\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}}",

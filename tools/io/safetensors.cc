@@ -125,7 +125,7 @@ nlohmann::json ParseHeader(const std::string& path, const std::string& text) {
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(text, check);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // syntax, and numbers out of range
     Fail(path, "header is not valid JSON: " + Printable(e.what(), 200));
   }
   if (!header.is_object()) Fail(path, "header is not a JSON object");
