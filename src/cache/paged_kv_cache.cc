@@ -196,6 +196,7 @@ void PagedKvCache::Impl::CopyBlock(int32_t from, int32_t to) {
 
 void PagedKvCache::Impl::ZeroValueRows(int32_t block, int64_t first_row) {
   const size_t element = internal::KvElementBytes(storage);
+  const int64_t layer_tokens = options.num_blocks * num_kv_heads * options.block_size;
   for (int64_t layer = 0; layer < options.num_layers; ++layer) {
     uint8_t* block_values =
         values.data() + layer * layer_values_bytes + block * block_value_bytes;
@@ -204,8 +205,6 @@ void PagedKvCache::Impl::ZeroValueRows(int32_t block, int64_t first_row) {
                              options.block_size, padded_head_dim, first_row,
                              options.block_size, element);
       if (storage == internal::KvStorage::kInt8) {  // a NaN scale would poison 0 x
-        const int64_t layer_tokens =
-            options.num_blocks * num_kv_heads * options.block_size;
         float* scales = value_scales.data() + layer * layer_tokens +
                         (block * num_kv_heads + kv_head) * options.block_size;
         std::fill(scales + first_row, scales + options.block_size, 0.0f);

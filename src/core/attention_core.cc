@@ -83,14 +83,16 @@ void MergeSplits(const CoreCall& call, const SplitGroup& group, const float* par
     const int64_t head = whole.head + (whole.heads > 1 ? r : 0);
     const int64_t row = whole.first_row + (whole.heads > 1 ? 0 : r);
     float max = -std::numeric_limits<float>::infinity();
+    bool nan = false;  // a split that met a non-finite input makes the row NaN
     for (int64_t s = 0; s < group.splits; ++s) {
       const float lse = partials[group.offset + s * split_floats + rows * head_dim + r];
-      max = std::isnan(lse) ? lse : std::max(max, lse);  // a NaN split makes all NaN
-      if (std::isnan(max)) break;
+      nan |= std::isnan(lse);
+      max = std::max(max, lse);
     }
+    if (nan) max = std::numeric_limits<float>::quiet_NaN();
     float* out = call.context.Row(whole.batch, head, row);
-    std::fill(out, out + head_dim, std::isnan(max) ? max : 0.0f);
-    float total = std::isnan(max) ? max : 0.0f;
+    std::fill(out, out + head_dim, nan ? max : 0.0f);
+    float total = nan ? max : 0.0f;
     for (int64_t s = 0; s < group.splits && std::isfinite(max); ++s) {
       const float* split = partials + group.offset + s * split_floats;
       const float weight = std::exp(split[rows * head_dim + r] - max);
