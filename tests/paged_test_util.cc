@@ -1,4 +1,4 @@
-// PackedStep and CausalForward.
+// PackedStep, PackedForward and CausalForward.
 #include "tests/paged_test_util.h"
 
 namespace mha::testing {
@@ -7,16 +7,31 @@ std::vector<std::vector<float>> PackedStep(const MultiheadAttention& attention,
                                            PagedKvCache& cache,
                                            const std::vector<Chunk>& chunks,
                                            int64_t layer, const ForwardOptions& options) {
+  if (layer == 0) {
+    const int64_t embed = attention.config().query_dim;
+    std::vector<int64_t> ids, counts;
+    for (const Chunk& chunk : chunks) {
+      ids.push_back(chunk.sequence);
+      counts.push_back(static_cast<int64_t>(chunk.tokens.size()) / embed);
+    }
+    cache.AppendSlots(ids.data(), counts.data(), static_cast<int64_t>(ids.size()));
+  }
+  return PackedForward(attention, cache, chunks, layer, options);
+}
+
+std::vector<std::vector<float>> PackedForward(const MultiheadAttention& attention,
+                                              PagedKvCache& cache,
+                                              const std::vector<Chunk>& chunks,
+                                              int64_t layer,
+                                              const ForwardOptions& options) {
   const int64_t embed = attention.config().query_dim;
-  std::vector<int64_t> ids, counts, starts = {0};
+  std::vector<int64_t> ids, starts = {0};
   std::vector<float> packed;
   for (const Chunk& chunk : chunks) {
     ids.push_back(chunk.sequence);
-    counts.push_back(static_cast<int64_t>(chunk.tokens.size()) / embed);
-    starts.push_back(starts.back() + counts.back());
+    starts.push_back(starts.back() + static_cast<int64_t>(chunk.tokens.size()) / embed);
     packed.insert(packed.end(), chunk.tokens.begin(), chunk.tokens.end());
   }
-  if (layer == 0) cache.AppendSlots(ids.data(), counts.data(), ids.size());
   const int64_t total = starts.back(), n = static_cast<int64_t>(ids.size());
   std::vector<float> out(total * attention.output_dim());
   PackedBatch batch{TensorView(ids.data(), DType::kInt64, Shape{n}),

@@ -16,12 +16,21 @@ struct Chunk {
   std::vector<float> tokens;
 };
 
-// Appends and attends every chunk in one packed call; returns each chunk's output.
+// AppendSlots for every chunk (layer 0 only: the slots serve every layer), then
+// PackedForward.
 std::vector<std::vector<float>> PackedStep(const MultiheadAttention& attention,
                                            PagedKvCache& cache,
                                            const std::vector<Chunk>& chunks,
                                            int64_t layer = 0,
                                            const ForwardOptions& options = {});
+
+// Attends every chunk in one packed call, into slots already appended; returns each
+// chunk's output.
+std::vector<std::vector<float>> PackedForward(const MultiheadAttention& attention,
+                                              PagedKvCache& cache,
+                                              const std::vector<Chunk>& chunks,
+                                              int64_t layer = 0,
+                                              const ForwardOptions& options = {});
 
 // One causal Forward over `tokens` ([length, embed]).
 std::vector<float> CausalForward(const MultiheadAttention& attention,

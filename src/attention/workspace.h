@@ -10,11 +10,13 @@
 #include "oneapi/dnnl/dnnl.hpp"
 #include "src/core/attention_core.h"
 #include "src/planning/linear_primitive.h"
+#include "src/platform/onednn_errors.h"
 
 namespace mha::internal {
 
 struct Workspace {
-  explicit Workspace(const dnnl::engine& engine) : stream(engine) {}
+  explicit Workspace(const dnnl::engine& engine)
+      : stream(TranslateOneDnnErrors([&] { return dnnl::stream(engine); })) {}
 
   // Grows `buffer` to at least `count` elements (never shrinks) and returns it.
   template <class T>

@@ -353,6 +353,13 @@ void PagedKvCache::AppendSlots(const int64_t* sequences, const int64_t* counts,
         "mha: PagedKvCache::AppendSlots: needs " + std::to_string(needed) + " blocks, " +
         std::to_string(impl_->pool.free_blocks() + released) + " are free");
   }
+  // Block tables get their room before anything changes: all or nothing holds when
+  // memory runs out too.
+  for (int64_t i = 0; i < num_sequences; ++i) {
+    Impl::Sequence& s = impl_->sequences[sequences[i]];
+    const int64_t end_page = PagesFor(s.length + counts[i], impl_->options.block_size);
+    s.pages.reserve(static_cast<size_t>(std::max(end_page, s.end_page()) - s.first_page));
+  }
   // Releases first, so that one sequence's window feeds another's growth.
   for (int64_t i = 0; i < num_sequences; ++i) {
     Impl::Sequence& s = impl_->sequences[sequences[i]];

@@ -2,6 +2,7 @@
 // exception into a status and a thread-local message.
 #include "mha/mha.h"
 
+#include <cstdio>
 #include <cstring>
 #include <new>
 #include <string>
@@ -27,27 +28,33 @@ struct mha_rotary {
 
 namespace {
 
-thread_local std::string t_last_error;
+// A fixed buffer: recording an error must not allocate, or running out of memory
+// would throw again from inside the handler, through the C caller.
+thread_local char t_last_error[4096];
+
+void SetLastError(const char* prefix, const char* message) noexcept {
+  std::snprintf(t_last_error, sizeof t_last_error, "%s%s", prefix, message);
+}
 
 template <class F>
-mha_status Guard(const F& body) {
+mha_status Guard(const F& body) noexcept {
   try {
     body();
     return MHA_OK;
   } catch (const mha::OutOfBlocksError& e) {
-    t_last_error = e.what();
+    SetLastError("", e.what());
     return MHA_OUT_OF_BLOCKS;
   } catch (const mha::Error& e) {
-    t_last_error = e.what();
+    SetLastError("", e.what());
     return MHA_INVALID_ARGUMENT;
   } catch (const std::bad_alloc&) {
-    t_last_error = "mha: out of memory";
+    SetLastError("", "mha: out of memory");
     return MHA_OUT_OF_MEMORY;
   } catch (const std::exception& e) {
-    t_last_error = std::string("mha: internal error: ") + e.what();
+    SetLastError("mha: internal error: ", e.what());
     return MHA_INTERNAL_ERROR;
   } catch (...) {
-    t_last_error = "mha: internal error";
+    SetLastError("", "mha: internal error");
     return MHA_INTERNAL_ERROR;
   }
 }
@@ -231,7 +238,7 @@ int64_t ToSeq(const mha_attention_tensor& t) {
 
 extern "C" {
 
-const char* mha_last_error(void) { return t_last_error.c_str(); }
+const char* mha_last_error(void) { return t_last_error; }
 
 mha_status mha_set_max_isa(const char* name) {
   return Guard([&] {

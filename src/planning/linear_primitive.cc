@@ -5,6 +5,7 @@
 #include "src/kernels/bf16_convert.h"
 #include "src/kernels/int8_quantize.h"
 #include "src/platform/isa_cap.h"
+#include "src/platform/onednn_errors.h"
 
 namespace mha::internal {
 namespace {
@@ -21,10 +22,12 @@ memory::desc Matrix(memory::dim rows, memory::dim cols, memory::dim stride,
 bool LinearPrimitive::Bf16Supported(const dnnl::engine& engine) {
   try {
     const memory::desc bf16 = Matrix(16, 16, 16, memory::data_type::bf16);
-    dnnl::matmul::primitive_desc(dnnl::matmul::desc(bf16, bf16, Matrix(16, 16, 16)),
-                                 engine);
+    TranslateOneDnnErrors([&] {
+      dnnl::matmul::primitive_desc(dnnl::matmul::desc(bf16, bf16, Matrix(16, 16, 16)),
+                                   engine);
+    });
     return true;
-  } catch (const dnnl::error&) {
+  } catch (const dnnl::error&) {  // unimplemented; out of memory is bad_alloc
     return false;
   }
 }
@@ -47,14 +50,17 @@ LinearPrimitive::LinearPrimitive(const dnnl::engine& engine, const LinearShape& 
       scales_(scales),
       bias_values_(bias),
       engine_(engine) {
-  weights_ = memory(Matrix(shape.in_dim, shape.out_dim, shape.weight_stride, InputType()),
-                    engine, const_cast<void*>(weights));
-  if (bias)
-    bias_ =
-        memory(Matrix(1, shape.out_dim, shape.out_dim), engine, const_cast<float*>(bias));
-  const dnnl::matmul::primitive_desc pd = Describe(DNNL_RUNTIME_DIM_VAL);
-  runtime_rows_ = dnnl::matmul(pd);
-  runtime_scratchpad_ = pd.scratchpad_desc();
+  TranslateOneDnnErrors([&] {
+    weights_ =
+        memory(Matrix(shape.in_dim, shape.out_dim, shape.weight_stride, InputType()),
+               engine, const_cast<void*>(weights));
+    if (bias)
+      bias_ = memory(Matrix(1, shape.out_dim, shape.out_dim), engine,
+                     const_cast<float*>(bias));
+    const dnnl::matmul::primitive_desc pd = Describe(DNNL_RUNTIME_DIM_VAL);
+    runtime_rows_ = dnnl::matmul(pd);
+    runtime_scratchpad_ = pd.scratchpad_desc();
+  });
 }
 
 memory::data_type LinearPrimitive::InputType() const {
@@ -90,6 +96,7 @@ LinearCall::Entry& LinearPrimitive::Prepare(LinearCall& call, int64_t rows) cons
   }
   LinearCall::Entry& entry = call.entries[call.next_victim];
   call.next_victim = (call.next_victim + 1) % LinearCall::kEntries;
+  entry.rows = -1;  // until every object below is made: any of them may fail
   if (rows <= kFixedShapeRows) {
     const dnnl::matmul::primitive_desc pd = Describe(rows);
     entry.primitive = dnnl::matmul(pd);
@@ -145,6 +152,13 @@ const void* LinearPrimitive::PrepareInput(const void* input, bool input_bf16,
 void LinearPrimitive::Execute(dnnl::stream& stream, const void* input, bool input_bf16,
                               int64_t rows, float* output, LinearCall& call,
                               std::vector<uint8_t>& scratchpad) const {
+  TranslateOneDnnErrors(
+      [&] { Run(stream, input, input_bf16, rows, output, call, scratchpad); });
+}
+
+void LinearPrimitive::Run(dnnl::stream& stream, const void* input, bool input_bf16,
+                          int64_t rows, float* output, LinearCall& call,
+                          std::vector<uint8_t>& scratchpad) const {
   LinearCall::Entry& entry = Prepare(call, rows);
   const size_t scratchpad_bytes = entry.scratchpad.get_desc().get_size();
   if (scratchpad.size() < scratchpad_bytes) scratchpad.resize(scratchpad_bytes);

@@ -72,6 +72,9 @@ class LinearPrimitive {
                float* output, LinearCall& call, std::vector<uint8_t>& scratchpad) const;
 
  private:
+  // Execute, with oneDNN's out-of-memory errors left untranslated.
+  void Run(dnnl::stream& stream, const void* input, bool input_bf16, int64_t rows,
+           float* output, LinearCall& call, std::vector<uint8_t>& scratchpad) const;
   dnnl::matmul::primitive_desc Describe(dnnl::memory::dim rows) const;
   LinearCall::Entry& Prepare(LinearCall& call, int64_t rows) const;
   dnnl::memory::data_type InputType() const;

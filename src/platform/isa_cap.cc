@@ -23,6 +23,7 @@ HWY_AFTER_NAMESPACE();
 #include "mha/error.hpp"
 #include "mha/isa.hpp"
 #include "src/platform/isa_cap.h"
+#include "src/platform/onednn_errors.h"
 
 namespace mha {
 namespace internal {
@@ -121,7 +122,7 @@ void ApplyIsaCap() {
 
 dnnl::engine CpuEngine() {
   ApplyIsaCap();
-  return dnnl::engine(dnnl::engine::kind::cpu, 0);
+  return TranslateOneDnnErrors([] { return dnnl::engine(dnnl::engine::kind::cpu, 0); });
 }
 
 void RecordProjectionKernel(const char* implementation) {
