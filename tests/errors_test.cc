@@ -39,6 +39,7 @@ struct Call {
   std::vector<float> query, key, value, output, weights_out;
   std::vector<uint8_t> bool_mask = std::vector<uint8_t>(64, 0);
   std::vector<int32_t> int_mask = std::vector<int32_t>(64, 0);
+  std::vector<float> float_mask = std::vector<float>(64, 0.0f);
   AttentionInputs inputs;
   AttentionMasks masks;
   AttentionOutputs outputs;
@@ -238,6 +239,32 @@ std::vector<ErrorCase> Cases() {
              TensorView(c.bool_mask.data(), DType::kBool, Shape{2, 3});
        },
        {"masks.key_padding_mask", "[2, 4]", "[2, 3]"}},
+      {"NaN in a float attn_mask",
+       [](Call& c) {
+         c.float_mask[1 * 4 + 2] = kNaN;
+         c.masks.attn_mask = TensorView(c.float_mask.data(), Shape{3, 4});
+       },
+       {"masks.attn_mask[1, 2]", "nan", "not a mask value"}},
+      {"plus inf in a float attn_mask",
+       [](Call& c) {
+         c.float_mask[2 * 4 + 3] = std::numeric_limits<float>::infinity();
+         c.masks.attn_mask = TensorView(c.float_mask.data(), Shape{3, 4});
+       },
+       {"masks.attn_mask[2, 3]", "inf"}},
+      {"NaN in a float key_padding_mask",
+       [](Call& c) {
+         c.float_mask[1 * 4 + 0] = kNaN;
+         c.masks.key_padding_mask = TensorView(c.float_mask.data(), Shape{2, 4});
+       },
+       {"masks.key_padding_mask[1, 0]", "nan"}},
+      {"NaN in a zero-means-masked mask",
+       [](Call& c) {
+         std::fill(c.float_mask.begin(), c.float_mask.end(), 1.0f);
+         c.float_mask[5] = kNaN;
+         c.masks.convention = MaskConvention::kZeroMeansMasked;
+         c.masks.key_padding_mask = TensorView(c.float_mask.data(), Shape{2, 4});
+       },
+       {"masks.key_padding_mask[1, 1]", "nan"}},
       {"key_lengths dtype",
        [](Call& c) { c.masks.key_lengths = TensorView(c.query.data(), Shape{2}); },
        {"masks.key_lengths", "int32 or int64", "float32"}},

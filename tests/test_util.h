@@ -62,10 +62,10 @@ void ExpectWeightDtypeWithinBound(const WeightDtypeCase& c, DType weight_dtype,
 void ExpectClose(const std::vector<float>& actual, const std::vector<float>& expected,
                  const char* what, double relative = 1e-4);
 
-// Expects `run` to throw mha::Error mentioning `part`.
 // The process's peak resident set so far (getrusage), in KiB.
 long MaxResidentKiB();
 
+// Expects `run` to throw mha::Error mentioning `part`.
 template <class F>
 void ExpectErrorMentioning(const F& run, const std::string& part) {
   try {

@@ -2,7 +2,10 @@
 #include "src/masks/mask_plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "src/api/check.h"
 
@@ -10,10 +13,40 @@ namespace mha::internal {
 namespace {
 
 constexpr float kMasked = -std::numeric_limits<float>::infinity();
+constexpr float kUnmaskable = std::numeric_limits<float>::infinity();
+constexpr float kLargest = std::numeric_limits<float>::max();
 
 void CheckMaskDType(const char* name, const TensorView& mask) {
   if (mask.dtype != DType::kBool && mask.dtype != DType::kFloat32) {
     Fail(name, ": expected dtype bool or float32, got ", DTypeName(mask.dtype));
+  }
+}
+
+std::string IndexOf(int64_t flat, const Shape& shape) {
+  std::vector<int64_t> index(shape.rank());
+  for (int axis = shape.rank() - 1; axis >= 0; --axis) {
+    index[axis] = flat % shape[axis];
+    flat /= shape[axis];
+  }
+  std::string text;
+  for (const int64_t i : index) text += (text.empty() ? "" : ", ") + std::to_string(i);
+  return "[" + text + "]";
+}
+
+// A float mask holds numbers to add (kTorch) or zero / non-zero: NaN means neither,
+// and an added +inf would turn its scores into NaN.
+void CheckMaskValues(const char* name, const TensorView& mask,
+                     MaskConvention convention) {
+  if (mask.dtype != DType::kFloat32) return;
+  const float* values = mask.floats();
+  const int64_t count = CheckedNumElements(name, mask.shape, sizeof(float));
+  for (int64_t i = 0; i < count; ++i) {
+    const float value = values[i];
+    if (std::isnan(value) ||
+        (convention == MaskConvention::kTorch && value == kUnmaskable)) {
+      Fail(name, IndexOf(i, mask.shape), ": ", value,
+           " is not a mask value (NaN and +inf are refused; -inf masks)");
+    }
   }
 }
 
@@ -47,10 +80,13 @@ MaskPlan::MaskPlan(const AttentionMasks& masks, const AttentionFeatures& feature
          static_cast<int>(masks.causal_alignment));
   }
   PlanWindow(features);
-  if (masks.attn_mask.present())
+  if (masks.attn_mask.present()) {
     attn_ = PlanAttnMask(masks.attn_mask, problem, num_heads);
+    CheckMaskValues("masks.attn_mask", masks.attn_mask, convention_);
+  }
   if (masks.key_padding_mask.present()) {
     padding_ = PlanKeyPaddingMask(masks.key_padding_mask, problem);
+    CheckMaskValues("masks.key_padding_mask", masks.key_padding_mask, convention_);
   }
   if (masks.key_lengths.present()) PlanKeyLengths(masks.key_lengths, problem);
 }
@@ -137,15 +173,20 @@ int64_t MaskPlan::KeyLength(int64_t batch) const {
 
 float MaskPlan::TensorMaskAt(int64_t batch, int64_t head, int64_t query,
                              int64_t key) const {
-  float sum = 0.0f;
-  if (attn_.data) {
-    sum += attn_.At(batch * attn_.stride[0] + head * attn_.stride[1] +
-                        query * attn_.stride[2] + key * attn_.stride[3],
-                    convention_);
-  }
-  if (padding_.data) {
-    sum +=
-        padding_.At(batch * padding_.stride[0] + key * padding_.stride[3], convention_);
+  const float attn = attn_.data
+                         ? attn_.At(batch * attn_.stride[0] + head * attn_.stride[1] +
+                                        query * attn_.stride[2] + key * attn_.stride[3],
+                                    convention_)
+                         : 0.0f;
+  const float padding =
+      padding_.data ? padding_.At(batch * padding_.stride[0] + key * padding_.stride[3],
+                                  convention_)
+                    : 0.0f;
+  const float sum = attn + padding;
+  // Only -inf masks: two finite values whose sum overflows stay finite, as each
+  // alone would (PyTorch's -3.4e38 fills make a row uniform, not masked).
+  if (std::isinf(sum) && std::isfinite(attn) && std::isfinite(padding)) {
+    return std::copysign(kLargest, sum);
   }
   return sum;
 }
