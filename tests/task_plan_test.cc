@@ -124,7 +124,9 @@ TEST(TaskPlan, TilesQueriesOnlyWhenThatShortensTheBusiestThread) {
   }
 }
 
-TEST(TaskPlan, SplitsLongKeyRangesOnlyWhenThreadsWouldIdle) {
+// Decoding splits at fixed multiples of 256 keys on every thread count (the same
+// cuts: the same bits); a prefill chunk is never split.
+TEST(TaskPlan, SplitsDecodeKeysTheSameOnEveryThreadCount) {
   CoreCall call;
   call.num_heads = 8;
   call.num_kv_heads = 8;
@@ -133,20 +135,29 @@ TEST(TaskPlan, SplitsLongKeyRangesOnlyWhenThreadsWouldIdle) {
   call.key_len = 4096;
   call.batch_end = 1;
   call.query_count = 1;
-  call.cache_page_size = 16;
-  const int64_t first_position = 4095;
+  call.cache_page_size = 48;  // not a divisor of 256: splits of 288 keys
+  const int64_t first_position = 4000;
   const MaskPlan masks = MaskPlan::ForCache(&first_position, 4096, AttentionFeatures{});
-  TaskPlan plan;
-  PlanTasks(call, masks, /*threads=*/4, plan);
-  ASSERT_EQ(plan.groups.size(), 8u);  // 8 tasks < 4 per thread: each head split
-  EXPECT_EQ(plan.tasks.size(), 16u);
-  for (const CoreTask& task : plan.tasks) {
-    EXPECT_EQ((task.key_end - task.key_begin) % 16, 0);
-    EXPECT_GE(task.key_end - task.key_begin, 2048);
+  std::vector<std::pair<int64_t, int64_t>> one_thread;
+  for (int threads : {1, 2, 3, 4, 64}) {
+    TaskPlan plan;
+    PlanTasks(call, masks, threads, plan);
+    ASSERT_EQ(plan.groups.size(), 8u) << threads << " threads";
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    for (const CoreTask& task : plan.tasks) {
+      EXPECT_EQ(task.key_begin % 288, 0);
+      ranges.emplace_back(task.head, task.key_begin);
+    }
+    std::sort(ranges.begin(), ranges.end());
+    EXPECT_EQ(ranges.size(), 8u * 14u);  // 4001 keys: 13 splits of 288, one of 257
+    if (threads == 1) one_thread = ranges;
+    EXPECT_EQ(ranges, one_thread) << threads << " threads";
   }
-  PlanTasks(call, masks, /*threads=*/1, plan);
-  EXPECT_TRUE(plan.groups.empty());
-  EXPECT_EQ(plan.tasks.size(), 8u);
+  call.query_count = 2;
+  call.query_len = 2;
+  TaskPlan plan;
+  PlanTasks(call, masks, 4, plan);
+  EXPECT_TRUE(plan.groups.empty()) << "a prefill chunk was split";
 }
 
 }  // namespace

@@ -117,8 +117,7 @@ void RunAttentionCore(const CoreCall& call, const MaskPlan& masks,
   const int threads = TeamSize();
   TaskPlan& plan = workspace.plan;
   PlanTasks(call, masks, threads, plan);
-  const HeadScratch layout(call.key_len, call.head_dim, call.probabilities != nullptr,
-                           call.cache_page_size);
+  const HeadScratch layout(call.key_len, call.head_dim, call.cache_page_size);
   const size_t floats = threads * layout.total_floats;
   if (workspace.scratch.size() < floats) workspace.scratch.resize(floats);
   if (workspace.partials.size() < static_cast<size_t>(plan.partial_floats)) {

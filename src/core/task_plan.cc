@@ -21,10 +21,9 @@ constexpr int64_t kPanelSplitCost = 8;
 // A plan whose busiest thread is within this factor of the mean is taken.
 constexpr double kBalanced = 1.05;
 constexpr int64_t kMaxTasksPerThread = 16;
-// Tasks per thread below which long key ranges are split, and the fewest keys a
-// split may have (a split costs a merge of its context rows).
-constexpr int64_t kTasksPerThread = 4;
-constexpr int64_t kMinSplitKeys = 256;
+// Keys per split of a decoding task (rounded up to whole pages). A split costs a
+// merge of its rows' context, under 1/250 of reading its keys and values.
+constexpr int64_t kSplitKeys = 256;
 
 int64_t QueryCount(const CoreCall& call, int64_t batch) {
   return call.query_counts ? call.query_counts[batch] : call.query_count;
@@ -116,17 +115,13 @@ void PlanTiles(const CoreCall& call, const MaskPlan& masks, int threads, TaskPla
   }
 }
 
-// Splits a task's keys into `splits` page-aligned ranges of partial results.
-void Split(const CoreTask& whole, int64_t key_begin, int64_t key_end, int64_t splits,
-           int64_t page_size, int64_t head_dim, TaskPlan& plan,
-           std::vector<CoreTask>& out) {
+// Splits a task's keys at multiples of `step` (whole pages) into ranges of partial
+// results.
+void Split(const CoreTask& whole, int64_t key_begin, int64_t key_end, int64_t step,
+           int64_t head_dim, TaskPlan& plan, std::vector<CoreTask>& out) {
   SplitGroup group{whole, 0, plan.partial_floats};
-  // Boundaries on pages, so no page is read by two splits.
-  const int64_t first_page = key_begin / page_size * page_size;
-  const int64_t per_split = (key_end - first_page + splits - 1) / splits;
-  const int64_t step = (per_split + page_size - 1) / page_size * page_size;
   const int64_t rows = KernelRows(whole);
-  for (int64_t begin = first_page; begin < key_end; begin += step) {
+  for (int64_t begin = key_begin / step * step; begin < key_end; begin += step) {
     CoreTask part = whole;
     part.key_begin = std::max(begin, key_begin);
     part.key_end = std::min(key_end, begin + step);
@@ -140,19 +135,13 @@ void Split(const CoreTask& whole, int64_t key_begin, int64_t key_end, int64_t sp
   plan.groups.push_back(group);
 }
 
-void SplitLongKeys(const CoreCall& call, const MaskPlan& masks, int threads,
-                   TaskPlan& plan) {
-  const int64_t wanted = kTasksPerThread * threads;
-  const int64_t count = static_cast<int64_t>(plan.tasks.size());
-  if (threads <= 1 || call.cache_page_size == 0 || call.probabilities ||
-      count >= wanted) {
-    return;
-  }
-  // Equal splits balance best when the task count is a multiple of the threads.
-  int64_t per_task = (wanted + count - 1) / count;
-  while ((count * per_task) % threads != 0 && per_task < kTasksPerThread * threads) {
-    ++per_task;
-  }
+// Decoding (one query position per sequence) reads long key ranges for few tasks, so
+// those ranges are split (flash-decoding). Where the cuts fall depends on the shape
+// alone, never on the thread count: every thread count gives the same bits.
+void SplitLongKeys(const CoreCall& call, const MaskPlan& masks, TaskPlan& plan) {
+  if (call.cache_page_size == 0 || call.probabilities) return;
+  const int64_t page = call.cache_page_size;
+  const int64_t step = (kSplitKeys + page - 1) / page * page;
   plan.unsplit.swap(plan.tasks);
   plan.tasks.clear();
   for (const CoreTask& task : plan.unsplit) {
@@ -160,13 +149,12 @@ void SplitLongKeys(const CoreCall& call, const MaskPlan& masks, int threads,
         masks.KeyBegin(task.batch, call.first_query + task.first_row);
     const int64_t key_end =
         masks.KeyEnd(task.batch, call.first_query + task.first_row + task.rows - 1);
-    const int64_t splits = std::min(per_task, (key_end - key_begin) / kMinSplitKeys);
-    if (splits < 2) {
+    if (QueryCount(call, task.batch) != 1 || key_end <= key_begin ||
+        (key_end - 1) / step == key_begin / step) {  // one piece: nothing to merge
       plan.tasks.push_back(task);
       continue;
     }
-    Split(task, key_begin, key_end, splits, call.cache_page_size, call.head_dim, plan,
-          plan.tasks);
+    Split(task, key_begin, key_end, step, call.head_dim, plan, plan.tasks);
   }
 }
 
@@ -176,7 +164,7 @@ void PlanTasks(const CoreCall& call, const MaskPlan& masks, int threads, TaskPla
   plan.groups.clear();
   plan.partial_floats = 0;
   PlanTiles(call, masks, threads, plan);
-  SplitLongKeys(call, masks, threads, plan);
+  SplitLongKeys(call, masks, plan);
   SortLongestFirst(plan.tasks);
 }
 

@@ -3,10 +3,11 @@
 // head of a KV group at one position, so the group's K/V pages are read once) over
 // a tile of queries. The tile size is chosen by simulating the threads running the
 // tasks longest first (as the dynamic schedule does), from a cost model: rows x
-// visible keys, plus, without a cache, the K/V panel split every task repeats. When
-// there are still too few tasks for the threads (a long-context decode of few
-// sequences) long key ranges are split and their partial results merged by
-// log-sum-exp (flash-decoding). Tasks run longest first.
+// visible keys, plus, without a cache, the K/V panel split every task repeats.
+// Decoding tasks (one query position) over long key ranges are split at fixed
+// multiples of 256 keys and their partial results merged by log-sum-exp
+// (flash-decoding): the cuts depend on the shape alone, so every thread count gives
+// the same bits. Tasks run longest first.
 #pragma once
 
 #include <cstdint>

@@ -24,6 +24,7 @@ namespace internal {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using mha::HWY_NAMESPACE::AddAlibi;
+using mha::HWY_NAMESPACE::ExpAndSum;
 using mha::HWY_NAMESPACE::KeyRotation;
 using mha::HWY_NAMESPACE::kNegInf;
 using mha::HWY_NAMESPACE::MaskOutside;
@@ -73,7 +74,8 @@ class QueryBlock {
     for (int64_t first_key = key_start; first_key < key_limit; first_key += block) {
       KeyBlock(d, query, first_key, std::min<int64_t>(block, key_limit - first_key));
     }
-    Finish(key_start < key_limit ? key_limit : 0);
+    Finish();
+    if (task_.probabilities) WriteProbabilities(d, query, key_start, key_limit);
   }
 
  private:
@@ -119,21 +121,33 @@ class QueryBlock {
     return {query_tile_, layout_.padded_head_dim};
   }
 
+  // The final logits of keys [first_key, first_key + count) (one page) into the
+  // scores, rows padded to `padded` with -inf.
   template <class D>
-  void KeyBlock(D d, const QueryRows& query, int64_t first_key, int64_t count) {
-    const size_t padded = RoundUp(static_cast<size_t>(count), HeadScratch::kPanelAlign);
-    const size_t head_dim = static_cast<size_t>(task_.head_dim);
-    const size_t dim = layout_.padded_head_dim, stride = layout_.key_block;
+  void Logits(D d, const QueryRows& query, int64_t first_key, int64_t count,
+              size_t padded) {
+    const size_t stride = layout_.key_block;
     const int64_t page = first_key / pages_.page_size;
-    TileMatMul(d, rows_, padded, head_dim, query.data, query.stride,
-               reinterpret_cast<const T*>(pages_.KeyPage(page)), head_dim, scores_,
-               stride,
+    TileMatMul(d, rows_, padded, static_cast<size_t>(task_.head_dim), query.data,
+               query.stride, reinterpret_cast<const T*>(pages_.KeyPage(page)),
+               static_cast<size_t>(task_.head_dim), scores_, stride,
                /*accumulate=*/false);
     for (size_t i = 0; i < rows_; ++i) {
       float* row = scores_ + i * stride;
       // int8 pages: q . (s_j k_j) = s_j (q . k_j), and p_j (s_j v_j) = (p_j s_j) v_j.
       if constexpr (kInt8) MulRow(d, row, pages_.KeyScales(page), padded);
       LogitRow(d, i, first_key, count, padded, row);
+    }
+  }
+
+  template <class D>
+  void KeyBlock(D d, const QueryRows& query, int64_t first_key, int64_t count) {
+    const size_t padded = RoundUp(static_cast<size_t>(count), HeadScratch::kPanelAlign);
+    const size_t dim = layout_.padded_head_dim, stride = layout_.key_block;
+    const int64_t page = first_key / pages_.page_size;
+    Logits(d, query, first_key, count, padded);
+    for (size_t i = 0; i < rows_; ++i) {
+      float* row = scores_ + i * stride;
       const bool has_context = sums_[i] > 0.0f;
       const float rescale = OnlineSoftmaxBlock(d, row, padded, maxes_[i], sums_[i]);
       if (has_context && rescale != 1.0f) ScaleRow(d, context_ + i * dim, dim, rescale);
@@ -163,9 +177,8 @@ class QueryBlock {
     MaskOutside(d, row, static_cast<size_t>(begin), static_cast<size_t>(end), padded);
   }
 
-  // Normalises and writes the context rows (the head merge), the log-sum-exp and
-  // the probabilities. key_limit: keys the scores hold (0 when no block ran).
-  void Finish(int64_t key_limit) {
+  // Normalises and writes the context rows (the head merge) and the log-sum-exp.
+  void Finish() {
     for (size_t i = 0; i < rows_; ++i) {
       const float sum = sums_[i];
       // Fully masked rows (sum exactly 0): zeros. A NaN sum (a non-finite input the
@@ -176,17 +189,43 @@ class QueryBlock {
       const float* acc = context_ + i * layout_.padded_head_dim;
       for (int64_t k = 0; k < task_.head_dim; ++k) out[k] = acc[k] * inverse;
       if (task_.logsumexp) {
-        task_.logsumexp[row_index * task_.logsumexp_stride] =
-            sum == 0.0f ? kNegInf : maxes_[i] + std::log(sum);
-      }
-      if (!task_.probabilities) continue;
-      // With probabilities the single key block holds the whole row.
-      float* probs = task_.probabilities + row_index * task_.key_len;
-      const float* row = scores_ + i * layout_.key_block;
-      for (int64_t k = 0; k < task_.key_len; ++k) {
-        probs[k] = k < key_limit ? row[k] * inverse : 0.0f;
+        task_.logsumexp[row_index * task_.logsumexp_stride] = LogSumExp(i);
       }
     }
+  }
+
+  float LogSumExp(size_t i) const {
+    return sums_[i] == 0.0f ? kNegInf : maxes_[i] + std::log(sums_[i]);
+  }
+
+  // A second pass over the keys: p = exp(logit - max) / sum from the logits computed
+  // again and the row's final max and sum, so that asking for the weights leaves the
+  // context exactly as computed without them. (Not exp(logit - log-sum-exp): with
+  // logits near -3.4e38, log(sum) vanishes in the log-sum-exp.)
+  template <class D>
+  void WriteProbabilities(D d, const QueryRows& query, int64_t key_start,
+                          int64_t key_limit) {
+    for (size_t i = 0; i < rows_; ++i) {
+      float* probs = Probabilities(i);
+      std::fill(probs, probs + task_.key_len, std::isnan(sums_[i]) ? sums_[i] : 0.0f);
+    }
+    const int64_t block = static_cast<int64_t>(layout_.key_block);
+    for (int64_t first_key = key_start; first_key < key_limit; first_key += block) {
+      const int64_t count = std::min<int64_t>(block, key_limit - first_key);
+      const size_t padded = RoundUp(static_cast<size_t>(count), HeadScratch::kPanelAlign);
+      Logits(d, query, first_key, count, padded);
+      for (size_t i = 0; i < rows_; ++i) {
+        if (sums_[i] == 0.0f || std::isnan(sums_[i])) continue;  // zeros, or NaN
+        float* row = scores_ + i * layout_.key_block;
+        ExpAndSum(d, row, padded, maxes_[i]);
+        ScaleRow(d, row, padded, 1.0f / sums_[i]);
+        std::copy_n(row, count, Probabilities(i) + first_key);
+      }
+    }
+  }
+
+  float* Probabilities(size_t i) const {
+    return task_.probabilities + (first_row_ + static_cast<int64_t>(i)) * task_.key_len;
   }
 
   const HeadTask& task_;
@@ -271,13 +310,11 @@ namespace mha::internal {
 
 HWY_EXPORT(AttendHead);
 
-HeadScratch::HeadScratch(int64_t key_len, int64_t head_dim, bool with_probabilities,
-                         int64_t cache_page_size)
+HeadScratch::HeadScratch(int64_t key_len, int64_t head_dim, int64_t cache_page_size)
     : padded_keys(RoundUp(static_cast<size_t>(key_len), kPanelAlign)),
       padded_head_dim(RoundUp(static_cast<size_t>(head_dim), kPanelAlign)),
-      key_block(with_probabilities ? padded_keys
-                : cache_page_size  ? static_cast<size_t>(cache_page_size)
-                                   : std::min(kKeyBlock, padded_keys)) {
+      key_block(cache_page_size ? static_cast<size_t>(cache_page_size)
+                                : std::min(kKeyBlock, padded_keys)) {
   const bool split_panels = cache_page_size == 0;
   // The K^T panel holds whole key blocks.
   const size_t panel_keys = split_panels ? RoundUp(padded_keys, key_block) : 0;

@@ -79,12 +79,11 @@ struct HeadScratch {
 
   // cache_page_size: the pages of the cache the tasks read (their key tiles); 0 when
   // AttendHead splits K and V into panels of its own from projection rows.
-  HeadScratch(int64_t key_len, int64_t head_dim, bool with_probabilities,
-              int64_t cache_page_size = 0);
+  HeadScratch(int64_t key_len, int64_t head_dim, int64_t cache_page_size = 0);
 
   size_t padded_keys, padded_head_dim;
-  // Keys per tile, and per block of the K^T panel: all keys at once when
-  // probabilities are written; a page with a cache.
+  // Keys per tile, and per block of the K^T panel (a page with a cache): the same
+  // with or without probabilities, so that both give the same bits.
   size_t key_block;
   // Offsets: the panels, the score tile, the context accumulators, the staged query
   // tile, rotated keys, and the running softmax max and sum per row.
