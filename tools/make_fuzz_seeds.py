@@ -51,6 +51,19 @@ write("npy_fuzzer", "b1_5.npy", npy([5], "|b1", b"\x01"))
 write("npy_fuzzer", "i8_scalar.npy", npy([], "<i8", b"\x02" + b"\x00" * 7))
 write("safetensors_layer_fuzzer", "packed", b"\x01" + packed)
 write("safetensors_layer_fuzzer", "gqa_separate", b"\x05" + separate)
+# Paged cache: config, options (blocks, block size, sequences, layers, storage,
+# window), then operations: add 0, append 5 to it, a packed forward of 5 rows, fork,
+# a decode step of both.
+write("paged_cache_fuzzer", "prefill_fork_decode",
+      bytes([0, 0, 6, 0, 3, 0, 0, 1,
+             1, 0, 0,
+             1, 4, 1, 0, 5,
+             1, 5, 1, 0, 5, 1] + [8] * 80 + [0,
+             1, 2, 0, 2,
+             1, 4, 2, 0, 1, 2, 1,
+             1, 5, 2, 0, 1, 2, 1, 1] + [8] * 32 + [1]))
+write("paged_cache_fuzzer", "int8_window", bytes([1, 1, 4, 1, 2, 1, 2, 0, 20,
+                                                  1, 0, 1, 1, 4, 1, 1, 30]))
 write("capi_fuzzer", "two_heads", bytes([2, 4, 8, 0, 0]))
 write("capi_fuzzer", "gqa_softcap", bytes([4, 2, 8, 2, 1, 64, 0, 0, 0]))
 for flags in (1, 4 | 8, 16 | 1, 16 | 32 | 64 | 1):
