@@ -2,14 +2,14 @@
 // allocates inside every primitive execution (its per-call argument map, and thread
 // partitions when threaded), which no caller can avoid: every allocation made during
 // a repeated forward must have a libdnnl frame on its stack.
-#include <dlfcn.h>
-#include <execinfo.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+
+#include "tests/called_from_onednn.h"
 
 #include "tests/test_util.h"
 
@@ -19,24 +19,11 @@ std::atomic<bool> g_counting{false};
 std::atomic<long> g_total{0}, g_outside_onednn{0};
 thread_local bool t_inside_hook = false;
 
-bool CalledFromOneDnn() {
-  void* frames[64];
-  const int count = backtrace(frames, 64);
-  for (int i = 0; i < count; ++i) {
-    Dl_info info;
-    if (dladdr(frames[i], &info) && info.dli_fname &&
-        std::strstr(info.dli_fname, "libdnnl")) {
-      return true;
-    }
-  }
-  return false;
-}
-
 void Count() {
   if (!g_counting || t_inside_hook) return;
   t_inside_hook = true;
   ++g_total;
-  if (!CalledFromOneDnn()) ++g_outside_onednn;
+  if (!mha::testing::CalledFromOneDnn()) ++g_outside_onednn;
   t_inside_hook = false;
 }
 

@@ -3,8 +3,6 @@
 // and memalign, which a sanitizer intercepts, so LeakSanitizer still sees every block.
 #include "tests/allocation_failure/failing_allocator.h"
 
-#include <dlfcn.h>
-#include <execinfo.h>
 #include <malloc.h>
 
 #include <atomic>
@@ -13,24 +11,13 @@
 #include <cstring>
 #include <new>
 
+#include "tests/called_from_onednn.h"
+
 namespace {
 
 std::atomic<long> g_countdown{0};  // <= 0: disarmed
 std::atomic<bool> g_failed{false};
 thread_local bool t_unwinding = false;  // backtrace() may allocate
-
-bool CalledFromOneDnn() {
-  void* frames[64];
-  const int count = backtrace(frames, 64);
-  for (int i = 0; i < count; ++i) {
-    Dl_info info;
-    if (dladdr(frames[i], &info) && info.dli_fname &&
-        std::strstr(info.dli_fname, "libdnnl")) {
-      return true;
-    }
-  }
-  return false;
-}
 
 // True for the allocation that must fail. The countdown stops at 1 while oneDNN
 // allocates, so that its allocations are counted but the failure falls after them.
@@ -38,7 +25,7 @@ bool FailThisOne() {
   if (t_unwinding || g_countdown.load(std::memory_order_relaxed) <= 0) return false;
   if (g_countdown.fetch_sub(1) != 1) return false;
   t_unwinding = true;
-  const bool spared = CalledFromOneDnn();
+  const bool spared = mha::testing::CalledFromOneDnn();
   t_unwinding = false;
   if (spared) {
     g_countdown = 1;
