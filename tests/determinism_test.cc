@@ -1,8 +1,8 @@
 // Bitwise determinism (README, Determinism). The attention core gives the same bits
 // for every thread count, alone or in a batch, whole or in query chunks; the layer
-// the same bits with or without attention weights, call after call. (The
-// projections are oneDNN's, whose bits depend on the thread count and the row count
-// for some shapes: not asserted here.)
+// and its cache steps the same bits for every thread count and with or without
+// attention weights, call after call. (The projections' bits still depend on the
+// row count, as oneDNN picks its kernels by it: not asserted here.)
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -57,9 +57,8 @@ TEST_P(Determinism, LayerWithAndWithoutAttentionWeights) {
   if (s.sliding_window > 0) layer.config.features.sliding_window = s.sliding_window;
   const MultiheadAttention attention(layer.config, layer.weights);
   const std::vector<float> input = RandomFloats(kBatch * s.length * kEmbed, 3);
-  for (int threads : {1, 2}) {
-    const std::vector<float> reference =
-        LayerForward(attention, s, input, threads, false);
+  const std::vector<float> reference = LayerForward(attention, s, input, 1, false);
+  for (int threads : {1, 2, 3}) {
     EXPECT_EQ(LayerForward(attention, s, input, threads, false), reference)
         << "repeated, " << threads << " threads";
     EXPECT_EQ(LayerForward(attention, s, input, threads, true), reference)
@@ -127,6 +126,79 @@ TEST_P(Determinism, CoreOnEveryThreadCountAloneAndInChunks) {
         << "rows " << first << ".." << first + count - 1;
   }
 }
+
+// A BERT-wide layer, where oneDNN's own threading used to change the projections'
+// bits: a forward of 1 to 300 rows, then a prefill and decode steps through a cache
+// (1 and 4 sequences), each the same bits on 1, 2 and 3 threads.
+struct WideCase {
+  const char* name;
+  DType weight_dtype;
+};
+void PrintTo(const WideCase& c, std::ostream* os) { *os << c.name; }
+
+class WideLayerDeterminism : public ::testing::TestWithParam<WideCase> {};
+
+constexpr int64_t kWide = 768, kWideHeads = 12, kMaxLen = 40;
+
+std::vector<float> WideForward(const MultiheadAttention& attention, int64_t rows,
+                               int threads) {
+  const std::vector<float> input = RandomFloats(rows * kWide, 21);
+  std::vector<float> output(input.size());
+  ForwardOptions options;
+  options.num_threads = threads;
+  attention.Forward({TensorView(input.data(), Shape{1, rows, kWide}), {}, {}}, {},
+                    {MutableTensorView(output.data(), Shape{1, rows, kWide}), {}},
+                    options);
+  return output;
+}
+
+// Every output of a prefill of `batch` sequences, then 24 single-token steps.
+std::vector<float> WideCacheSteps(const MultiheadAttention& attention, int64_t batch,
+                                  int threads) {
+  KvCache cache(attention.config(), batch, kMaxLen);
+  ForwardOptions options;
+  options.num_threads = threads;
+  std::vector<float> trace;
+  for (int step = 0; step < 25; ++step) {
+    const int64_t tokens = step == 0 ? 7 : 1;
+    const std::vector<float> input = RandomFloats(batch * tokens * kWide, 30 + step);
+    std::vector<float> output(input.size());
+    attention.ForwardWithCache(
+        TensorView(input.data(), Shape{batch, tokens, kWide}), {}, cache,
+        MutableTensorView(output.data(), Shape{batch, tokens, kWide}), options);
+    trace.insert(trace.end(), output.begin(), output.end());
+  }
+  return trace;
+}
+
+TEST_P(WideLayerDeterminism, ForwardsAndCacheStepsOnEveryThreadCount) {
+  LayerSpec spec;
+  spec.num_heads = kWideHeads;
+  spec.head_dim = kWide / kWideHeads;
+  spec.query_dim = kWide;
+  OwnedLayer layer = MakeLayer(spec, 17);
+  layer.config.weight_dtype = GetParam().weight_dtype;
+  const MultiheadAttention attention(layer.config, layer.weights);
+  for (int64_t rows : {1, 5, 16, 17, 111, 300}) {
+    const std::vector<float> reference = WideForward(attention, rows, 1);
+    for (int threads : {2, 3}) {
+      EXPECT_EQ(WideForward(attention, rows, threads), reference)
+          << rows << " rows, " << threads << " threads";
+    }
+  }
+  for (int64_t batch : {1, 4}) {
+    const std::vector<float> reference = WideCacheSteps(attention, batch, 1);
+    for (int threads : {2, 3}) {
+      EXPECT_EQ(WideCacheSteps(attention, batch, threads), reference)
+          << "batch " << batch << ", " << threads << " threads";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(WeightTypes, WideLayerDeterminism,
+                         ::testing::Values(WideCase{"fp32", DType::kFloat32},
+                                           WideCase{"int8", DType::kInt8}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 INSTANTIATE_TEST_SUITE_P(Scenarios, Determinism,
                          ::testing::Values(Scenario{"short_dense", 37, false, false, 0},

@@ -121,18 +121,17 @@ struct MultiheadAttention::Impl {
   // Projects `rows` rows of `input` with linears[index] into `output`.
   void Linear(int index, const float* input, int64_t rows, float* output,
               internal::Workspace& workspace) const {
-    linears[index].Execute(workspace.stream, input, /*input_bf16=*/false, rows, output,
-                           workspace.calls[index], workspace.scratchpad);
+    linears[index].Execute(input, /*input_bf16=*/false, rows, output,
+                           workspace.calls[index], workspace.linear_threads);
   }
   // Projects rows [first_row, first_row + rows) of a caller's fp32 or bf16 input.
   void Linear(int index, const TensorView& input, int64_t first_row, int64_t rows,
               float* output, internal::Workspace& workspace) const {
     const int64_t width = input.shape[input.shape.rank() - 1];
     const auto* bytes = static_cast<const uint8_t*>(input.data);
-    linears[index].Execute(workspace.stream,
-                           bytes + first_row * width * DTypeSize(input.dtype),
+    linears[index].Execute(bytes + first_row * width * DTypeSize(input.dtype),
                            input.dtype == DType::kBFloat16, rows, output,
-                           workspace.calls[index], workspace.scratchpad);
+                           workspace.calls[index], workspace.linear_threads);
   }
 
   AttentionConfig config;

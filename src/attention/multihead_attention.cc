@@ -66,8 +66,7 @@ MultiheadAttention::Impl::Impl(const AttentionConfig& layer_config,
       packed(layer_config, weights, output_dim, LinearPrimitive::Bf16Supported(engine),
              LinearPrimitive::Int8WeightLevels()),
       logits(layer_config.features, weights.sinks, layer_config.num_heads,
-             "weights.sinks"),
-      workspaces(engine) {
+             "weights.sinks") {
   if (config.rotary.enabled()) rotary.emplace(config.rotary, config.head_dim);
   for (int input = PackedWeights::kQuery; input <= PackedWeights::kValue; ++input) {
     const PackedProjection projection =

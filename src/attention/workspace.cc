@@ -5,7 +5,8 @@ namespace mha::internal {
 
 size_t Workspace::bytes() const {
   size_t total =
-      scratchpad.capacity() +
+      linear_threads.scratchpads.capacity() +
+      linear_threads.partial_sums.capacity() * sizeof(float) +
       (positions.capacity() + new_lengths.capacity() + rotary_positions.capacity() +
        batch_rows.capacity() + sequence_ids.capacity()) *
           sizeof(int64_t);
@@ -36,7 +37,7 @@ WorkspacePool::Lease WorkspacePool::Acquire() {
       return Lease(*this, std::move(workspace));
     }
   }
-  std::unique_ptr<Workspace> workspace = std::make_unique<Workspace>(engine_);
+  std::unique_ptr<Workspace> workspace = std::make_unique<Workspace>();
   const std::lock_guard<std::mutex> lock(mutex_);
   free_.reserve(created_ + 1);  // may throw: nothing is leased yet
   ++created_;

@@ -10,14 +10,10 @@
 #include "oneapi/dnnl/dnnl.hpp"
 #include "src/core/attention_core.h"
 #include "src/planning/linear_primitive.h"
-#include "src/platform/onednn_errors.h"
 
 namespace mha::internal {
 
 struct Workspace {
-  explicit Workspace(const dnnl::engine& engine)
-      : stream(TranslateOneDnnErrors([&] { return dnnl::stream(engine); })) {}
-
   // Grows `buffer` to at least `count` elements (never shrinks) and returns it.
   template <class T>
   static T* Reserve(std::vector<T>& buffer, size_t count) {
@@ -27,8 +23,7 @@ struct Workspace {
 
   size_t bytes() const;
 
-  dnnl::stream stream;
-  std::vector<uint8_t> scratchpad;  // oneDNN's, user-managed
+  LinearThreads linear_threads;  // the projections' streams and scratch
   std::vector<float> projections, merged_heads, per_head_weights, head_scratch, chunks,
       staged_output;
   std::vector<int64_t> positions, new_lengths;    // per sequence, when decoding
@@ -41,8 +36,6 @@ struct Workspace {
 
 class WorkspacePool {
  public:
-  explicit WorkspacePool(dnnl::engine engine) : engine_(std::move(engine)) {}
-
   // Returns a workspace to the pool when destroyed.
   class Lease {
    public:
@@ -65,7 +58,6 @@ class WorkspacePool {
  private:
   void Release(std::unique_ptr<Workspace> workspace);
 
-  dnnl::engine engine_;
   std::mutex mutex_;
   // Room for every workspace ever made, reserved when each is made, so that Release
   // (from a Lease's destructor, perhaps while an exception unwinds) never allocates.

@@ -1,14 +1,17 @@
-// LinearPrimitive: one oneDNN matmul y[M, N] = x[M, K] W[K, N] + bias. One primitive
-// with a run-time M, created at construction, serves every batch size and length;
-// small M (tiny requests, decode steps) get a fixed-shape primitive instead, made on
-// first use and kept in the caller's LinearCall, because oneDNN's run-time-M kernel
-// costs about 1.9 us per call there against 0.45 us (measured on this machine).
+// LinearPrimitive: one oneDNN matmul y[M, N] = x[M, K] W[K, N] + bias, run as the
+// fixed tiles of LinearTiles, each a single-threaded oneDNN call inside mha's own
+// parallel loop, so the bits never depend on the thread count. Row tiles use
+// primitives with a run-time M made at construction; the depth pieces of
+// decode-sized inputs use fixed-shape primitives, made on first use and kept in the
+// caller's LinearCall, because a run-time-M call costs about 1.9 us against 0.45 us
+// there (measured on this machine).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "oneapi/dnnl/dnnl.hpp"
+#include "src/planning/linear_tiles.h"
 #include "src/planning/packed_weights.h"
 
 namespace mha::internal {
@@ -20,21 +23,41 @@ struct LinearShape {
   int64_t output_stride = 0;  // row stride of y (>= N: y may be a column slice)
 };
 
-// One caller's state for one LinearPrimitive: the primitive and memory objects for
-// the last few row counts it ran (whole batches, chunks and their tails), so a
-// repeated shape only resets data pointers.
+// What a workspace's projections share, per thread of the team that runs them.
+struct LinearThreads {
+  std::vector<dnnl::stream> streams;
+  std::vector<uint8_t> scratchpads;  // oneDNN's, user-managed: one slice per thread
+  size_t scratchpad_stride = 0;      // bytes per thread
+  std::vector<float> partial_sums;   // depth pieces' outputs, [piece][M][N]
+};
+
+// One caller's state for one LinearPrimitive: the depth pieces' primitives for the
+// last few row counts, each thread's memory objects for the tile shapes it last
+// ran, and the input in the primitive's type.
 struct LinearCall {
-  struct Entry {
+  struct Pieces {
     int64_t rows = -1;
-    dnnl::primitive primitive;
-    dnnl::memory input, output, scratchpad;
-    dnnl::memory output_scales, scaled_bias;  // int8 weights
+    dnnl::primitive primitives[2];  // a whole piece, the short last one
+  };
+  // The memory objects of one thread for one tile shape.
+  struct TileMemory {
+    int64_t rows = -1, depth = -1, columns = -1;
+    bool partial = false;
+    size_t scratchpad_bytes = 0;
+    dnnl::memory input, weights, bias, output, output_scales, scratchpad;
+  };
+  // One thread's memory objects for the last few tile shapes it ran (whole tiles
+  // and short last ones, of whole calls and of chunks), replaced round-robin.
+  struct ThreadMemory {
+    TileMemory shapes[4];
+    int next_victim = 0;
   };
   static constexpr int kEntries = 4;
-  Entry entries[kEntries];
-  int next_victim = 0;               // replaced round-robin
-  std::vector<uint16_t> bf16_input;  // the input rounded to bf16, for bf16 weights
-  std::vector<float> float_input;    // a bf16 input widened, for fp32 or int8 weights
+  Pieces pieces[kEntries];
+  int next_victim = 0;                      // replaced round-robin
+  std::vector<ThreadMemory> thread_memory;  // per thread of the team
+  std::vector<uint16_t> bf16_input;         // the input rounded to bf16, for bf16 weights
+  std::vector<float> float_input;  // a bf16 input widened, for fp32 or int8 weights
   // int8 weights: the quantised input, and per output column the dequantisation
   // scale and the bias divided by it (oneDNN scales the bias with the products).
   std::vector<int8_t> int8_input;
@@ -43,9 +66,6 @@ struct LinearCall {
 
 class LinearPrimitive {
  public:
-  // Row counts up to this use a fixed-shape primitive.
-  static constexpr int64_t kFixedShapeRows = 64;
-
   LinearPrimitive() = default;
   // `weights` (of `storage`), their int8 column `scales` and `bias` (float, null:
   // none) must outlive the primitive. With bf16 weights the input is rounded to bf16
@@ -65,18 +85,35 @@ class LinearPrimitive {
   // that (PyTorch's reduce_range does the same).
   static int Int8WeightLevels();
 
-  // Grows `scratchpad` as the primitive needs (oneDNN runs with user-managed
-  // scratchpads, so concurrent callers never share one).
   // `input` holds rows x in_dim floats, or bfloat16 bits when input_bf16.
-  void Execute(dnnl::stream& stream, const void* input, bool input_bf16, int64_t rows,
-               float* output, LinearCall& call, std::vector<uint8_t>& scratchpad) const;
+  void Execute(const void* input, bool input_bf16, int64_t rows, float* output,
+               LinearCall& call, LinearThreads& threads) const;
 
  private:
+  struct Tile;
   // Execute, with oneDNN's out-of-memory errors left untranslated.
-  void Run(dnnl::stream& stream, const void* input, bool input_bf16, int64_t rows,
-           float* output, LinearCall& call, std::vector<uint8_t>& scratchpad) const;
-  dnnl::matmul::primitive_desc Describe(dnnl::memory::dim rows) const;
-  LinearCall::Entry& Prepare(LinearCall& call, int64_t rows) const;
+  void Run(const void* input, bool input_bf16, int64_t rows, float* output,
+           LinearCall& call, LinearThreads& threads) const;
+  // A matmul that runs single-threaded wherever it is executed.
+  dnnl::matmul MakeMatmul(dnnl::memory::dim rows, int64_t depth, int64_t columns,
+                          bool partial) const;
+  dnnl::matmul::primitive_desc Describe(dnnl::memory::dim rows, int64_t depth,
+                                        int64_t columns, bool partial) const;
+  const LinearCall::Pieces& PreparePieces(LinearCall& call,
+                                          const LinearTiles& tiles) const;
+  // Streams, scratchpad slices, memory slots and partial sums for `team` threads.
+  void PrepareThreads(int team, const LinearTiles& tiles,
+                      const LinearCall::Pieces* pieces, LinearCall& call,
+                      LinearThreads& threads) const;
+  Tile MakeTile(const LinearTiles& tiles, int64_t task, const void* input, float* output,
+                const LinearCall& call, const LinearThreads& threads,
+                const LinearCall::Pieces* pieces) const;
+  void MakeTileMemory(const Tile& tile, size_t scratchpad_bytes,
+                      LinearCall::TileMemory& memory) const;
+  void RunTile(const Tile& tile, LinearCall::ThreadMemory& memory, LinearThreads& threads,
+               int thread) const;
+  void AddPartialSums(const LinearTiles& tiles, const float* partial_sums,
+                      float* output) const;
   dnnl::memory::data_type InputType() const;
   // The input in the primitive's type: converted, or quantised into `call`.
   const void* PrepareInput(const void* input, bool input_bf16, int64_t rows,
@@ -84,12 +121,13 @@ class LinearPrimitive {
 
   LinearShape shape_;
   WeightStorage storage_ = WeightStorage::kFloat32;
+  const void* weights_ = nullptr;
   const float* scales_ = nullptr;
-  const float* bias_values_ = nullptr;
+  const float* bias_ = nullptr;
   dnnl::engine engine_;
-  dnnl::matmul runtime_rows_;
-  dnnl::memory::desc runtime_scratchpad_;
-  dnnl::memory weights_, bias_;
+  Cut columns_;                           // the row tiles' column cut
+  dnnl::matmul row_tiles_[2];             // run-time M; whole and short last columns
+  size_t row_tile_scratchpad_bytes_ = 0;  // the larger of the two
 };
 
 }  // namespace mha::internal
