@@ -208,7 +208,7 @@ void LinearPrimitive::PrepareThreads(int team, const LinearTiles& tiles,
 LinearPrimitive::Tile LinearPrimitive::MakeTile(const LinearTiles& tiles, int64_t task,
                                                 const void* input, float* output,
                                                 const LinearCall& call,
-                                                const LinearThreads& threads,
+                                                float* partial_sums,
                                                 const LinearCall::Pieces* pieces) const {
   const size_t element = ElementBytes(InputType());
   const auto* input_bytes = static_cast<const uint8_t*>(input);
@@ -226,8 +226,7 @@ LinearPrimitive::Tile LinearPrimitive::MakeTile(const LinearTiles& tiles, int64_
     tile.partial = true;
     tile.input = input_bytes + first * element;
     tile.weights = weight_bytes + first * shape_.weight_stride * element;
-    tile.output = const_cast<float*>(threads.partial_sums.data()) +
-                  task * tile.rows * shape_.out_dim;
+    tile.output = partial_sums + task * tile.rows * shape_.out_dim;
     if (int8) tile.output_scales = call.output_scales.data();
     return tile;
   }
@@ -386,7 +385,8 @@ void LinearPrimitive::Run(const void* input, bool input_bf16, int64_t rows, floa
   PrepareThreads(team, tiles, pieces, call, threads);
   const void* typed_input = PrepareInput(input, input_bf16, rows, call);
   RunSingleThreadedTasks(tiles.tasks(), team, [&](int64_t task, int thread) {
-    const Tile tile = MakeTile(tiles, task, typed_input, output, call, threads, pieces);
+    const Tile tile = MakeTile(tiles, task, typed_input, output, call,
+                               threads.partial_sums.data(), pieces);
     RunTile(tile, call.thread_memory[thread], threads, thread);
   });
   if (tiles.split_depth) AddPartialSums(tiles, threads.partial_sums.data(), output);

@@ -106,7 +106,7 @@ class LinearPrimitive {
                       const LinearCall::Pieces* pieces, LinearCall& call,
                       LinearThreads& threads) const;
   Tile MakeTile(const LinearTiles& tiles, int64_t task, const void* input, float* output,
-                const LinearCall& call, const LinearThreads& threads,
+                const LinearCall& call, float* partial_sums,
                 const LinearCall::Pieces* pieces) const;
   void MakeTileMemory(const Tile& tile, size_t scratchpad_bytes,
                       LinearCall::TileMemory& memory) const;
