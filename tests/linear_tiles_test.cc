@@ -48,7 +48,7 @@ TEST(LinearTiles, CoverEveryShapeExactlyOnce) {
     } else {
       EXPECT_EQ(tiles.depth.count, 1) << name;
       EXPECT_EQ(tiles.tasks(), tiles.rows.count * tiles.columns.count) << name;
-      ExpectCovers(tiles.rows, 64, name + " rows");
+      ExpectCovers(tiles.rows, 512, name + " rows");
       ExpectCovers(tiles.columns, 768, name + " columns");
       // Whole column tiles are a multiple of 16 wide (the kernels' vector widths).
       if (tiles.columns.count > 1) {
@@ -67,6 +67,12 @@ TEST(LinearTiles, SplitEnoughWorkForSeveralThreads) {
   const LinearTiles prefill = PlanLinearTiles(128, 768, 2304);
   EXPECT_EQ(prefill.rows.count, 2);
   EXPECT_EQ(prefill.columns.count, 3);
+  // Large inputs take taller tiles, at least 8 of them: 4096 rows in 8 of 512,
+  // 1024 rows in 8 of 128.
+  EXPECT_EQ(PlanLinearTiles(4096, 768, 768).rows.count, 8);
+  EXPECT_EQ(PlanLinearTiles(4096, 768, 768).rows.size, 512);
+  EXPECT_EQ(PlanLinearTiles(1024, 768, 768).rows.size, 128);
+  EXPECT_EQ(PlanLinearTiles(100000, 768, 768).rows.size, 511);  // 196 near-equal tiles
   // Near-equal row tiles: 65 rows are 33 + 32, not 64 + 1.
   const LinearTiles odd = PlanLinearTiles(65, 768, 768);
   EXPECT_EQ(odd.rows.Size(0), 33);

@@ -1,12 +1,14 @@
-// PlanLinearTiles. Sizes measured on a 2-core Zen 3 (docs/performance.md): 64-row
-// tiles up to 768 columns wide keep oneDNN's single-threaded GEMM at the speed of
-// its own threading; depth pieces of 192 rows of W beat it for one decode row.
+// PlanLinearTiles. Sizes measured on a 2-core Zen 3 and a Zen 5 (docs/performance.md):
+// each oneDNN call packs its share of W again, which costs about 0.43 ms per
+// 768 x 768 int8 tile on AVX2, so large inputs take rows in tiles of up to 512, while
+// keeping at least 8 row tiles for the threads; depth pieces of 192 rows of W beat
+// oneDNN's own threading for one decode row.
 #include "src/planning/linear_tiles.h"
 
 namespace mha::internal {
 namespace {
 
-constexpr int64_t kTileRows = 64;
+constexpr int64_t kMinTileRows = 64, kMaxTileRows = 512, kRowTilesWanted = 8;
 constexpr int64_t kTileColumns = 768;
 constexpr int64_t kDepthPiece = 192;
 constexpr int64_t kMaxDepthPieces = 8;
@@ -31,7 +33,9 @@ LinearTiles PlanLinearTiles(int64_t rows, int64_t in_dim, int64_t out_dim) {
     tiles.columns = Cut{out_dim, out_dim, 1};
     tiles.depth = Balanced(in_dim, piece, 16);
   } else {
-    tiles.rows = Balanced(rows, kTileRows, 1);
+    const int64_t tile_rows =
+        std::clamp(CeilDiv(rows, kRowTilesWanted), kMinTileRows, kMaxTileRows);
+    tiles.rows = Balanced(rows, tile_rows, 1);
     tiles.columns = Balanced(out_dim, kTileColumns, 16);
     tiles.depth = Cut{in_dim, in_dim, 1};
   }
