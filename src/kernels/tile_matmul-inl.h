@@ -93,15 +93,17 @@ HWY_INLINE void MicroTile(D d, const float* HWY_RESTRICT a, size_t lda, BandOf<T
   // Past the band's last row, the prefetch moves on to the next strip's panels.
   const size_t next_strip = (kCols - 1) * b.rows * internal::kPanelWidth;
   for (size_t k = 0; k < depth; ++k) {
-    V row[kCols];
-    const size_t ahead = k + kPrefetchRows;
-    const size_t prefetch =
-        ahead * internal::kPanelWidth + (ahead >= b.rows ? next_strip : 0);
-    HWY_UNROLL(4)
-    for (size_t col = 0; col < kCols; ++col) {
-      if constexpr (kPrefetchRows > 0) PrefetchAt(band[col], prefetch);
-      row[col] = LoadRow(d, band[col] + k * internal::kPanelWidth);
+    if constexpr (kPrefetchRows > 0) {
+      const size_t ahead = k + kPrefetchRows;
+      const size_t offset =
+          ahead * internal::kPanelWidth + (ahead >= b.rows ? next_strip : 0);
+      HWY_UNROLL(4)
+      for (size_t col = 0; col < kCols; ++col) PrefetchAt(band[col], offset);
     }
+    V row[kCols];
+    HWY_UNROLL(4)
+    for (size_t col = 0; col < kCols; ++col)
+      row[col] = LoadRow(d, band[col] + k * internal::kPanelWidth);
     HWY_UNROLL(6)
     for (size_t r = 0; r < kRows; ++r) {
       const V broadcast = hn::Set(d, a[r * lda + k]);
