@@ -4,6 +4,7 @@
 #include "mha/attention.hpp"
 #include "mha/config.hpp"
 #include "mha/error.hpp"
+#include "mha/head_shard.hpp"
 #include "mha/isa.hpp"
 #include "mha/masks.hpp"
 #include "mha/reference.hpp"
