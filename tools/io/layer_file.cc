@@ -1,83 +1,16 @@
-// Maps PyTorch state_dict names onto mha::AttentionWeights.
+// LoadLayer: the state_dict names of a safetensors file.
 #include "tools/io/layer_file.h"
 
 namespace mha::io {
-namespace {
-
-// Splits in_proj_bias [3 * model] into views for query, key and value.
-void AttachPackedBias(const Safetensors& file, int64_t model_dim,
-                      AttentionWeights& weights) {
-  const TensorView bias = file.Find("in_proj_bias");
-  if (!bias.present()) return;
-  if (bias.dtype != DType::kFloat32 || bias.shape != Shape{3 * model_dim}) {
-    throw FileError(file.path() + ": in_proj_bias must be float32 [" +
-                    std::to_string(3 * model_dim) + "], got " + DTypeName(bias.dtype) +
-                    " " + bias.shape.ToString());
-  }
-  Projection* parts[3] = {&weights.query, &weights.key, &weights.value};
-  for (int i = 0; i < 3; ++i) {
-    parts[i]->bias = TensorView(bias.floats() + i * model_dim, Shape{model_dim});
-  }
-}
-
-AttentionWeights FindInputWeights(const Safetensors& file) {
-  AttentionWeights weights;
-  if (file.Has("in_proj_weight")) {
-    return FromPackedInProjection(file.Find("in_proj_weight"), file.Find("in_proj_bias"),
-                                  {}, {});
-  }
-  if (file.Has("q_proj_weight")) {
-    weights.query.weight = file.Find("q_proj_weight");
-    weights.key.weight = file.Find("k_proj_weight");
-    weights.value.weight = file.Find("v_proj_weight");
-    if (weights.query.weight.shape.rank() == 2) {
-      AttachPackedBias(file, weights.query.weight.shape[0], weights);
-    }
-    return weights;
-  }
-  if (file.Has("q_proj.weight")) {
-    const char* names[3] = {"q_proj", "k_proj", "v_proj"};
-    Projection* parts[3] = {&weights.query, &weights.key, &weights.value};
-    for (int i = 0; i < 3; ++i) {
-      parts[i]->weight = file.Find(std::string(names[i]) + ".weight");
-      parts[i]->bias = file.Find(std::string(names[i]) + ".bias");
-    }
-    return weights;
-  }
-  throw FileError(file.path() +
-                  ": no in_proj_weight, q_proj_weight or q_proj.weight tensor found");
-}
-
-int64_t Columns(const Safetensors& file, const char* what, const TensorView& weight) {
-  if (!weight.present()) throw FileError(file.path() + ": missing " + what + " weight");
-  if (weight.shape.rank() != 2) {
-    throw FileError(file.path() + ": " + what + " weight must be 2-D [out, in], got " +
-                    weight.shape.ToString());
-  }
-  return weight.shape[1];
-}
-
-}  // namespace
 
 LoadedLayer LoadLayer(const std::string& path, int64_t num_heads, int64_t num_kv_heads) {
   LoadedLayer layer{Safetensors::Read(path), {}, {}};
-  layer.weights = FindInputWeights(layer.file);
-  layer.weights.output.weight = layer.file.Find("out_proj.weight");
-  layer.weights.output.bias = layer.file.Find("out_proj.bias");
-  layer.weights.sinks = layer.file.Find("sinks");
-
-  AttentionConfig& config = layer.config;
-  config.query_dim = Columns(layer.file, "query", layer.weights.query.weight);
-  config.key_dim = Columns(layer.file, "key", layer.weights.key.weight);
-  config.value_dim = Columns(layer.file, "value", layer.weights.value.weight);
-  const int64_t model_dim = layer.weights.query.weight.shape[0];
-  if (num_heads < 1 || model_dim % num_heads != 0) {
-    throw FileError(path + ": query projection has " + std::to_string(model_dim) +
-                    " rows, not divisible by num_heads " + std::to_string(num_heads));
-  }
-  config.num_heads = num_heads;
-  config.head_dim = model_dim / num_heads;
-  config.num_kv_heads = num_kv_heads;
+  const Safetensors& file = layer.file;
+  LayerFromNames named =
+      LayerFromStateDict([&file](const std::string& name) { return file.Find(name); },
+                         path, num_heads, num_kv_heads);
+  layer.config = named.config;
+  layer.weights = named.weights;
   return layer;
 }
 

@@ -1,0 +1,36 @@
+// The parts of the Python module `mha`, each defined in its own file.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <string>
+
+namespace mha::python {
+
+namespace py = pybind11;
+
+// DType, WeightLayout, RotaryPairing, RopeScalingType, AttentionConfig,
+// AttentionFeatures, RotaryConfig, RopeScaling, HeadShard (config_bindings.cc).
+void BindConfig(py::module_& module);
+// MultiheadAttention, NaiveMultiheadAttention, KvCache (layer_bindings.cc).
+void BindLayer(py::module_& module);
+// scaled_dot_product_attention (core_bindings.cc).
+void BindCore(py::module_& module);
+
+// A class whose keyword constructor sets the fields of the same names.
+template <class Class>
+Class FromKeywords(const py::kwargs& keywords) {
+  py::object object = py::cast(Class());
+  for (const auto& [key, value] : keywords) {
+    const std::string name = py::str(key);
+    if (!py::hasattr(object, name.c_str())) {
+      throw py::type_error(
+          "mha: " + std::string(py::str(object.get_type().attr("__name__"))) +
+          " has no field '" + name + "'");
+    }
+    object.attr(name.c_str()) = value;
+  }
+  return object.cast<Class>();
+}
+
+}  // namespace mha::python

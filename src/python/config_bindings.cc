@@ -1,0 +1,102 @@
+// Python classes for the layer's configuration, with the C++ field names.
+#include <pybind11/stl.h>
+
+#include "mha/mha.hpp"
+#include "src/python/bindings.h"
+
+namespace mha::python {
+
+namespace {
+
+void BindEnums(py::module_& m) {
+  py::enum_<DType>(m, "DType")
+      .value("float32", DType::kFloat32)
+      .value("bfloat16", DType::kBFloat16)
+      .value("int8", DType::kInt8);
+  py::enum_<WeightLayout>(m, "WeightLayout", "How a projection weight is laid out.")
+      .value("out_in", WeightLayout::kOutIn)
+      .value("in_out", WeightLayout::kInOut)
+      .value("heads_in_head_dim", WeightLayout::kHeadsInHeadDim);
+  py::enum_<RotaryPairing>(m, "RotaryPairing")
+      .value("none", RotaryPairing::kNone)
+      .value("half_split", RotaryPairing::kHalfSplit)
+      .value("interleaved", RotaryPairing::kInterleaved);
+  py::enum_<RopeScalingType>(m, "RopeScalingType")
+      .value("none", RopeScalingType::kNone)
+      .value("linear", RopeScalingType::kLinear)
+      .value("llama3", RopeScalingType::kLlama3);
+  py::enum_<MaskConvention>(m, "MaskConvention")
+      .value("torch", MaskConvention::kTorch)
+      .value("zero_means_masked", MaskConvention::kZeroMeansMasked);
+  py::enum_<CausalAlignment>(m, "CausalAlignment")
+      .value("top_left", CausalAlignment::kTopLeft)
+      .value("bottom_right", CausalAlignment::kBottomRight);
+}
+
+void BindRotary(py::module_& m) {
+  py::class_<RopeScaling>(m, "RopeScaling")
+      .def(py::init(&FromKeywords<RopeScaling>))
+      .def_readwrite("type", &RopeScaling::type)
+      .def_readwrite("factor", &RopeScaling::factor)
+      .def_readwrite("low_freq_factor", &RopeScaling::low_freq_factor)
+      .def_readwrite("high_freq_factor", &RopeScaling::high_freq_factor)
+      .def_readwrite("original_max_position_embeddings",
+                     &RopeScaling::original_max_position_embeddings);
+  py::class_<RotaryConfig>(m, "RotaryConfig")
+      .def(py::init(&FromKeywords<RotaryConfig>))
+      .def_readwrite("pairing", &RotaryConfig::pairing)
+      .def_readwrite("rotary_dim", &RotaryConfig::rotary_dim)
+      .def_readwrite("theta", &RotaryConfig::theta)
+      .def_readwrite("scaling", &RotaryConfig::scaling)
+      .def_readwrite("inv_freq", &RotaryConfig::inv_freq)
+      .def_readwrite("attention_factor", &RotaryConfig::attention_factor)
+      .def_readwrite("max_positions", &RotaryConfig::max_positions);
+}
+
+void BindFeatures(py::module_& m) {
+  py::class_<AttentionFeatures>(m, "AttentionFeatures")
+      .def(py::init(&FromKeywords<AttentionFeatures>))
+      .def_readwrite("softcap", &AttentionFeatures::softcap)
+      .def_readwrite("alibi", &AttentionFeatures::alibi)
+      .def_readwrite("alibi_slopes", &AttentionFeatures::alibi_slopes)
+      .def_readwrite("sliding_window", &AttentionFeatures::sliding_window)
+      .def_readwrite("sliding_window_right", &AttentionFeatures::sliding_window_right);
+}
+
+}  // namespace
+
+void BindConfig(py::module_& m) {
+  BindEnums(m);
+  BindRotary(m);
+  BindFeatures(m);
+  py::class_<AttentionConfig>(m, "AttentionConfig",
+                              "The sizes and features of a layer (mha/config.hpp).")
+      .def(py::init(&FromKeywords<AttentionConfig>))
+      .def_readwrite("num_heads", &AttentionConfig::num_heads)
+      .def_readwrite("head_dim", &AttentionConfig::head_dim)
+      .def_readwrite("query_dim", &AttentionConfig::query_dim)
+      .def_readwrite("key_dim", &AttentionConfig::key_dim)
+      .def_readwrite("value_dim", &AttentionConfig::value_dim)
+      .def_readwrite("scale", &AttentionConfig::scale)
+      .def_readwrite("num_kv_heads", &AttentionConfig::num_kv_heads)
+      .def_readwrite("weight_dtype", &AttentionConfig::weight_dtype)
+      .def_readwrite("features", &AttentionConfig::features)
+      .def_readwrite("rotary", &AttentionConfig::rotary);
+  py::class_<HeadShard>(m, "HeadShard", "Query heads [first_head, end_head) of a layer.")
+      .def(py::init([](int64_t first_head, int64_t end_head) {
+             return HeadShard{first_head, end_head};
+           }),
+           py::arg("first_head"), py::arg("end_head"))
+      .def_readwrite("first_head", &HeadShard::first_head)
+      .def_readwrite("end_head", &HeadShard::end_head)
+      .def("__repr__", [](const HeadShard& shard) {
+        return "HeadShard(" + std::to_string(shard.first_head) + ", " +
+               std::to_string(shard.end_head) + ")";
+      });
+  m.def(
+      "even_head_shard", &EvenHeadShard, py::arg("config"), py::arg("rank"),
+      py::arg("world_size"),
+      "Shard `rank` of `world_size`: the key/value groups split as evenly as possible.");
+}
+
+}  // namespace mha::python

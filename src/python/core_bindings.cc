@@ -1,0 +1,114 @@
+// mha.scaled_dot_product_attention: the attention core on already-projected numpy
+// arrays, PyTorch's F.scaled_dot_product_attention names.
+#include <pybind11/stl.h>
+
+#include <optional>
+
+#include "src/python/arrays.h"
+#include "src/python/bindings.h"
+
+namespace mha::python {
+namespace {
+
+// A float32 array whose last dimension is contiguous is viewed in place with its
+// strides (a slice of a fused QKV buffer, a transposed view); others are converted.
+struct CoreInput {
+  Input input;
+  AttentionTensor tensor;
+};
+
+bool ViewableInPlace(const py::array& array) {
+  if (!array.dtype().is(py::dtype::of<float>()) || array.ndim() != 4) return false;
+  if (array.strides(3) != sizeof(float)) return false;
+  for (int axis = 0; axis < 3; ++axis) {
+    if (array.strides(axis) % sizeof(float) != 0) return false;
+  }
+  return true;
+}
+
+CoreInput CoreTensor(py::handle object, const char* name, HeadLayout layout) {
+  CoreInput core;
+  const py::array array = py::array::ensure(object);
+  if (array && ViewableInPlace(array)) {
+    core.input.array = array;
+    core.tensor.data = static_cast<const float*>(array.data());
+    for (int axis = 0; axis < 3; ++axis) {
+      core.tensor.strides[axis] = array.strides(axis) / py::ssize_t(sizeof(float));
+    }
+  } else {
+    core.input = FloatInput(object, name);
+    core.tensor.data = core.input.view.floats();
+  }
+  core.tensor.shape = ShapeOf(core.input.array, name);
+  core.tensor.layout = layout;
+  return core;
+}
+
+py::object Attend(py::handle query_object, py::handle key_object, py::handle value_object,
+                  py::handle attn_mask_object, bool is_causal, std::optional<float> scale,
+                  HeadLayout layout, const AttentionFeatures& features,
+                  py::handle sinks_object, const std::optional<RotaryConfig>& rotary,
+                  py::handle key_padding_mask_object, CausalAlignment causal_alignment,
+                  bool return_logsumexp, int num_threads) {
+  const CoreInput query = CoreTensor(query_object, "query", layout);
+  const CoreInput key = CoreTensor(key_object, "key", layout);
+  const CoreInput value = CoreTensor(value_object, "value", layout);
+  const Input attn_mask = MaskInput(attn_mask_object, "attn_mask");
+  const Input key_padding_mask = MaskInput(key_padding_mask_object, "key_padding_mask");
+  const Input sinks = FloatInput(sinks_object, "sinks");
+  const Shape& shape = query.tensor.shape;
+  if (shape.rank() != 4) {
+    throw py::value_error("mha: query: expected 4 dimensions, got " + shape.ToString());
+  }
+  py::array_t<float> output = NewFloats(shape);
+  const MutableAttentionTensor output_tensor{output.mutable_data(), shape, layout, {}};
+  const int head_axis = layout == HeadLayout::kBHSD ? 1 : 2;
+  py::array_t<float> logsumexp =
+      NewFloats(return_logsumexp ? Shape{shape[0], shape[head_axis], shape[3 - head_axis]}
+                                 : Shape{0});
+  AttentionMasks masks;
+  masks.is_causal = is_causal;
+  masks.causal_alignment = causal_alignment;
+  masks.attn_mask = attn_mask.view;
+  masks.key_padding_mask = key_padding_mask.view;
+  CoreOptions options;
+  options.scale = scale;
+  options.features = features;
+  options.sinks = sinks.view;
+  options.num_threads = num_threads;
+  const std::optional<RotaryEmbedding> rotary_table =
+      rotary ? std::optional<RotaryEmbedding>(std::in_place, *rotary, shape[3])
+             : std::nullopt;
+  options.rotary = rotary_table ? &*rotary_table : nullptr;
+  const MutableTensorView logsumexp_view =
+      return_logsumexp ? ViewOf(logsumexp) : MutableTensorView();
+  {
+    py::gil_scoped_release release;
+    ScaledDotProductAttention(query.tensor, key.tensor, value.tensor, masks,
+                              output_tensor, options, logsumexp_view);
+  }
+  if (return_logsumexp) return py::make_tuple(output, logsumexp);
+  return std::move(output);
+}
+
+}  // namespace
+
+void BindCore(py::module_& m) {
+  py::enum_<HeadLayout>(m, "HeadLayout")
+      .value("bhsd", HeadLayout::kBHSD)
+      .value("bshd", HeadLayout::kBSHD);
+  m.def("scaled_dot_product_attention", &Attend, py::arg("query"), py::arg("key"),
+        py::arg("value"), py::arg("attn_mask") = py::none(), py::arg("is_causal") = false,
+        py::arg("scale") = py::none(), py::kw_only(),
+        py::arg("layout") = HeadLayout::kBHSD, py::arg("features") = AttentionFeatures(),
+        py::arg("sinks") = py::none(), py::arg("rotary") = py::none(),
+        py::arg("key_padding_mask") = py::none(),
+        py::arg("causal_alignment") = CausalAlignment::kTopLeft,
+        py::arg("return_logsumexp") = false, py::arg("num_threads") = 0,
+        "softmax(scale * query key^T + masks) value per query head; query [B, H_q, Sq, "
+        "D], key and value [B, H_kv, Sk, D] (layout=HeadLayout.bshd: [B, S, H, D]); "
+        "rotary rotates query and key first (query positions Sk - Sq + i). "
+        "Returns the output, or (output, logsumexp [B, H_q, Sq]).");
+}
+
+}  // namespace mha::python

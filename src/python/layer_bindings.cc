@@ -1,0 +1,258 @@
+// mha.MultiheadAttention, its double-precision twin mha.NaiveMultiheadAttention, and
+// mha.KvCache: PyTorch's argument names, numpy in and out, the GIL released while
+// computing.
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include "src/planning/weight_layout.h"
+#include "src/python/bindings.h"
+#include "src/python/layer_source.h"
+
+namespace mha::python {
+namespace {
+
+// The double-precision baseline behind the layer's interface; keeps its weights.
+class NaiveLayer {
+ public:
+  explicit NaiveLayer(LayerSource source)
+      : source_(std::move(source)),
+        output_dim_(internal::ValidateLayer(source_.config, source_.weights)) {}
+
+  void Forward(const AttentionInputs& inputs, const AttentionMasks& masks,
+               const AttentionOutputs& outputs, const ForwardOptions& options) const {
+    NaiveMultiheadAttention(source_.config, source_.weights, inputs, masks, outputs,
+                            options);
+  }
+  const AttentionConfig& config() const { return source_.config; }
+  int64_t output_dim() const { return output_dim_; }
+
+ private:
+  LayerSource source_;
+  int64_t output_dim_;
+};
+
+// What Python holds: an engine, its head shard, and whether inputs are batch-first.
+template <class Engine>
+struct PyLayer {
+  Engine engine;
+  std::optional<HeadShard> head_shard;
+  bool batch_first;
+};
+
+template <class Engine>
+std::unique_ptr<PyLayer<Engine>> Build(LayerSource source,
+                                       const std::optional<HeadShard>& head_shard,
+                                       bool batch_first) {
+  Shard(source, head_shard);
+  if constexpr (std::is_same_v<Engine, NaiveLayer>) {
+    return std::make_unique<PyLayer<Engine>>(
+        PyLayer<Engine>{NaiveLayer(std::move(source)), head_shard, batch_first});
+  } else {
+    return std::make_unique<PyLayer<Engine>>(PyLayer<Engine>{
+        MultiheadAttention(source.config, source.weights), head_shard, batch_first});
+  }
+}
+
+// A [B, S, dim] input, turned from PyTorch's default [S, B, dim] when !batch_first.
+Input SequenceInput(py::handle object, const char* name, bool batch_first) {
+  Input input = FloatInput(object, name);
+  if (batch_first || !input.array || input.array.ndim() != 3) return input;
+  const py::module_ numpy = py::module_::import("numpy");
+  return FloatInput(
+      numpy.attr("ascontiguousarray")(numpy.attr("swapaxes")(input.array, 0, 1)), name);
+}
+
+py::object SequenceOutput(py::array output, bool batch_first) {
+  if (batch_first || output.ndim() != 3) return std::move(output);
+  return py::module_::import("numpy").attr("swapaxes")(output, 0, 1);
+}
+
+// query [B, Sq, query_dim] or [S, query_dim]: B (0 unbatched) and Sq.
+std::pair<int64_t, int64_t> BatchAndLength(const Shape& query) {
+  if (query.rank() != 2 && query.rank() != 3) {
+    throw py::value_error(
+        "mha: query: expected [B, S, query_dim] or [S, query_dim], got " +
+        query.ToString());
+  }
+  return {query.rank() == 3 ? query[0] : 0, query[query.rank() - 2]};
+}
+
+Shape Batched(int64_t batch, Shape shape) {
+  return batch ? shape.Prepended(batch) : shape;
+}
+
+struct ForwardArgs {
+  py::handle query, key, value, key_padding_mask, attn_mask, position_ids, key_lengths;
+  bool is_causal, need_weights, average_attn_weights;
+  MaskConvention mask_convention;
+  CausalAlignment causal_alignment;
+  int num_threads;
+};
+
+template <class Engine>
+py::tuple Forward(const PyLayer<Engine>& self, const ForwardArgs& args) {
+  const Input query = SequenceInput(args.query, "query", self.batch_first);
+  const Input key = SequenceInput(args.key, "key", self.batch_first);
+  const Input value = SequenceInput(args.value, "value", self.batch_first);
+  const Input key_padding_mask = MaskInput(args.key_padding_mask, "key_padding_mask");
+  const Input attn_mask = MaskInput(args.attn_mask, "attn_mask");
+  const Input position_ids = IndexInput(args.position_ids, "position_ids");
+  const Input key_lengths = IndexInput(args.key_lengths, "key_lengths");
+  const auto [batch, query_len] = BatchAndLength(query.view.shape);
+  const Shape& key_shape = key.view.present() ? key.view.shape : query.view.shape;
+  const int64_t key_len = key_shape.rank() >= 2 ? key_shape[key_shape.rank() - 2] : 0;
+
+  py::array_t<float> output =
+      NewFloats(Batched(batch, Shape{query_len, self.engine.output_dim()}));
+  py::object weights = py::none();
+  AttentionOutputs outputs{ViewOf(output), {}};
+  if (args.need_weights) {
+    const Shape per_query{query_len, key_len};
+    auto array = NewFloats(
+        Batched(batch, args.average_attn_weights
+                           ? per_query
+                           : per_query.Prepended(self.engine.config().num_heads)));
+    outputs.attn_weights = ViewOf(array);
+    weights = std::move(array);
+  }
+  AttentionMasks masks;
+  masks.is_causal = args.is_causal;
+  masks.causal_alignment = args.causal_alignment;
+  masks.key_padding_mask = key_padding_mask.view;
+  masks.key_lengths = key_lengths.view;
+  masks.attn_mask = attn_mask.view;
+  masks.convention = args.mask_convention;
+  ForwardOptions options;
+  options.average_attn_weights = args.average_attn_weights;
+  options.num_threads = args.num_threads;
+  options.position_ids = position_ids.view;
+  {
+    py::gil_scoped_release release;
+    self.engine.Forward({query.view, key.view, value.view}, masks, outputs, options);
+  }
+  return py::make_tuple(SequenceOutput(output, self.batch_first), weights);
+}
+
+py::array ForwardWithCache(const PyLayer<MultiheadAttention>& self,
+                           py::handle query_object, KvCache& cache,
+                           py::handle new_lengths_object, py::handle position_ids_object,
+                           int num_threads) {
+  const Input query = SequenceInput(query_object, "query", self.batch_first);
+  const Input new_lengths = IndexInput(new_lengths_object, "new_lengths");
+  const Input position_ids = IndexInput(position_ids_object, "position_ids");
+  const auto [batch, query_len] = BatchAndLength(query.view.shape);
+  py::array_t<float> output =
+      NewFloats(Batched(batch, Shape{query_len, self.engine.output_dim()}));
+  ForwardOptions options;
+  options.num_threads = num_threads;
+  options.position_ids = position_ids.view;
+  const MutableTensorView output_view = ViewOf(output);
+  {
+    py::gil_scoped_release release;
+    self.engine.ForwardWithCache(query.view, new_lengths.view, cache, output_view,
+                                 options);
+  }
+  return SequenceOutput(output, self.batch_first);
+}
+
+template <class Engine>
+py::class_<PyLayer<Engine>> BindEngine(py::module_& m, const char* name,
+                                       const char* doc) {
+  using Layer = PyLayer<Engine>;
+  py::class_<Layer> layer(m, name, doc);
+  layer
+      .def(py::init([](const AttentionConfig& config, py::object q_proj_weight,
+                       py::object k_proj_weight, py::object v_proj_weight,
+                       py::object out_proj_weight, py::object q_proj_bias,
+                       py::object k_proj_bias, py::object v_proj_bias,
+                       py::object out_proj_bias, py::object sinks, WeightLayout layout,
+                       std::optional<HeadShard> head_shard, bool batch_first) {
+             const ProjectionArrays arrays{q_proj_weight,   k_proj_weight, v_proj_weight,
+                                           out_proj_weight, q_proj_bias,   k_proj_bias,
+                                           v_proj_bias,     out_proj_bias, sinks,
+                                           layout};
+             return Build<Engine>(FromArrays(config, arrays), head_shard, batch_first);
+           }),
+           py::arg("config"), py::arg("q_proj_weight"), py::arg("k_proj_weight"),
+           py::arg("v_proj_weight"), py::arg("out_proj_weight") = py::none(),
+           py::kw_only(), py::arg("q_proj_bias") = py::none(),
+           py::arg("k_proj_bias") = py::none(), py::arg("v_proj_bias") = py::none(),
+           py::arg("out_proj_bias") = py::none(), py::arg("sinks") = py::none(),
+           py::arg("layout") = WeightLayout::kOutIn, py::arg("head_shard") = py::none(),
+           py::arg("batch_first") = true)
+      .def_static(
+          "from_state_dict",
+          [](const py::dict& state_dict, int64_t num_heads, int64_t num_kv_heads,
+             std::optional<AttentionConfig> config, std::optional<HeadShard> head_shard,
+             bool batch_first) {
+            return Build<Engine>(FromStateDict(state_dict, num_heads, num_kv_heads,
+                                               config.value_or(AttentionConfig())),
+                                 head_shard, batch_first);
+          },
+          py::arg("state_dict"), py::arg("num_heads"), py::arg("num_kv_heads") = 0,
+          py::kw_only(), py::arg("config") = py::none(),
+          py::arg("head_shard") = py::none(), py::arg("batch_first") = true)
+      .def_property_readonly("config",
+                             [](const Layer& self) { return self.engine.config(); })
+      .def_property_readonly("output_dim",
+                             [](const Layer& self) { return self.engine.output_dim(); })
+      .def_readonly("head_shard", &Layer::head_shard)
+      .def_readonly("batch_first", &Layer::batch_first);
+  for (const char* method : {"forward", "__call__"}) {
+    layer.def(
+        method,
+        [](const Layer& self, py::handle query, py::handle key, py::handle value,
+           py::handle key_padding_mask, py::handle attn_mask, bool is_causal,
+           bool need_weights, bool average_attn_weights, py::handle position_ids,
+           py::handle key_lengths, MaskConvention mask_convention,
+           CausalAlignment causal_alignment, int num_threads) {
+          return Forward(self,
+                         {query, key, value, key_padding_mask, attn_mask, position_ids,
+                          key_lengths, is_causal, need_weights, average_attn_weights,
+                          mask_convention, causal_alignment, num_threads});
+        },
+        py::arg("query"), py::arg("key") = py::none(), py::arg("value") = py::none(),
+        py::kw_only(), py::arg("key_padding_mask") = py::none(),
+        py::arg("attn_mask") = py::none(), py::arg("is_causal") = false,
+        py::arg("need_weights") = false, py::arg("average_attn_weights") = true,
+        py::arg("position_ids") = py::none(), py::arg("key_lengths") = py::none(),
+        py::arg("mask_convention") = MaskConvention::kTorch,
+        py::arg("causal_alignment") = CausalAlignment::kTopLeft,
+        py::arg("num_threads") = 0,
+        "Returns (output, attn_weights or None), as nn.MultiheadAttention.forward.");
+  }
+  return layer;
+}
+
+}  // namespace
+
+void BindLayer(py::module_& m) {
+  py::class_<KvCache>(
+      m, "KvCache", "One layer's keys and values for max_batch sequences (kv_cache.hpp).")
+      .def(py::init([](const PyLayer<MultiheadAttention>& layer, int64_t max_batch,
+                       int64_t max_seq_len, DType storage) {
+             return std::make_unique<KvCache>(layer.engine.config(), max_batch,
+                                              max_seq_len, storage);
+           }),
+           py::arg("layer"), py::arg("max_batch"), py::arg("max_seq_len"),
+           py::arg("storage") = DType::kFloat32)
+      .def_property_readonly("max_batch", &KvCache::max_batch)
+      .def_property_readonly("max_seq_len", &KvCache::max_seq_len)
+      .def("length", &KvCache::length, py::arg("sequence"))
+      .def("reset", py::overload_cast<>(&KvCache::Reset))
+      .def("reset", py::overload_cast<int64_t>(&KvCache::Reset), py::arg("sequence"))
+      .def("truncate", &KvCache::Truncate, py::arg("sequence"), py::arg("length"));
+  BindEngine<MultiheadAttention>(m, "MultiheadAttention",
+                                 "The attention layer: built once, run many times.")
+      .def("forward_with_cache", &ForwardWithCache, py::arg("query"), py::arg("cache"),
+           py::kw_only(), py::arg("new_lengths") = py::none(),
+           py::arg("position_ids") = py::none(), py::arg("num_threads") = 0,
+           "Appends the new tokens to `cache` and attends causally over it.");
+  BindEngine<NaiveLayer>(m, "NaiveMultiheadAttention",
+                         "The double-precision loop baseline, for checking.");
+}
+
+}  // namespace mha::python

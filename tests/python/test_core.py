@@ -1,0 +1,61 @@
+"""mha.scaled_dot_product_attention against the stored PyTorch fixture and a float64
+numpy reference, with strided views read in place."""
+import numpy as np
+import pytest
+
+import mha
+from fixture_files import DATA, parse_args, rotary_config, features
+
+
+def reference_sdpa(query, key, value, is_causal=False):
+    q, k, v = (a.astype(np.float64) for a in (query, key, value))
+    group = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    if is_causal:
+        scores += np.triu(np.full(scores.shape[-2:], -np.inf), 1)
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    return (weights / weights.sum(-1, keepdims=True)) @ v
+
+
+@pytest.mark.parametrize("batch,heads,kv_heads,query_len,key_len,head_dim", [
+    (1, 1, 1, 1, 1, 4), (2, 4, 2, 7, 7, 16), (1, 6, 1, 13, 21, 40)])
+def test_matches_float64_reference(batch, heads, kv_heads, query_len, key_len, head_dim):
+    rng = np.random.default_rng(query_len + key_len)
+    q = rng.standard_normal((batch, heads, query_len, head_dim), np.float32)
+    k = rng.standard_normal((batch, kv_heads, key_len, head_dim), np.float32)
+    v = rng.standard_normal((batch, kv_heads, key_len, head_dim), np.float32)
+    causal = query_len == key_len
+    expected = reference_sdpa(q, k, v, causal)
+    np.testing.assert_allclose(mha.scaled_dot_product_attention(q, k, v, is_causal=causal),
+                               expected, atol=1e-4, rtol=0)
+
+
+def test_slices_of_a_fused_qkv_buffer():
+    rng = np.random.default_rng(7)
+    qkv = rng.standard_normal((2, 9, 3, 4, 8), np.float32)  # [B, S, q/k/v, H, D]
+    q, k, v = (qkv[:, :, i] for i in range(3))                # [B, S, H, D] views
+    output = mha.scaled_dot_product_attention(q, k, v, layout=mha.HeadLayout.bshd)
+    expected = reference_sdpa(*(np.swapaxes(a, 1, 2) for a in (q, k, v)))
+    np.testing.assert_allclose(np.swapaxes(output, 1, 2), expected, atol=1e-4, rtol=0)
+
+
+def test_pytorch_core_fixture():
+    case = "core_sdpa_features"
+    flags = parse_args(case)
+    q, k, v, sinks = (np.load(DATA / case / flags[f])
+                      for f in ("--query", "--key", "--value", "--sinks"))
+    output, logsumexp = mha.scaled_dot_product_attention(
+        q, k, v, is_causal=True, layout=mha.HeadLayout.bshd, features=features(flags),
+        sinks=sinks, rotary=rotary_config(flags),
+        causal_alignment=mha.CausalAlignment.bottom_right, return_logsumexp=True)
+    np.testing.assert_allclose(output, np.load(DATA / case / "expected_output.npy"),
+                               atol=1e-4, rtol=0)
+    np.testing.assert_allclose(logsumexp, np.load(DATA / case / "expected_logsumexp.npy"),
+                               atol=1e-4, rtol=0)
+
+
+def test_bad_shapes_are_value_errors():
+    q = np.zeros((1, 2, 3, 4), np.float32)
+    with pytest.raises(ValueError, match="key"):
+        mha.scaled_dot_product_attention(q, np.zeros((1, 2, 3, 5), np.float32), q)

@@ -1,0 +1,183 @@
+"""mha.MultiheadAttention against the stored PyTorch fixtures and the double-precision
+baseline (mha.NaiveMultiheadAttention), its caches, errors and threading."""
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import mha
+from fixture_files import DATA, layer_case, layer_cases
+
+TOLERANCE = 1e-4
+
+
+def assert_close(actual, expected, what):
+    bound = TOLERANCE * max(1.0, float(np.abs(expected).max()))
+    error = float(np.abs(actual - expected).max())
+    assert error <= bound, f"{what}: max |error| {error:.3g} > {bound:.3g}"
+
+
+def random_state_dict(rng, embed_dim, num_heads, num_kv_heads=0, head_dim=None, bias=True):
+    head_dim = head_dim or embed_dim // num_heads
+    kv_rows = (num_kv_heads or num_heads) * head_dim
+    rows = {"q_proj": num_heads * head_dim, "k_proj": kv_rows, "v_proj": kv_rows}
+    state = {}
+    for name, out in rows.items():
+        state[f"{name}.weight"] = rng.standard_normal((out, embed_dim), np.float32) * 0.3
+        if bias:
+            state[f"{name}.bias"] = rng.standard_normal(out, np.float32) * 0.1
+    state["out_proj.weight"] = rng.standard_normal((embed_dim, num_heads * head_dim),
+                                                   np.float32) * 0.3
+    state["out_proj.bias"] = rng.standard_normal(embed_dim, np.float32) * 0.1
+    return state
+
+
+@pytest.mark.parametrize("case", layer_cases())
+def test_pytorch_fixture(case):
+    state_dict, num_heads, num_kv_heads, config, forward, inputs = layer_case(case)
+    layer = mha.MultiheadAttention.from_state_dict(state_dict, num_heads, num_kv_heads,
+                                                   config=config)
+    expected_weights = DATA / case / "expected_attn_weights.npy"
+    output, weights = layer(*inputs, need_weights=expected_weights.exists(), **forward)
+    assert_close(output, np.load(DATA / case / "expected_output.npy"), case)
+    if expected_weights.exists():
+        assert_close(weights, np.load(expected_weights), case + " weights")
+
+
+@pytest.mark.parametrize("seed,layout,is_causal", [
+    ("seed000", mha.WeightLayout.in_out, False),
+    ("seed001", mha.WeightLayout.heads_in_head_dim, True)])
+def test_seed_weight_layouts(seed, layout, is_causal):
+    x = np.load(DATA / seed / "x.npy")
+    w = [np.load(DATA / seed / f"w_{n}.npy") for n in "qkv"]
+    expected = np.load(DATA / seed / "expected_output.npy")
+    head_dim = expected.shape[-1] // 2
+    config = mha.AttentionConfig(num_heads=2, head_dim=head_dim, query_dim=x.shape[-1])
+    layer = mha.MultiheadAttention(config, *w, layout=layout)
+    assert_close(layer(x, is_causal=is_causal)[0], expected, seed)
+
+
+# Odd sizes, GQA, cross-attention, masks: the layer against the double-precision loops.
+@pytest.mark.parametrize("batch,query_len,key_len,embed_dim,num_heads,num_kv_heads", [
+    (1, 1, 1, 4, 1, 0), (2, 7, 7, 12, 3, 0), (3, 5, 9, 16, 4, 2), (1, 33, 17, 24, 6, 1)])
+def test_matches_naive_baseline(batch, query_len, key_len, embed_dim, num_heads,
+                                num_kv_heads):
+    rng = np.random.default_rng(query_len * 100 + key_len)
+    state = random_state_dict(rng, embed_dim, num_heads, num_kv_heads)
+    query = rng.standard_normal((batch, query_len, embed_dim), np.float32)
+    memory = rng.standard_normal((batch, key_len, embed_dim), np.float32)
+    padding = rng.random((batch, key_len)) < 0.3
+    kwargs = dict(key_padding_mask=padding, need_weights=True, average_attn_weights=False)
+    fast = mha.MultiheadAttention.from_state_dict(state, num_heads, num_kv_heads)
+    naive = mha.NaiveMultiheadAttention.from_state_dict(state, num_heads, num_kv_heads)
+    output, weights = fast(query, memory, memory, **kwargs)
+    expected_output, expected_weights = naive(query, memory, memory, **kwargs)
+    assert output.shape == (batch, query_len, embed_dim)
+    assert weights.shape == (batch, num_heads, query_len, key_len)
+    assert_close(output, expected_output, "output")
+    assert_close(weights, expected_weights, "weights")
+    assert np.all(weights[np.broadcast_to(padding[:, None, None, :], weights.shape)] == 0)
+
+
+def test_sequence_first_like_pytorch_default():
+    rng = np.random.default_rng(1)
+    state = random_state_dict(rng, 8, 2)
+    x = rng.standard_normal((2, 5, 8), np.float32)
+    batch_first = mha.MultiheadAttention.from_state_dict(state, 2)
+    seq_first = mha.MultiheadAttention.from_state_dict(state, 2, batch_first=False)
+    expected = batch_first(x)[0]
+    assert_close(seq_first(np.swapaxes(x, 0, 1))[0], np.swapaxes(expected, 0, 1),
+                 "batch_first=False")
+
+
+def test_inputs_of_any_dtype_and_layout_are_converted():
+    rng = np.random.default_rng(2)
+    state = random_state_dict(rng, 8, 2)
+    layer = mha.MultiheadAttention.from_state_dict(state, 2)
+    x = rng.standard_normal((2, 8, 5), np.float32)
+    expected = layer(np.ascontiguousarray(np.swapaxes(x, 1, 2)))[0]
+    assert_close(layer(np.swapaxes(x, 1, 2))[0], expected, "strided view")
+    assert_close(layer(np.swapaxes(x, 1, 2).astype(np.float64))[0], expected, "float64")
+    assert layer(np.swapaxes(x, 1, 2))[0].dtype == np.float32
+
+
+def test_torch_tensors_when_torch_is_present():
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    reference = torch.nn.MultiheadAttention(16, 4, batch_first=True).eval()
+    x = torch.randn(2, 6, 16)
+    expected, _ = reference(x, x, x, need_weights=False)
+    layer = mha.MultiheadAttention.from_state_dict(reference.state_dict(), num_heads=4)
+    assert_close(layer(x)[0], expected.detach().numpy(), "torch")
+
+
+def test_errors_are_value_errors_with_the_library_message():
+    rng = np.random.default_rng(3)
+    layer = mha.MultiheadAttention.from_state_dict(random_state_dict(rng, 8, 2), 2)
+    with pytest.raises(ValueError, match=r"last dimension must be 8, got shape \[2, 5, 7\]"):
+        layer(np.zeros((2, 5, 7), np.float32))
+    with pytest.raises(ValueError, match="key_padding_mask"):
+        layer(np.zeros((2, 5, 8), np.float32), key_padding_mask=np.zeros((2, 4), bool))
+    with pytest.raises(ValueError, match="not divisible by num_heads 3"):
+        mha.MultiheadAttention.from_state_dict(random_state_dict(rng, 8, 2), 3)
+    with pytest.raises(ValueError, match="no in_proj_weight"):
+        mha.MultiheadAttention.from_state_dict({"bias": np.zeros(3)}, 2)
+    with pytest.raises(TypeError, match="no field 'heads'"):
+        mha.AttentionConfig(heads=2)
+
+
+def test_cache_decode_matches_one_causal_forward():
+    rng = np.random.default_rng(4)
+    layer = mha.MultiheadAttention.from_state_dict(random_state_dict(rng, 16, 4, 2), 4, 2)
+    x = rng.standard_normal((2, 9, 16), np.float32)
+    expected = layer(x, is_causal=True)[0]
+    cache = mha.KvCache(layer, max_batch=2, max_seq_len=16)
+    steps = [layer.forward_with_cache(x[:, :6], cache)]
+    steps += [layer.forward_with_cache(x[:, i:i + 1], cache) for i in range(6, 9)]
+    assert cache.length(0) == 9 and cache.length(1) == 9
+    assert_close(np.concatenate(steps, axis=1), expected, "decode")
+    with pytest.raises(ValueError, match="max_seq_len"):
+        layer.forward_with_cache(rng.standard_normal((2, 8, 16), np.float32), cache)
+    assert cache.length(0) == 9
+
+
+def test_head_shards_sum_to_the_full_layer():
+    rng = np.random.default_rng(5)
+    state = random_state_dict(rng, 24, 6, 3)
+    x = rng.standard_normal((2, 7, 24), np.float32)
+    full = mha.MultiheadAttention.from_state_dict(state, 6, 3)
+    total = np.zeros((2, 7, 24), np.float32)
+    for rank in range(2):
+        shard = mha.even_head_shard(full.config, rank, 2)
+        part = mha.MultiheadAttention.from_state_dict(state, 6, 3, head_shard=shard)
+        assert part.config.num_heads == 4 - 2 * rank and part.config.num_kv_heads == 2 - rank
+        total += part(x, is_causal=True)[0]
+    assert_close(total, full(x, is_causal=True)[0], "sharded")
+    with pytest.raises(ValueError, match="splits a key/value group"):
+        mha.MultiheadAttention.from_state_dict(state, 6, 3, head_shard=mha.HeadShard(1, 4))
+
+
+def test_forward_releases_the_gil():
+    rng = np.random.default_rng(6)
+    layer = mha.MultiheadAttention.from_state_dict(random_state_dict(rng, 256, 8), 8)
+    x = rng.standard_normal((4, 512, 256), np.float32)
+    layer(x)  # warm up the primitives and workspaces
+    counter, stop = [0], threading.Event()
+
+    def count():
+        while not stop.is_set():
+            counter[0] += 1
+
+    thread = threading.Thread(target=count)
+    thread.start()
+    time.sleep(0.05)
+    before = counter[0]
+    started = time.perf_counter()
+    layer(x, num_threads=1)
+    elapsed = time.perf_counter() - started
+    during = counter[0] - before
+    stop.set()
+    thread.join()
+    # Holding the GIL would stop the counter for the whole call.
+    assert elapsed > 0.01 and during > 1000, (elapsed, during)

@@ -1,0 +1,97 @@
+// Maps PyTorch state_dict names onto mha::AttentionWeights.
+#include "tools/io/state_dict.h"
+
+#include "tools/io/array.h"
+
+namespace mha::io {
+namespace {
+
+// A lookup with the source's name, for messages.
+struct Lookup {
+  const TensorLookup& find;
+  const std::string& source;
+
+  TensorView Find(const std::string& name) const { return find(name); }
+  bool Has(const std::string& name) const { return find(name).present(); }
+  const std::string& path() const { return source; }
+};
+
+// Splits in_proj_bias [3 * model] into views for query, key and value.
+void AttachPackedBias(const Lookup& file, int64_t model_dim, AttentionWeights& weights) {
+  const TensorView bias = file.Find("in_proj_bias");
+  if (!bias.present()) return;
+  if (bias.dtype != DType::kFloat32 || bias.shape != Shape{3 * model_dim}) {
+    throw FileError(file.path() + ": in_proj_bias must be float32 [" +
+                    std::to_string(3 * model_dim) + "], got " + DTypeName(bias.dtype) +
+                    " " + bias.shape.ToString());
+  }
+  Projection* parts[3] = {&weights.query, &weights.key, &weights.value};
+  for (int i = 0; i < 3; ++i) {
+    parts[i]->bias = TensorView(bias.floats() + i * model_dim, Shape{model_dim});
+  }
+}
+
+AttentionWeights FindInputWeights(const Lookup& file) {
+  AttentionWeights weights;
+  if (file.Has("in_proj_weight")) {
+    return FromPackedInProjection(file.Find("in_proj_weight"), file.Find("in_proj_bias"),
+                                  {}, {});
+  }
+  if (file.Has("q_proj_weight")) {
+    weights.query.weight = file.Find("q_proj_weight");
+    weights.key.weight = file.Find("k_proj_weight");
+    weights.value.weight = file.Find("v_proj_weight");
+    if (weights.query.weight.shape.rank() == 2) {
+      AttachPackedBias(file, weights.query.weight.shape[0], weights);
+    }
+    return weights;
+  }
+  if (file.Has("q_proj.weight")) {
+    const char* names[3] = {"q_proj", "k_proj", "v_proj"};
+    Projection* parts[3] = {&weights.query, &weights.key, &weights.value};
+    for (int i = 0; i < 3; ++i) {
+      parts[i]->weight = file.Find(std::string(names[i]) + ".weight");
+      parts[i]->bias = file.Find(std::string(names[i]) + ".bias");
+    }
+    return weights;
+  }
+  throw FileError(file.path() +
+                  ": no in_proj_weight, q_proj_weight or q_proj.weight tensor found");
+}
+
+int64_t Columns(const Lookup& file, const char* what, const TensorView& weight) {
+  if (!weight.present()) throw FileError(file.path() + ": missing " + what + " weight");
+  if (weight.shape.rank() != 2) {
+    throw FileError(file.path() + ": " + what + " weight must be 2-D [out, in], got " +
+                    weight.shape.ToString());
+  }
+  return weight.shape[1];
+}
+
+}  // namespace
+
+LayerFromNames LayerFromStateDict(const TensorLookup& find, const std::string& source,
+                                  int64_t num_heads, int64_t num_kv_heads) {
+  const Lookup file{find, source};
+  LayerFromNames layer;
+  layer.weights = FindInputWeights(file);
+  layer.weights.output.weight = file.Find("out_proj.weight");
+  layer.weights.output.bias = file.Find("out_proj.bias");
+  layer.weights.sinks = file.Find("sinks");
+
+  AttentionConfig& config = layer.config;
+  config.query_dim = Columns(file, "query", layer.weights.query.weight);
+  config.key_dim = Columns(file, "key", layer.weights.key.weight);
+  config.value_dim = Columns(file, "value", layer.weights.value.weight);
+  const int64_t model_dim = layer.weights.query.weight.shape[0];
+  if (num_heads < 1 || model_dim % num_heads != 0) {
+    throw FileError(source + ": query projection has " + std::to_string(model_dim) +
+                    " rows, not divisible by num_heads " + std::to_string(num_heads));
+  }
+  config.num_heads = num_heads;
+  config.head_dim = model_dim / num_heads;
+  config.num_kv_heads = num_kv_heads;
+  return layer;
+}
+
+}  // namespace mha::io
