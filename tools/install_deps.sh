@@ -9,6 +9,9 @@ packages=(
   libgtest-dev libbenchmark-dev                  # GoogleTest, Google Benchmark
   nlohmann-json3-dev                             # safetensors headers in mha-run
   clang libclang-rt-14-dev libomp-dev            # the libFuzzer targets (tests/fuzz/)
+  pybind11-dev python3-dev python3-numpy         # the Python module (src/python/)
+  python3-pytest python3-matplotlib              # its tests; the attention heatmaps
+  libopenmpi-dev openmpi-bin                     # the tensor-parallel example and test
 )
 
 missing=()

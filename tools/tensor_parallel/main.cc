@@ -1,0 +1,222 @@
+// mha-tensor-parallel: one attention layer sharded by heads over MPI ranks
+// (Megatron-style). Each rank builds the layer of its heads from the full weights,
+// runs it, and MPI_Allreduce sums the partial outputs into the full layer's output;
+// each rank's KV cache holds only its KV heads. The same binary runs across machines
+// under mpirun with a hostfile (README, "Tensor parallelism").
+//
+//   mpirun -np 2 mha-tensor-parallel [--weights F --num-heads H [--num-kv-heads K]
+//                                     --query Q.npy] [--output O.npy] [--check]
+//
+// Without --weights: a random GQA layer and query. The query [B, S, dim] runs as one
+// causal forward and again as a prefill of S - 2 tokens and two decode steps through
+// the shards' caches. --check compares both with the unsharded layer on every rank.
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "mha/mha.hpp"
+#include "tools/io/layer_file.h"
+#include "tools/io/npy.h"
+
+namespace {
+
+struct Options {
+  std::string weights, query, output;
+  int64_t num_heads = 8, num_kv_heads = 4;
+  bool check = false;
+};
+
+Options Parse(int argc, char** argv) {
+  Options options;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc)
+        throw mha::Error("mha-tensor-parallel: " + flag + " needs a value");
+      return argv[++i];
+    };
+    if (flag == "--weights")
+      options.weights = value();
+    else if (flag == "--query")
+      options.query = value();
+    else if (flag == "--output")
+      options.output = value();
+    else if (flag == "--num-heads")
+      options.num_heads = std::stoll(value());
+    else if (flag == "--num-kv-heads")
+      options.num_kv_heads = std::stoll(value());
+    else if (flag == "--check")
+      options.check = true;
+    else
+      throw mha::Error("mha-tensor-parallel: unknown flag " + flag);
+  }
+  return options;
+}
+
+std::vector<float> Random(size_t count, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 0.2f);
+  std::vector<float> values(count);
+  for (float& v : values) v = normal(rng);
+  return values;
+}
+
+// The full layer and query: from files, or random (the same on every rank).
+struct Problem {
+  mha::io::LoadedLayer layer;
+  std::vector<float> owned[5];  // random weights q, k, v, out and the query
+  std::vector<float> query;
+  mha::Shape query_shape;
+};
+
+void MakeRandom(const Options& options, Problem& problem) {
+  mha::AttentionConfig& config = problem.layer.config;
+  config.num_heads = options.num_heads;
+  config.num_kv_heads = options.num_kv_heads;
+  config.head_dim = 16;
+  config.query_dim = 64;
+  config.rotary.pairing = mha::RotaryPairing::kHalfSplit;
+  const int64_t rows[4] = {config.model_dim(), config.kv_dim(), config.kv_dim(), 64};
+  mha::Projection* parts[4] = {&problem.layer.weights.query, &problem.layer.weights.key,
+                               &problem.layer.weights.value,
+                               &problem.layer.weights.output};
+  for (int i = 0; i < 4; ++i) {
+    const int64_t columns = i == 3 ? config.model_dim() : 64;
+    problem.owned[i] = Random(rows[i] * columns, 10 + i);
+    parts[i]->weight =
+        mha::TensorView(problem.owned[i].data(), mha::Shape{rows[i], columns});
+  }
+  problem.query = Random(2 * 12 * 64, 20);
+  problem.query_shape = mha::Shape{2, 12, 64};
+}
+
+Problem Load(const Options& options) {
+  Problem problem;
+  if (options.weights.empty()) {
+    MakeRandom(options, problem);
+    return problem;
+  }
+  problem.layer =
+      mha::io::LoadLayer(options.weights, options.num_heads, options.num_kv_heads);
+  const mha::io::Array query = mha::io::ReadNpy(options.query);
+  const mha::TensorView view = query.view();
+  if (view.dtype != mha::DType::kFloat32 || view.shape.rank() != 3) {
+    throw mha::Error(options.query + ": expected float32 [B, S, dim], got " +
+                     view.shape.ToString());
+  }
+  problem.query.assign(view.floats(), view.floats() + query.bytes.size() / sizeof(float));
+  problem.query_shape = view.shape;
+  return problem;
+}
+
+// One causal forward through `layer`, then the same tokens as a prefill and two
+// decode steps through a cache of its own; every output is summed over the ranks.
+struct Outputs {
+  std::vector<float> forward, decode;
+};
+
+Outputs Run(const mha::MultiheadAttention& layer, const Problem& problem,
+            bool all_reduce) {
+  const mha::Shape& shape = problem.query_shape;
+  const int64_t batch = shape[0], seq = shape[1], dim = shape[2],
+                width = layer.output_dim();
+  Outputs out{std::vector<float>(batch * seq * width),
+              std::vector<float>(batch * seq * width)};
+  mha::AttentionMasks causal;
+  causal.is_causal = true;
+  layer.Forward(
+      {mha::TensorView(problem.query.data(), shape), {}, {}}, causal,
+      {mha::MutableTensorView(out.forward.data(), mha::Shape{batch, seq, width}), {}});
+  mha::KvCache cache(layer.config(), batch, seq);
+  std::vector<float> step_query, step_output;
+  for (int64_t start = 0; start < seq;) {
+    const int64_t tokens = start == 0 ? std::max<int64_t>(seq - 2, 1) : 1;
+    step_query.resize(batch * tokens * dim);
+    step_output.resize(batch * tokens * width);
+    for (int64_t b = 0; b < batch; ++b) {
+      std::copy_n(&problem.query[(b * seq + start) * dim], tokens * dim,
+                  &step_query[b * tokens * dim]);
+    }
+    layer.ForwardWithCache(
+        mha::TensorView(step_query.data(), mha::Shape{batch, tokens, dim}), {}, cache,
+        mha::MutableTensorView(step_output.data(), mha::Shape{batch, tokens, width}));
+    for (int64_t b = 0; b < batch; ++b) {
+      std::copy_n(&step_output[b * tokens * width], tokens * width,
+                  &out.decode[(b * seq + start) * width]);
+    }
+    start += tokens;
+  }
+  if (all_reduce) {
+    for (std::vector<float>* v : {&out.forward, &out.decode}) {
+      MPI_Allreduce(MPI_IN_PLACE, v->data(), static_cast<int>(v->size()), MPI_FLOAT,
+                    MPI_SUM, MPI_COMM_WORLD);
+    }
+  }
+  return out;
+}
+
+double MaxError(const std::vector<float>& actual, const std::vector<float>& expected) {
+  double error = 0.0, scale = 1.0;
+  for (size_t i = 0; i < actual.size(); ++i) {
+    error = std::max(error, std::fabs(double(actual[i]) - expected[i]));
+    scale = std::max(scale, std::fabs(double(expected[i])));
+  }
+  return error / scale;
+}
+
+int Main(int argc, char** argv, int rank, int world_size) {
+  const Options options = Parse(argc, argv);
+  const Problem problem = Load(options);
+  const mha::AttentionConfig& config = problem.layer.config;
+  const mha::HeadShard heads = mha::EvenHeadShard(config, rank, world_size);
+  const mha::AttentionShard shard = mha::ShardHeads(config, problem.layer.weights, heads);
+  const Outputs sharded =
+      Run(mha::MultiheadAttention(shard.config, shard.weights), problem, true);
+  std::printf("rank %d of %d: heads [%lld, %lld), %lld KV heads cached\n", rank,
+              world_size, static_cast<long long>(heads.first_head),
+              static_cast<long long>(heads.end_head),
+              static_cast<long long>(shard.config.resolved_num_kv_heads()));
+  if (rank == 0 && !options.output.empty()) {
+    const mha::Shape& shape = problem.query_shape;
+    mha::io::WriteNpy(
+        options.output, sharded.forward.data(),
+        mha::Shape{shape[0], shape[1],
+                   static_cast<int64_t>(sharded.forward.size() / (shape[0] * shape[1]))});
+  }
+  if (!options.check) return 0;
+  const Outputs full =
+      Run(mha::MultiheadAttention(config, problem.layer.weights), problem, false);
+  double errors[2] = {MaxError(sharded.forward, full.forward),
+                      MaxError(sharded.decode, full.decode)};
+  MPI_Allreduce(MPI_IN_PLACE, errors, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  const bool ok = errors[0] <= 1e-4 && errors[1] <= 1e-4;
+  if (rank == 0) {
+    std::printf(
+        "sharded vs unsharded, max relative error: forward %.3g, decode %.3g: %s\n",
+        errors[0], errors[1], ok ? "ok" : "MISMATCH");
+  }
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0, world_size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  int status = 0;
+  try {
+    status = Main(argc, argv, rank, world_size);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  MPI_Finalize();
+  return status;
+}
