@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <optional>
+#include <type_traits>
 #include <utility>
 
 #include "src/planning/weight_layout.h"

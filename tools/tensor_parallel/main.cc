@@ -69,7 +69,7 @@ std::vector<float> Random(size_t count, uint32_t seed) {
 // The full layer and query: from files, or random (the same on every rank).
 struct Problem {
   mha::io::LoadedLayer layer;
-  std::vector<float> owned[5];  // random weights q, k, v, out and the query
+  std::vector<float> owned[4];  // random weights: q, k, v, out
   std::vector<float> query;
   mha::Shape query_shape;
 };
@@ -114,28 +114,17 @@ Problem Load(const Options& options) {
   return problem;
 }
 
-// One causal forward through `layer`, then the same tokens as a prefill and two
-// decode steps through a cache of its own; every output is summed over the ranks.
-struct Outputs {
-  std::vector<float> forward, decode;
-};
-
-Outputs Run(const mha::MultiheadAttention& layer, const Problem& problem,
-            bool all_reduce) {
+// The query's tokens as a prefill of S - 2 and single-token steps through a cache of
+// the layer's own; the outputs of every step, in place.
+std::vector<float> PrefillAndDecode(const mha::MultiheadAttention& layer,
+                                    const Problem& problem) {
   const mha::Shape& shape = problem.query_shape;
   const int64_t batch = shape[0], seq = shape[1], dim = shape[2],
                 width = layer.output_dim();
-  Outputs out{std::vector<float>(batch * seq * width),
-              std::vector<float>(batch * seq * width)};
-  mha::AttentionMasks causal;
-  causal.is_causal = true;
-  layer.Forward(
-      {mha::TensorView(problem.query.data(), shape), {}, {}}, causal,
-      {mha::MutableTensorView(out.forward.data(), mha::Shape{batch, seq, width}), {}});
+  std::vector<float> output(batch * seq * width), step_query, step_output;
   mha::KvCache cache(layer.config(), batch, seq);
-  std::vector<float> step_query, step_output;
-  for (int64_t start = 0; start < seq;) {
-    const int64_t tokens = start == 0 ? std::max<int64_t>(seq - 2, 1) : 1;
+  for (int64_t start = 0, tokens = 0; start < seq; start += tokens) {
+    tokens = start == 0 ? std::max<int64_t>(seq - 2, 1) : 1;
     step_query.resize(batch * tokens * dim);
     step_output.resize(batch * tokens * width);
     for (int64_t b = 0; b < batch; ++b) {
@@ -147,10 +136,28 @@ Outputs Run(const mha::MultiheadAttention& layer, const Problem& problem,
         mha::MutableTensorView(step_output.data(), mha::Shape{batch, tokens, width}));
     for (int64_t b = 0; b < batch; ++b) {
       std::copy_n(&step_output[b * tokens * width], tokens * width,
-                  &out.decode[(b * seq + start) * width]);
+                  &output[(b * seq + start) * width]);
     }
-    start += tokens;
   }
+  return output;
+}
+
+// One causal forward, and the same tokens decoded through a cache; with all_reduce,
+// each summed over the ranks.
+struct Outputs {
+  std::vector<float> forward, decode;
+};
+
+Outputs Run(const mha::MultiheadAttention& layer, const Problem& problem,
+            bool all_reduce) {
+  const mha::Shape& shape = problem.query_shape;
+  const mha::Shape output_shape{shape[0], shape[1], layer.output_dim()};
+  Outputs out{std::vector<float>(shape[0] * shape[1] * layer.output_dim()),
+              PrefillAndDecode(layer, problem)};
+  mha::AttentionMasks causal;
+  causal.is_causal = true;
+  layer.Forward({mha::TensorView(problem.query.data(), shape), {}, {}}, causal,
+                {mha::MutableTensorView(out.forward.data(), output_shape), {}});
   if (all_reduce) {
     for (std::vector<float>* v : {&out.forward, &out.decode}) {
       MPI_Allreduce(MPI_IN_PLACE, v->data(), static_cast<int>(v->size()), MPI_FLOAT,
