@@ -358,5 +358,110 @@ TEST(PagedKvCache, BadArgumentsNameThemselvesAndChangeNothing) {
       "sliding window of 16");
 }
 
+// A packed step may write only the slots the last AppendSlots made: more tokens
+// would write into blocks still shared with a fork (the parent's next output was
+// wrong by 3.6).
+TEST(PagedKvCache, PackedStepBeyondItsAppendedSlotsIsRefused) {
+  const PagedCase c{"fp32"};
+  const OwnedLayer layer = PagedLayer(c);
+  const MultiheadAttention attention(layer.config, layer.weights);
+  PagedKvCache cache(layer.config, Options(c, 8));
+  const std::vector<float> x = RandomFloats(22 * kEmbed, 11);
+  cache.AddSequence(0);
+  PackedStep(attention, cache, {{0, Rows(x, 0, 20)}});
+  cache.Fork(0, 1);
+  const int64_t child = 1, one = 1;
+  cache.AppendSlots(&child, &one, 1);
+  ExpectErrorMentioning([&] { PackedForward(attention, cache, {{1, Rows(x, 0, 21)}}); },
+                        "has 21 new tokens but its last cache.AppendSlots made room for 1");
+  ExpectErrorMentioning([&] { PackedForward(attention, cache, {{0, Rows(x, 19, 1)}}); },
+                        "made room for 0");
+  PackedForward(attention, cache, {{1, Rows(x, 20, 1)}});
+  const auto next = PackedStep(attention, cache, {{0, Rows(x, 20, 1)}});
+  ExpectClose(next[0], Rows(CausalForward(attention, Rows(x, 0, 21)), 20, 1),
+              "parent after the refused step");
+}
+
+// Two windowed forks sharing every block: the blocks both release in one call come
+// free, so their growth fits the pool.
+TEST(PagedKvCache, WindowReleasesSharedByForksCountAsFree) {
+  PagedCase c{"window"};
+  c.window = 16;
+  const OwnedLayer layer = PagedLayer(c);
+  const MultiheadAttention attention(layer.config, layer.weights);
+  PagedKvCache cache(layer.config, Options(c, 4));
+  const std::vector<float> x = RandomFloats(34 * kEmbed, 12);
+  cache.AddSequence(0);
+  PackedStep(attention, cache, {{0, Rows(x, 0, 32)}});  // blocks 0 and 1, full
+  cache.Fork(0, 1);
+  EXPECT_EQ(cache.stats().free_blocks, 2);
+  // Each needs a new block (2) and releases block 0 (shared: freed by both).
+  const auto out = PackedStep(attention, cache, {{0, Rows(x, 32, 1)}, {1, Rows(x, 32, 1)}});
+  EXPECT_EQ(cache.stats().free_blocks, 1);
+  const auto expected = Rows(CausalForward(attention, Rows(x, 0, 33)), 32, 1);
+  ExpectClose(out[0], expected, "parent");
+  ExpectClose(out[1], expected, "child");
+  // Both write into their shared partial block: one copy, the other keeps it.
+  cache.Fork(0, 2);
+  const auto again =
+      PackedStep(attention, cache, {{0, Rows(x, 33, 1)}, {2, Rows(x, 33, 1)}});
+  EXPECT_EQ(cache.stats().free_blocks, 0);
+  ExpectClose(again[1], Rows(CausalForward(attention, Rows(x, 0, 34)), 33, 1), "fork");
+}
+
+// Truncating into a shared block with a full pool: its own tail block comes free
+// first and takes the copy.
+TEST(PagedKvCache, TruncateIntoASharedBlockUsesItsFreedTail) {
+  const PagedCase c{"fp32"};
+  const OwnedLayer layer = PagedLayer(c);
+  const MultiheadAttention attention(layer.config, layer.weights);
+  PagedKvCache cache(layer.config, Options(c, 4));
+  const std::vector<float> x = RandomFloats(40 * kEmbed, 13);
+  cache.AddSequence(0);
+  PackedStep(attention, cache, {{0, Rows(x, 0, 24)}});
+  cache.Fork(0, 1);
+  // The child copies the shared partial block and takes one more: the pool is full.
+  PackedStep(attention, cache, {{1, Rows(x, 24, 16)}});
+  EXPECT_EQ(cache.stats().free_blocks, 0);
+  cache.Truncate(1, 10);  // its 2 private blocks free, 1 taken by the copy
+  EXPECT_EQ(cache.stats().free_blocks, 1);
+  const auto out = PackedStep(attention, cache, {{1, Rows(x, 10, 1)}});
+  ExpectClose(out[0], Rows(CausalForward(attention, Rows(x, 0, 11)), 10, 1), "child");
+}
+
+// Many ids: duplicates found at any distance (checked in linear time), and a packed
+// call naming more sequences than the cache holds is refused before its workspace
+// is sized from that count.
+TEST(PagedKvCache, ManyIdsAreCheckedWithoutQuadraticTimeOrMemory) {
+  const PagedCase c{"fp32"};
+  const OwnedLayer layer = PagedLayer(c);
+  const MultiheadAttention attention(layer.config, layer.weights);
+  PagedKvCacheOptions options = Options(c, 4);
+  options.max_sequences = 1 << 18;
+  PagedKvCache cache(layer.config, options);
+  std::vector<int64_t> ids(options.max_sequences), counts(ids.size(), 0);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ids[i] = static_cast<int64_t>(i);
+    cache.AddSequence(ids[i]);
+  }
+  ids.back() = 0;
+  ExpectErrorMentioning(
+      [&] { cache.AppendSlots(ids.data(), counts.data(), static_cast<int64_t>(ids.size())); },
+      "sequence 0 appears twice");
+  for (size_t i = 2; i < ids.size(); ++i) cache.RemoveSequence(static_cast<int64_t>(i));
+  const int64_t huge = int64_t{1} << 26;
+  const std::vector<int64_t> starts(2, 0);
+  const float none = 0.0f;
+  ExpectErrorMentioning(
+      [&] {
+        attention.ForwardPacked(TensorView(&none, Shape{0, kEmbed}),
+                                {TensorView(ids.data(), DType::kInt64, Shape{huge}),
+                                 TensorView(starts.data(), DType::kInt64, Shape{huge + 1})},
+                                cache, 0, MutableTensorView(nullptr, Shape{0, kEmbed}));
+      },
+      "67108864 sequences, but the cache holds 2");
+  EXPECT_LT(attention.workspace_bytes(), size_t{1} << 20);
+}
+
 }  // namespace
 }  // namespace mha::testing

@@ -82,6 +82,13 @@ Problem MultiheadAttention::Impl::ValidatePackedCall(
   if (options.position_ids.present()) {
     CheckIndexTensor("options.position_ids", options.position_ids, tokens);
   }
+  const std::lock_guard<std::mutex> lock(cache.mutex);
+  // Distinct live sequences: no more of them than the cache holds. Checked before
+  // the workspace is sized from n.
+  if (n > cache.active_sequences) {
+    Fail("batch.sequence_ids: ", n, " sequences, but the cache holds ",
+         cache.active_sequences);
+  }
   int64_t* ids = Workspace::Reserve(workspace.sequence_ids, n);
   int64_t* rows = Workspace::Reserve(workspace.batch_rows, n + 1);
   int64_t* counts = Workspace::Reserve(workspace.new_lengths, n);
@@ -90,7 +97,6 @@ Problem MultiheadAttention::Impl::ValidatePackedCall(
   problem.batch_size = n;
   rows[0] = internal::IntegerAt(batch.query_start_loc, 0);
   if (rows[0] != 0) Fail("batch.query_start_loc[0]: must be 0, got ", rows[0]);
-  const std::lock_guard<std::mutex> lock(cache.mutex);
   for (int64_t i = 0; i < n; ++i) {
     ids[i] = internal::IntegerAt(batch.sequence_ids, i);
     rows[i + 1] = internal::IntegerAt(batch.query_start_loc, i + 1);
@@ -103,18 +109,19 @@ Problem MultiheadAttention::Impl::ValidatePackedCall(
         !cache.sequences[ids[i]].active) {
       Fail("batch.sequence_ids[", i, "]: ", ids[i], " is not a sequence of the cache");
     }
-    for (int64_t j = 0; j < i; ++j) {
-      if (ids[j] == ids[i]) Fail("batch.sequence_ids: ", ids[i], " appears twice");
-    }
     const PagedKvCache::Impl::Sequence& sequence = cache.sequences[ids[i]];
     first_positions[i] = sequence.length - counts[i];
-    if (first_positions[i] < sequence.first_page * cache.options.block_size) {
-      Fail("batch: sequence ", ids[i], " has ", counts[i], " new tokens but ",
-           sequence.length, " cached; call cache.AppendSlots first");
+    // Only the slots the last AppendSlots made are private to the sequence.
+    if (first_positions[i] < sequence.appended_from) {
+      Fail("batch: sequence ", ids[i], " has ", counts[i],
+           " new tokens but its last cache.AppendSlots made room for ",
+           sequence.length - sequence.appended_from,
+           " (after Fork or Truncate: none); call cache.AppendSlots first");
     }
     problem.query_len = std::max(problem.query_len, counts[i]);
     problem.key_len = std::max(problem.key_len, sequence.length);
   }
+  cache.CheckDistinct("batch.sequence_ids", ids, n);
   if (rows[n] != tokens) {
     Fail("batch.query_start_loc[", n, "]: must equal the query's T=", tokens, ", got ",
          rows[n]);

@@ -70,7 +70,8 @@ PagedKvCache::Impl::Impl(const AttentionConfig& config, const PagedKvCacheOption
           static_cast<size_t>(config.head_dim), internal::HeadScratch::kPanelAlign))),
       storage(internal::KvStorageFor(o.storage)),
       pool(o.num_blocks),
-      sequences(o.max_sequences) {
+      sequences(o.max_sequences),
+      id_stamps(o.max_sequences, 0) {
   const size_t element = internal::KvElementBytes(storage);
   key_page_bytes = o.block_size * head_dim * static_cast<int64_t>(element);
   value_page_bytes = o.block_size * padded_head_dim * static_cast<int64_t>(element);
@@ -126,22 +127,62 @@ PagedKvCache::Impl::Sequence& PagedKvCache::Impl::Active(const char* what,
   return sequences[sequence];
 }
 
+void PagedKvCache::Impl::CheckDistinct(const char* what, const int64_t* ids,
+                                       int64_t count) const {
+  ++id_stamp;
+  for (int64_t i = 0; i < count; ++i) {
+    // Ids are checked to lie in [0, max_sequences) before they come here.
+    if (id_stamps[ids[i]] == id_stamp) Fail(what, ": sequence ", ids[i], " appears twice");
+    id_stamps[ids[i]] = id_stamp;
+  }
+}
+
 void PagedKvCache::Impl::CountBlocks(const Sequence& s, int64_t count, int64_t& needed,
-                                     int64_t& released) const {
+                                     std::vector<int32_t>& released,
+                                     std::vector<int32_t>& copied) const {
   const int64_t block_size = options.block_size;
   if (count == 0) return;
   if (options.sliding_window > 0) {
     // The first new token sees keys from length - window + 1 on.
     const int64_t keep_from = std::max<int64_t>(0, s.length - options.sliding_window + 1);
     for (int64_t p = s.first_page; p < keep_from / block_size; ++p) {
-      if (pool.references(s.pages[p - s.first_page]) == 1) ++released;
+      released.push_back(s.pages[p - s.first_page]);
     }
   }
   needed += std::max<int64_t>(0, PagesFor(s.length + count, block_size) - s.end_page());
-  if (s.length % block_size != 0 &&
-      pool.references(s.pages[s.length / block_size - s.first_page]) > 1) {
-    ++needed;  // the shared partial last block is copied before it is written
+  if (s.length % block_size != 0) {
+    copied.push_back(s.pages[s.length / block_size - s.first_page]);
   }
+}
+
+// Calls `run(block, holders)` for each distinct block of `blocks` (sorted here) with
+// how many times it appears.
+template <class F>
+void ForEachDistinct(std::vector<int32_t>& blocks, const F& run) {
+  std::sort(blocks.begin(), blocks.end());
+  for (size_t i = 0; i < blocks.size();) {
+    size_t end = i;
+    while (end < blocks.size() && blocks[end] == blocks[i]) ++end;
+    run(blocks[i], static_cast<int64_t>(end - i));
+    i = end;
+  }
+}
+
+int64_t PagedKvCache::Impl::FreedBlocks(std::vector<int32_t>& released) const {
+  int64_t freed = 0;
+  ForEachDistinct(released, [&](int32_t block, int64_t holders) {
+    freed += holders == pool.references(block);
+  });
+  return freed;
+}
+
+int64_t PagedKvCache::Impl::CopiedBlocks(std::vector<int32_t>& copied) const {
+  int64_t copies = 0;
+  ForEachDistinct(copied, [&](int32_t block, int64_t writers) {
+    // The last holder to write finds the block private and keeps it.
+    copies += std::min<int64_t>(writers, pool.references(block) - 1);
+  });
+  return copies;
 }
 
 void PagedKvCache::Impl::ReleaseWindow(Sequence& s, int64_t next_position) {
@@ -264,6 +305,7 @@ void PagedKvCache::AddSequence(int64_t sequence) {
   s.active = true;
   s.length = 0;
   s.first_page = 0;
+  s.appended_from = 0;
   s.pages.clear();  // keeps its capacity for the next sequence with this id
   ++impl_->active_sequences;
 }
@@ -279,7 +321,7 @@ void PagedKvCache::RemoveSequence(int64_t sequence) {
 
 void PagedKvCache::Fork(int64_t parent, int64_t child) {
   const std::lock_guard<std::mutex> lock(impl_->mutex);
-  const Impl::Sequence& from = impl_->Active("Fork", parent);
+  Impl::Sequence& from = impl_->Active("Fork", parent);
   if (child < 0 || child >= impl_->options.max_sequences) {
     Fail("PagedKvCache::Fork: child must be in [0, ", impl_->options.max_sequences,
          "), got ", child);
@@ -290,6 +332,9 @@ void PagedKvCache::Fork(int64_t parent, int64_t child) {
   for (const int32_t block : to.pages) impl_->pool.Share(block);
   to.length = from.length;
   to.first_page = from.first_page;
+  // Their blocks are shared now: neither may write before AppendSlots unshares.
+  to.appended_from = from.length;
+  from.appended_from = from.length;
   to.active = true;
   ++impl_->active_sequences;
 }
@@ -307,17 +352,22 @@ void PagedKvCache::Truncate(int64_t sequence, int64_t length) {
          "] (tokens before ", kept_from, " left the sliding window), got ", length);
   }
   const int64_t partial_page = length % block_size != 0 ? length / block_size : -1;
-  // A shared partial block is copied before its tail is cleared: the other sequences
-  // still hold those tokens.
-  if (partial_page >= 0 &&
-      impl_->pool.references(s.pages[partial_page - s.first_page]) > 1 &&
-      impl_->pool.free_blocks() == 0) {
-    throw OutOfBlocksError(
-        "mha: PagedKvCache::Truncate: no free block to copy the shared block holding "
-        "token " +
-        std::to_string(length));
-  }
   const int64_t keep_pages = PagesFor(length, block_size) - s.first_page;
+  // A shared partial block is copied before its tail is cleared: the other sequences
+  // still hold those tokens. The copy may take a block this call frees.
+  if (partial_page >= 0 &&
+      impl_->pool.references(s.pages[partial_page - s.first_page]) > 1) {
+    int64_t freed = 0;
+    for (size_t i = keep_pages; i < s.pages.size(); ++i) {
+      freed += impl_->pool.references(s.pages[i]) == 1;
+    }
+    if (impl_->pool.free_blocks() + freed == 0) {
+      throw OutOfBlocksError(
+          "mha: PagedKvCache::Truncate: no free block to copy the shared block holding "
+          "token " +
+          std::to_string(length));
+    }
+  }
   for (size_t i = keep_pages; i < s.pages.size(); ++i) impl_->pool.Release(s.pages[i]);
   s.pages.resize(keep_pages);
   if (partial_page >= 0) {
@@ -325,6 +375,7 @@ void PagedKvCache::Truncate(int64_t sequence, int64_t length) {
     impl_->ZeroValueRows(s.pages[partial_page - s.first_page], length % block_size);
   }
   s.length = length;
+  s.appended_from = std::min(s.appended_from, length);
 }
 
 void PagedKvCache::AppendSlots(const int64_t* sequences, const int64_t* counts,
@@ -334,24 +385,26 @@ void PagedKvCache::AppendSlots(const int64_t* sequences, const int64_t* counts,
          ") and non-null sequences and counts");
   }
   const std::lock_guard<std::mutex> lock(impl_->mutex);
-  int64_t needed = 0, released = 0;
+  int64_t needed = 0;
+  std::vector<int32_t>& released = impl_->released_scratch;
+  std::vector<int32_t>& copied = impl_->copied_scratch;
+  released.clear();
+  copied.clear();
   for (int64_t i = 0; i < num_sequences; ++i) {
     const Impl::Sequence& s = impl_->Active("AppendSlots", sequences[i]);
     if (counts[i] < 0 || counts[i] > (int64_t{1} << 40)) {
       Fail("PagedKvCache::AppendSlots: counts[", i, "] must be in [0, 2^40], got ",
            counts[i]);
     }
-    for (int64_t j = 0; j < i; ++j) {
-      if (sequences[j] == sequences[i]) {
-        Fail("PagedKvCache::AppendSlots: sequence ", sequences[i], " appears twice");
-      }
-    }
-    impl_->CountBlocks(s, counts[i], needed, released);
+    impl_->CountBlocks(s, counts[i], needed, released, copied);
   }
-  if (needed > impl_->pool.free_blocks() + released) {
-    throw OutOfBlocksError(
-        "mha: PagedKvCache::AppendSlots: needs " + std::to_string(needed) + " blocks, " +
-        std::to_string(impl_->pool.free_blocks() + released) + " are free");
+  impl_->CheckDistinct("PagedKvCache::AppendSlots", sequences, num_sequences);
+  needed += impl_->CopiedBlocks(copied);
+  const int64_t available = impl_->pool.free_blocks() + impl_->FreedBlocks(released);
+  if (needed > available) {
+    throw OutOfBlocksError("mha: PagedKvCache::AppendSlots: needs " +
+                           std::to_string(needed) + " blocks, " +
+                           std::to_string(available) + " are free");
   }
   // Block tables get their room before anything changes: all or nothing holds when
   // memory runs out too.
@@ -366,7 +419,9 @@ void PagedKvCache::AppendSlots(const int64_t* sequences, const int64_t* counts,
     if (counts[i] > 0) impl_->ReleaseWindow(s, s.length);
   }
   for (int64_t i = 0; i < num_sequences; ++i) {
-    impl_->Grow(impl_->sequences[sequences[i]], counts[i]);
+    Impl::Sequence& s = impl_->sequences[sequences[i]];
+    if (counts[i] > 0) s.appended_from = s.length;
+    impl_->Grow(s, counts[i]);
   }
 }
 

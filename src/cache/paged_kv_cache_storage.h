@@ -23,6 +23,9 @@ struct PagedKvCache::Impl {
     // before first_page were released by the sliding window.
     int64_t first_page = 0;
     std::vector<int32_t> pages;
+    // Tokens from here on had their slots made by the last AppendSlots (in private
+    // blocks): the only ones ForwardPacked may write.
+    int64_t appended_from = 0;
     int64_t end_page() const { return first_page + static_cast<int64_t>(pages.size()); }
   };
 
@@ -32,10 +35,20 @@ struct PagedKvCache::Impl {
 
   // Requires the mutex. Checks `sequence` names an active sequence.
   Sequence& Active(const char* what, int64_t sequence);
-  // Blocks that AppendSlots of `count` tokens needs from the pool, and blocks it
-  // gives back (the window's), for one sequence.
+  // Requires the mutex. Fails if ids[i] repeats an earlier id of the list (O(N):
+  // stamps per sequence id, no allocation).
+  void CheckDistinct(const char* what, const int64_t* ids, int64_t count) const;
+  // What AppendSlots of `count` tokens takes from the pool for one sequence: new
+  // blocks (added to `needed`), the blocks its window gives back (`released`) and its
+  // partial last block, copied when shared (`copied`).
   void CountBlocks(const Sequence& sequence, int64_t count, int64_t& needed,
-                   int64_t& released) const;
+                   std::vector<int32_t>& released, std::vector<int32_t>& copied) const;
+  // Of a call's window releases, the blocks that return to the pool: those every
+  // holder releases.
+  int64_t FreedBlocks(std::vector<int32_t>& released) const;
+  // Of a call's writes into partial blocks, the copies made: a block shared by r
+  // sequences is copied by its first r - 1 writers.
+  int64_t CopiedBlocks(std::vector<int32_t>& copied) const;
   void Grow(Sequence& sequence, int64_t count);
   void ReleaseWindow(Sequence& sequence, int64_t next_position);
   // Makes page `index` of the table private (a copy when shared).
@@ -55,6 +68,9 @@ struct PagedKvCache::Impl {
   std::vector<float> key_scales, value_scales;   // int8: [layer, block, KV head, token]
   internal::BlockPool pool;
   std::vector<Sequence> sequences;  // by id
+  mutable std::vector<uint64_t> id_stamps;  // by id: the CheckDistinct that saw it last
+  mutable uint64_t id_stamp = 0;
+  std::vector<int32_t> released_scratch, copied_scratch;  // AppendSlots' counts
   int64_t active_sequences = 0;
   mutable std::mutex mutex;  // guards pool, block tables and lengths
 };

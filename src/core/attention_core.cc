@@ -19,7 +19,8 @@ const int64_t* BatchPositions(const CoreCall& call, const int64_t* positions,
          (call.query.batch_rows ? call.query.batch_rows[batch] : batch * call.query_len);
 }
 
-HeadTask MakeTask(const CoreCall& call, const CoreTask& t, float* partials) {
+HeadTask MakeTask(const CoreCall& call, const TaskPlan& plan, const CoreTask& t,
+                  float* partials) {
   const int64_t batch = t.batch, head = t.head;
   HeadTask task;
   task.batch = batch;
@@ -68,7 +69,9 @@ HeadTask MakeTask(const CoreCall& call, const CoreTask& t, float* partials) {
     task.context_stride = call.head_dim;
     task.logsumexp = task.context + KernelRows(t) * call.head_dim;
     task.logsumexp_stride = 1;
-    if (t.key_begin > 0) task.sinks = nullptr;  // the sink counts once, in split 0
+    // The sink belongs to every row exactly once: to its group's first split, which
+    // need not start at key 0 (a sliding window moves past it).
+    if (t.partial != plan.groups[t.group].offset) task.sinks = nullptr;
   }
   return task;
 }
@@ -129,7 +132,7 @@ void RunAttentionCore(const CoreCall& call, const MaskPlan& masks,
       layout.total_floats,
       [&](int64_t index, float* thread_scratch) {
         const CoreTask& t = plan.tasks[index];
-        HeadTask task = MakeTask(call, t, partials);
+        HeadTask task = MakeTask(call, plan, t, partials);
         KvPages pages;
         if (call.cache_pages) {
           pages =

@@ -21,11 +21,16 @@ void FloatToBf16(const float* HWY_RESTRICT in, size_t count, uint16_t* HWY_RESTR
   // bits + 0x7FFF + (lowest kept bit) rounds to nearest even before dropping 16 bits.
   const auto bias = hn::Set(du32, 0x7FFFu);
   const auto one = hn::Set(du32, 1u);
+  const auto quiet = hn::Set(du32, 0x0040u);
   size_t i = 0;
   for (; i + lanes <= count; i += lanes) {
-    const auto bits = hn::BitCast(du32, hn::LoadU(df, in + i));
+    const auto values = hn::LoadU(df, in + i);
+    const auto bits = hn::BitCast(du32, values);
     const auto odd = hn::And(hn::ShiftRight<16>(bits), one);
-    const auto rounded = hn::ShiftRight<16>(hn::Add(bits, hn::Add(bias, odd)));
+    const auto nan = hn::RebindMask(du32, hn::IsNaN(values));
+    const auto rounded =
+        hn::IfThenElse(nan, hn::Or(hn::ShiftRight<16>(bits), quiet),
+                       hn::ShiftRight<16>(hn::Add(bits, hn::Add(bias, odd))));
     hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di32, rounded)), du16, out + i);
   }
   for (; i < count; ++i) out[i] = RoundToBf16Bits(in[i]);
