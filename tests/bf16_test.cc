@@ -200,6 +200,54 @@ TEST(Bf16Convert, RoundsToNearestEvenOverOddLengths) {
   }
 }
 
+// NaNs whose low mantissa bits would carry into the exponent when rounded
+// (0x7FFFFFFF became -0) stay NaN, in the SIMD body and the scalar tail alike.
+TEST(Bf16Convert, NaNStaysNaN) {
+  const uint32_t nans[4] = {0x7FFFFFFFu, 0xFFFFFFFFu, 0x7F80FFFFu, 0x7FC00000u};
+  for (size_t n : {1, 4, 17, 64}) {
+    std::vector<float> values(n);
+    for (size_t i = 0; i < n; ++i) std::memcpy(&values[i], &nans[i % 4], 4);
+    std::vector<uint16_t> bits(n);
+    internal::FloatToBf16(values.data(), n, bits.data());
+    std::vector<float> back(n);
+    internal::Bf16ToFloat(bits.data(), n, back.data());
+    for (size_t i = 0; i < n; ++i) {
+      EXPECT_TRUE(std::isnan(back[i])) << "n=" << n << " i=" << i << " bits " << bits[i];
+      EXPECT_EQ(std::signbit(back[i]), std::signbit(values[i])) << i;
+      EXPECT_TRUE(std::isnan(
+          [&] {
+            const uint32_t one = uint32_t{internal::RoundToBf16Bits(values[i])} << 16;
+            float f;
+            std::memcpy(&f, &one, 4);
+            return f;
+          }()))
+          << i;
+    }
+  }
+}
+
+// A NaN token through bf16 weights or a bf16 cache reaches its outputs and later
+// ones as NaN, as with fp32 and int8 (earlier rows may be NaN too: non_finite_test).
+TEST(Bf16Weights, NaNTokenGivesNaNOutputs) {
+  OwnedLayer layer = MakeLayer(LayerSpec(), 2);
+  layer.config.weight_dtype = DType::kBFloat16;
+  const MultiheadAttention attention(layer.config, layer.weights);
+  const int64_t e = layer.config.query_dim;
+  std::vector<float> x = RandomFloats(3 * e, 3);
+  const uint32_t nan_bits = 0x7FFFFFFFu;
+  std::memcpy(&x[e + 1], &nan_bits, 4);  // token 1
+  for (const DType storage : {DType::kFloat32, DType::kBFloat16}) {
+    KvCache cache(layer.config, 1, 3, storage);
+    std::vector<float> out(3 * e);
+    attention.ForwardWithCache(TensorView(x.data(), Shape{1, 3, e}), {}, cache,
+                               MutableTensorView(out.data(), Shape{1, 3, e}));
+    for (int64_t i = 0; i < e; ++i) {
+      EXPECT_TRUE(std::isnan(out[e + i])) << DTypeName(storage) << " token 1";
+      EXPECT_TRUE(std::isnan(out[2 * e + i])) << DTypeName(storage) << " token 2";
+    }
+  }
+}
+
 TEST(Bf16Config, RejectsOtherWeightTypes) {
   OwnedLayer layer = MakeLayer(LayerSpec(), 1);
   layer.config.weight_dtype = DType::kInt32;

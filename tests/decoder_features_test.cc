@@ -228,6 +228,19 @@ TEST(FeatureErrors, NameTheArgumentAndWriteNothing) {
                         config.features.alibi = true;
                         config.features.alibi_slopes = {1, 2, 3};
                       });
+  // Tables that would not be finite (all-NaN outputs before).
+  expect_config_error("rotary: theta 1e-300 with its scaling gives inv_freq[1] = inf",
+                      [](AttentionConfig& config, AttentionWeights&) {
+                        config.rotary.theta = 1e-300;
+                      });
+  expect_config_error("rotary: theta 1e+300 with its scaling gives inv_freq[1] = 0",
+                      [](AttentionConfig& config, AttentionWeights&) {
+                        config.rotary.theta = 1e300;
+                      });
+  expect_config_error("rotary.attention_factor: must be finite as a float",
+                      [](AttentionConfig& config, AttentionWeights&) {
+                        config.rotary.attention_factor = 1e39;
+                      });
   const std::vector<float> three_sinks(3, 0.0f);
   expect_config_error("weights.sinks: expected shape [4], got [3]",
                       [&](AttentionConfig&, AttentionWeights& weights) {

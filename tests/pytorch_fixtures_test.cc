@@ -3,6 +3,7 @@
 // seed000/seed001 build the layer directly from the seeds' own weight layouts.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -139,6 +140,46 @@ TEST(SeedNotebooks, Seed000InOutLayoutWithoutOutputProjection) {
 
 TEST(SeedNotebooks, Seed001PerHeadWeightsCausal) {
   ExpectSeedMatches("seed001", WeightLayout::kHeadsInHeadDim, 2, true);
+}
+
+// A model's RoPE frequencies are part of the model: transformers' float32 values
+// (default, linear and llama3 scaling). Every entry within one ulp, and all but the
+// few where torch's own pow is an ulp off (its Sleef or libm build) bit-equal; the
+// Llama 3.1 case (theta 5e5, 128 dims, llama3 x8) bit-equal throughout. Rounding
+// once from double, as before, left 18 of its 64 entries an ulp off.
+TEST(PyTorchRope, InverseFrequenciesAreTransformersFloat32Values) {
+  std::ifstream list(kDataDir / "rope_inv_freq" / "cases.txt");
+  std::string line;
+  int64_t entries = 0, differing = 0;
+  while (std::getline(list, line)) {
+    std::istringstream fields(line);
+    std::string file, kind;
+    RotaryConfig config;
+    config.pairing = RotaryPairing::kHalfSplit;
+    fields >> file >> config.theta >> config.rotary_dim >> kind;
+    RopeScaling& s = config.scaling;
+    if (kind == "linear") s.type = RopeScalingType::kLinear, fields >> s.factor;
+    if (kind == "llama3") {
+      s.type = RopeScalingType::kLlama3;
+      fields >> s.factor >> s.low_freq_factor >> s.high_freq_factor >>
+          s.original_max_position_embeddings;
+    }
+    const std::vector<float> expected = LoadFloats(kDataDir / "rope_inv_freq" / file);
+    const std::vector<float> actual = RotaryInverseFrequencies(config, config.rotary_dim);
+    ASSERT_EQ(actual.size(), expected.size()) << file;
+    for (size_t i = 0; i < actual.size(); ++i) {
+      EXPECT_LE(std::abs(actual[i] - expected[i]),
+                std::nextafter(expected[i], INFINITY) - expected[i])
+          << file << " entry " << i;
+      differing += actual[i] != expected[i];
+      if (file == "theta500000_dim128_llama3_8.npy") {
+        EXPECT_EQ(actual[i], expected[i]) << file << " entry " << i;
+      }
+    }
+    entries += static_cast<int64_t>(actual.size());
+  }
+  EXPECT_EQ(entries, 75 * 48);
+  EXPECT_LE(differing, entries / 50) << differing << " of " << entries << " differ";
 }
 
 }  // namespace

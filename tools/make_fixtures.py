@@ -363,6 +363,26 @@ def rope_inv_freq(rotary_dim, theta, scaling=None):
     return torch.where(is_medium, smoothed, inv_freq_llama)
 
 
+def rope_frequencies():
+    """rope_inv_freq for a grid of thetas, rotary dims and scalings: one .npy each,
+    listed in cases.txt as `file theta rotary_dim scaling [factor low high original]`."""
+    case = Case("rope_inv_freq")
+    lines = []
+    scalings = [None, ("linear", 2.0), ("linear", 8.0), ("llama3", 8.0, 1.0, 4.0, 8192),
+                ("llama3", 32.0, 1.0, 4.0, 8192)]
+    for theta in [10000.0, 150000.0, 500000.0, 1000000.0, 1234.5]:
+        for rotary_dim in [64, 96, 128]:
+            for scaling in scalings:
+                kind = scaling[0] if scaling else "none"
+                name = "theta%g_dim%d_%s%s.npy" % (theta, rotary_dim, kind,
+                                                   "_%g" % scaling[1] if scaling else "")
+                case.array(name, rope_inv_freq(rotary_dim, theta, scaling))
+                lines.append(" ".join([name, repr(theta), str(rotary_dim), kind] +
+                                      [repr(v) for v in (scaling or ())[1:]]))
+    with open(os.path.join(case.dir, "cases.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
 def rotate_half(x):
     x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
     return torch.cat((-x2, x1), dim=-1)
@@ -532,6 +552,7 @@ def decoder_cases():
                  window=5, sinks=True, bias=True)
     decoder_case("bloom_alibi_6_heads", 24, 6, 6, 7, alibi=True, bias=True)
     core_case("core_sdpa_features")
+    rope_frequencies()
 
 
 def main():

@@ -30,15 +30,31 @@ void CheckPositiveFinite(const char* name, double value) {
 }
 
 // Llama 3.1: wavelengths longer than original/low_freq_factor are divided by factor,
-// shorter than original/high_freq_factor kept, and those between interpolated.
-double Llama3(double inv_freq, const RopeScaling& s) {
+// shorter than original/high_freq_factor kept, and those between interpolated. Each
+// step in float32 as transformers' _compute_llama3_parameters takes it: its Python
+// scalars meet float32 tensors rounded to float, and torch computes `scalar / tensor`
+// as reciprocal(tensor) * scalar.
+float Llama3(float inv_freq, const RopeScaling& s) {
   const double original = static_cast<double>(s.original_max_position_embeddings);
-  const double wavelen = 2.0 * M_PI / inv_freq;
-  if (wavelen < original / s.high_freq_factor) return inv_freq;
-  if (wavelen > original / s.low_freq_factor) return inv_freq / s.factor;
-  const double smooth =
-      (original / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
-  return (1.0 - smooth) * inv_freq / s.factor + smooth * inv_freq;
+  const float factor = static_cast<float>(s.factor);
+  const float wavelen = (1.0f / inv_freq) * static_cast<float>(2.0 * M_PI);
+  if (wavelen < static_cast<float>(original / s.high_freq_factor)) return inv_freq;
+  if (wavelen > static_cast<float>(original / s.low_freq_factor)) return inv_freq / factor;
+  const float smooth =
+      ((1.0f / wavelen) * static_cast<float>(original) -
+       static_cast<float>(s.low_freq_factor)) /
+      static_cast<float>(s.high_freq_factor - s.low_freq_factor);
+  return (1.0f - smooth) * inv_freq / factor + smooth * inv_freq;
+}
+
+// transformers' 1.0 / (base ** (arange(0, dim, 2).float() / dim)) in float32: the
+// exponent, the power and the reciprocal each rounded to float (the power correctly
+// rounded; torch's own pow may differ by an ulp, depending on its build).
+float DefaultInverseFrequency(double theta, int64_t i, int64_t rotary_dim) {
+  const float exponent = static_cast<float>(2 * i) / static_cast<float>(rotary_dim);
+  const float base = static_cast<float>(theta);
+  const float power = static_cast<float>(std::pow(static_cast<double>(base), exponent));
+  return 1.0f / power;
 }
 
 void CheckScaling(const RopeScaling& s) {
@@ -79,12 +95,16 @@ std::vector<float> RotaryInverseFrequencies(const RotaryConfig& config,
   CheckScaling(config.scaling);
   std::vector<float> inv_freq(half);
   for (int64_t i = 0; i < half; ++i) {
-    // Rounded to float first, as transformers computes it in float32.
-    double f = static_cast<float>(
-        1.0 / std::pow(config.theta, static_cast<double>(2 * i) / rotary_dim));
-    if (config.scaling.type == RopeScalingType::kLinear) f /= config.scaling.factor;
+    float f = DefaultInverseFrequency(config.theta, i, rotary_dim);
+    if (config.scaling.type == RopeScalingType::kLinear) {
+      f /= static_cast<float>(config.scaling.factor);
+    }
     if (config.scaling.type == RopeScalingType::kLlama3) f = Llama3(f, config.scaling);
-    inv_freq[i] = static_cast<float>(f);
+    if (!(std::isfinite(f) && f > 0.0f)) {
+      Fail("rotary: theta ", config.theta, " with its scaling gives inv_freq[", i,
+           "] = ", f, " (must be finite and > 0 in float32)");
+    }
+    inv_freq[i] = f;
   }
   return inv_freq;
 }
@@ -98,6 +118,11 @@ RotaryEmbedding::RotaryEmbedding(const RotaryConfig& config, int64_t head_dim)
   if (head_dim < 1) Fail("rotary: head_dim must be >= 1, got ", head_dim);
   rotary_dim_ = ResolvedRotaryDim(config, head_dim);
   CheckPositiveFinite("attention_factor", config.attention_factor);
+  if (!std::isfinite(static_cast<float>(config.attention_factor))) {
+    Fail("rotary.attention_factor: must be finite as a float (the table's cos and sin "
+         "are float), got ",
+         config.attention_factor);
+  }
   if (config.max_positions < 1 || config.max_positions > kMaxTableFloats / rotary_dim_) {
     Fail("rotary.max_positions: must be in [1, ", kMaxTableFloats / rotary_dim_,
          "] for rotary_dim ", rotary_dim_, ", got ", config.max_positions);
