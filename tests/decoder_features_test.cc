@@ -305,6 +305,33 @@ TEST(CoreErrors, StridesAndShapes) {
   CoreOptions window;
   window.features.sliding_window = 0;
   expect_error("features.sliding_window: must be >= 1, got 0", q, window);
+  AttentionTensor huge = q;  // 2^60 elements apart: pointer arithmetic would overflow
+  huge.strides[0] = int64_t{1} << 60, huge.strides[1] = 32, huge.strides[2] = 8;
+  expect_error("key.strides: the view of shape [2, 3, 4, 8] with strides "
+               "[1152921504606846976, 32, 8] spans more than 2^47 bytes",
+               huge, {});
+  // An output whose (batch, head) rows land on the same floats: threads would race.
+  for (const auto& strides : {std::vector<int64_t>{8, 8, 24}, {32, 32, 8}, {96, 16, 8}}) {
+    MutableAttentionTensor shared = o;
+    std::copy(strides.begin(), strides.end(), shared.strides);
+    try {
+      ScaledDotProductAttention(q, q, q, {}, shared, {});
+      ADD_FAILURE() << "no error for output strides " << strides[0];
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("output.strides: rows overlap"),
+                std::string::npos)
+          << e.what();
+    }
+    for (float value : out) ASSERT_EQ(value, 5.0f);
+  }
+  // Disjoint but not dense (heads outermost, a gap between rows) is taken.
+  MutableAttentionTensor gapped = o;
+  std::vector<float> wide(2 * 3 * 4 * 16, 5.0f);
+  gapped.data = wide.data();
+  gapped.strides[0] = 64, gapped.strides[1] = 128, gapped.strides[2] = 16;
+  ScaledDotProductAttention(q, q, q, {}, gapped, {});
+  EXPECT_EQ(wide[8], 5.0f);  // the gap after row 0 is not written
+  EXPECT_EQ(wide[0], 1.0f);  // every value is 1: so is every output
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // CoreArguments: validation of the attention-core API's tensors and options.
 #include "src/core/core_arguments.h"
 
+#include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "src/api/check.h"
 #include "src/rotary/positions.h"
@@ -16,6 +18,38 @@ constexpr int64_t kMaxHeadDim = 4096;
 struct Sizes {
   int64_t batch, heads, seq, head_dim;
 };
+
+// The bytes from a view's first float to its last must be addressable: its pointer
+// arithmetic may not overflow.
+void CheckViewExtent(const char* name, const Shape& shape, const int64_t* strides) {
+  int64_t extent = shape[3];
+  for (int axis = 0; axis < 3; ++axis) {
+    int64_t span = 0;
+    if (__builtin_mul_overflow(shape[axis] - 1, strides[axis], &span) ||
+        __builtin_add_overflow(extent, span, &extent) ||
+        extent > kMaxAddressableBytes / static_cast<int64_t>(sizeof(float))) {
+      Fail(name, ".strides: the view of shape ", shape.ToString(), " with strides [",
+           strides[0], ", ", strides[1], ", ", strides[2], "] spans more than 2^47 bytes");
+    }
+  }
+}
+
+// Threads write the output's rows at once: no two may share a float. Taken from the
+// smallest stride up, each axis must step past everything the smaller ones cover.
+void CheckRowsDisjoint(const char* name, const Shape& shape, const int64_t* strides) {
+  int order[3] = {0, 1, 2};
+  std::sort(order, order + 3, [&](int a, int b) { return strides[a] < strides[b]; });
+  int64_t covered = shape[3];  // elements one row spans, then the inner axes do
+  for (const int axis : order) {
+    if (shape[axis] == 1) continue;
+    if (strides[axis] < covered) {
+      Fail(name, ".strides: rows overlap (axis ", axis, " steps ", strides[axis],
+           " elements, the axes inside it span ", covered, ") for shape ",
+           shape.ToString(), "; an output's rows must be disjoint");
+    }
+    covered = strides[axis] * (shape[axis] - 1) + covered;
+  }
+}
 
 // Reads [B, H, S, D] sizes whatever the layout and resolves the view's strides.
 template <class Tensor, class T>
@@ -42,19 +76,15 @@ Sizes CheckTensorView(const char* name, const Tensor& tensor, HeadRows<T>* rows)
     strides[1] = shape[2] * strides[2];
     strides[0] = shape[1] * strides[1];
   }
-  int64_t last = 0;
   for (int axis = 0; axis < 3; ++axis) {
     if (strides[axis] < sizes.head_dim && shape[axis] > 1) {
       Fail(name, ".strides[", axis, "]: must be >= head_dim ", sizes.head_dim,
            " (rows may not overlap), got ", strides[axis], " for shape ",
            shape.ToString());
     }
-    int64_t span = 0;
-    if (__builtin_mul_overflow(shape[axis] - 1, strides[axis], &span) ||
-        __builtin_add_overflow(last, span, &last)) {
-      Fail(name, ".strides: the view's extent overflows int64");
-    }
   }
+  CheckViewExtent(name, shape, strides);
+  if constexpr (std::is_same_v<T, float>) CheckRowsDisjoint(name, shape, strides);
   *rows = bhsd ? HeadRows<T>{tensor.data, strides[0], strides[1], strides[2]}
                : HeadRows<T>{tensor.data, strides[0], strides[2], strides[1]};
   return sizes;

@@ -57,6 +57,14 @@ Input MaskInput(py::handle object, const char* name) {
   if (array && array.dtype().is(py::dtype::of<bool>())) {
     return Viewed(Ensure<bool>(array, name), DType::kBool, name);
   }
+  // PyTorch refuses integer masks: a 0/1 integer mask added as numbers would leave
+  // padded keys visible.
+  if (array && array.dtype().kind() != 'f') {
+    throw py::value_error(std::string("mha: ") + name +
+                          ": expected a bool or floating-point mask, got dtype " +
+                          std::string(py::str(array.dtype())) +
+                          " (convert with .astype(bool) for true = masked)");
+  }
   return FloatInput(object, name);
 }
 

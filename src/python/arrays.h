@@ -19,7 +19,8 @@ struct Input {
 
 // float32, C-contiguous.
 Input FloatInput(py::handle object, const char* name);
-// bool kept as bool, anything else as float32 (PyTorch's two mask kinds).
+// bool kept as bool, floating point as float32 (PyTorch's two mask kinds); other
+// dtypes are refused, as PyTorch does.
 Input MaskInput(py::handle object, const char* name);
 // int32 and int64 kept, other integers as int64.
 Input IndexInput(py::handle object, const char* name);

@@ -10,7 +10,8 @@ namespace mha::python {
 namespace py = pybind11;
 
 // DType, WeightLayout, RotaryPairing, RopeScalingType, AttentionConfig,
-// AttentionFeatures, RotaryConfig, RopeScaling, HeadShard (config_bindings.cc).
+// AttentionFeatures, RotaryConfig, RopeScaling, RotaryEmbedding, HeadShard
+// (config_bindings.cc).
 void BindConfig(py::module_& module);
 // MultiheadAttention, NaiveMultiheadAttention, KvCache (layer_bindings.cc).
 void BindLayer(py::module_& module);

@@ -51,6 +51,15 @@ void BindRotary(py::module_& m) {
       .def_readwrite("inv_freq", &RotaryConfig::inv_freq)
       .def_readwrite("attention_factor", &RotaryConfig::attention_factor)
       .def_readwrite("max_positions", &RotaryConfig::max_positions);
+  py::class_<RotaryEmbedding>(m, "RotaryEmbedding",
+                              "The cos/sin table of a RotaryConfig for head_dim, built "
+                              "once: pass it as rotary= to reuse it across calls.")
+      .def(py::init<const RotaryConfig&, int64_t>(), py::arg("config"),
+           py::arg("head_dim"))
+      .def_property_readonly("head_dim", &RotaryEmbedding::head_dim)
+      .def_property_readonly("rotary_dim", &RotaryEmbedding::rotary_dim)
+      .def_property_readonly("max_positions", &RotaryEmbedding::max_positions)
+      .def_property_readonly("inv_freq", &RotaryEmbedding::inv_freq);
 }
 
 void BindFeatures(py::module_& m) {

@@ -10,8 +10,10 @@
 namespace mha::python {
 namespace {
 
-// A float32 array whose last dimension is contiguous is viewed in place with its
-// strides (a slice of a fused QKV buffer, a transposed view); others are converted.
+// A float32 array whose last dimension is contiguous and whose rows do not overlap
+// is viewed in place with its strides (a slice of a fused QKV buffer, a transposed
+// view); others, broadcast (stride 0) and reversed (negative) views among them, are
+// converted.
 struct CoreInput {
   Input input;
   AttentionTensor tensor;
@@ -20,13 +22,19 @@ struct CoreInput {
 bool ViewableInPlace(const py::array& array) {
   if (!array.dtype().is(py::dtype::of<float>()) || array.ndim() != 4) return false;
   if (array.strides(3) != sizeof(float)) return false;
+  const py::ssize_t row_bytes = array.shape(3) * py::ssize_t(sizeof(float));
   for (int axis = 0; axis < 3; ++axis) {
-    if (array.strides(axis) % sizeof(float) != 0) return false;
+    if (array.strides(axis) % py::ssize_t(sizeof(float)) != 0) return false;
+    if (array.shape(axis) > 1 && array.strides(axis) < row_bytes) return false;
   }
   return true;
 }
 
 CoreInput CoreTensor(py::handle object, const char* name, HeadLayout layout) {
+  if (object.is_none()) {
+    throw py::value_error(std::string("mha: ") + name +
+                          ": expected a float array of 4 dimensions, got None");
+  }
   CoreInput core;
   const py::array array = py::array::ensure(object);
   if (array && ViewableInPlace(array)) {
@@ -44,10 +52,27 @@ CoreInput CoreTensor(py::handle object, const char* name, HeadLayout layout) {
   return core;
 }
 
+// rotary=: a RotaryEmbedding is used as it is; a RotaryConfig gets a table for this
+// call, of only the positions the default ones reach (below S_k, or the config's
+// max_positions if fewer), not of every position the config allows.
+const RotaryEmbedding* RotaryTable(py::handle rotary, int64_t head_dim,
+                                   const AttentionTensor& key,
+                                   std::optional<RotaryEmbedding>& table) {
+  if (rotary.is_none()) return nullptr;
+  if (py::isinstance<RotaryEmbedding>(rotary)) return &rotary.cast<const RotaryEmbedding&>();
+  RotaryConfig config = rotary.cast<RotaryConfig>();
+  if (key.shape.rank() == 4) {
+    const int64_t key_len = key.shape[key.layout == HeadLayout::kBHSD ? 2 : 1];
+    config.max_positions = std::min(config.max_positions, std::max<int64_t>(key_len, 1));
+  }
+  table.emplace(config, head_dim);
+  return &*table;
+}
+
 py::object Attend(py::handle query_object, py::handle key_object, py::handle value_object,
                   py::handle attn_mask_object, bool is_causal, std::optional<float> scale,
                   HeadLayout layout, const AttentionFeatures& features,
-                  py::handle sinks_object, const std::optional<RotaryConfig>& rotary,
+                  py::handle sinks_object, py::handle rotary,
                   py::handle key_padding_mask_object, CausalAlignment causal_alignment,
                   bool return_logsumexp, int num_threads) {
   const CoreInput query = CoreTensor(query_object, "query", layout);
@@ -76,10 +101,8 @@ py::object Attend(py::handle query_object, py::handle key_object, py::handle val
   options.features = features;
   options.sinks = sinks.view;
   options.num_threads = num_threads;
-  const std::optional<RotaryEmbedding> rotary_table =
-      rotary ? std::optional<RotaryEmbedding>(std::in_place, *rotary, shape[3])
-             : std::nullopt;
-  options.rotary = rotary_table ? &*rotary_table : nullptr;
+  std::optional<RotaryEmbedding> rotary_table;
+  options.rotary = RotaryTable(rotary, shape[3], key.tensor, rotary_table);
   const MutableTensorView logsumexp_view =
       return_logsumexp ? ViewOf(logsumexp) : MutableTensorView();
   {
@@ -107,7 +130,8 @@ void BindCore(py::module_& m) {
         py::arg("return_logsumexp") = false, py::arg("num_threads") = 0,
         "softmax(scale * query key^T + masks) value per query head; query [B, H_q, Sq, "
         "D], key and value [B, H_kv, Sk, D] (layout=HeadLayout.bshd: [B, S, H, D]); "
-        "rotary rotates query and key first (query positions Sk - Sq + i). "
+        "rotary (a RotaryConfig, or a RotaryEmbedding built once and reused) rotates query "
+        "and key first (query positions Sk - Sq + i). "
         "Returns the output, or (output, logsumexp [B, H_q, Sq]).");
 }
 

@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -57,6 +58,28 @@ std::unique_ptr<PyLayer<Engine>> Build(LayerSource source,
   }
 }
 
+// mha.KvCache: a KvCache that Python threads may share. KvCache itself is one
+// request's (not thread-safe), and forward_with_cache runs with the GIL released, so
+// every call on the cache holds its mutex: concurrent calls run one after another.
+// The mutex is taken with the GIL released, so a waiting thread blocks no other.
+class PyKvCache {
+ public:
+  PyKvCache(const AttentionConfig& config, int64_t max_batch, int64_t max_seq_len,
+            DType storage)
+      : cache_(config, max_batch, max_seq_len, storage) {}
+
+  template <class F>
+  auto Locked(const F& run) {
+    py::gil_scoped_release release;
+    const std::lock_guard<std::mutex> lock(mutex_);
+    return run(cache_);
+  }
+
+ private:
+  KvCache cache_;
+  std::mutex mutex_;
+};
+
 // A [B, S, dim] input, turned from PyTorch's default [S, B, dim] when !batch_first.
 Input SequenceInput(py::handle object, const char* name, bool batch_first) {
   Input input = FloatInput(object, name);
@@ -85,6 +108,24 @@ Shape Batched(int64_t batch, Shape shape) {
   return batch ? shape.Prepended(batch) : shape;
 }
 
+// The attention weights are sized from the key's shape: it is checked first, so a
+// wrong one is a shape error, not an allocation of its claimed size.
+void CheckKeyBeforeWeights(const AttentionConfig& config, const Input& query,
+                           const Input& key) {
+  if (!key.view.present()) return;
+  const Shape& q = query.view.shape;
+  const Shape& k = key.view.shape;
+  const int64_t key_dim = config.resolved_key_dim();
+  if (k.rank() != q.rank() || k[k.rank() - 1] != key_dim ||
+      (q.rank() == 3 && k[0] != q[0])) {
+    throw py::value_error("mha: key: expected " +
+                          std::string(q.rank() == 3 ? "[B, S_k, " : "[S_k, ") +
+                          std::to_string(key_dim) + "]" +
+                          (q.rank() == 3 ? " with B = " + std::to_string(q[0]) : "") +
+                          " for query " + q.ToString() + ", got " + k.ToString());
+  }
+}
+
 struct ForwardArgs {
   py::handle query, key, value, key_padding_mask, attn_mask, position_ids, key_lengths;
   bool is_causal, need_weights, average_attn_weights;
@@ -109,6 +150,7 @@ py::tuple Forward(const PyLayer<Engine>& self, const ForwardArgs& args) {
   py::array_t<float> output =
       NewFloats(Batched(batch, Shape{query_len, self.engine.output_dim()}));
   py::object weights = py::none();
+  if (args.need_weights) CheckKeyBeforeWeights(self.engine.config(), query, key);
   AttentionOutputs outputs{ViewOf(output), {}};
   if (args.need_weights) {
     const Shape per_query{query_len, key_len};
@@ -138,7 +180,7 @@ py::tuple Forward(const PyLayer<Engine>& self, const ForwardArgs& args) {
 }
 
 py::array ForwardWithCache(const PyLayer<MultiheadAttention>& self,
-                           py::handle query_object, KvCache& cache,
+                           py::handle query_object, PyKvCache& cache,
                            py::handle new_lengths_object, py::handle position_ids_object,
                            int num_threads) {
   const Input query = SequenceInput(query_object, "query", self.batch_first);
@@ -151,11 +193,10 @@ py::array ForwardWithCache(const PyLayer<MultiheadAttention>& self,
   options.num_threads = num_threads;
   options.position_ids = position_ids.view;
   const MutableTensorView output_view = ViewOf(output);
-  {
-    py::gil_scoped_release release;
-    self.engine.ForwardWithCache(query.view, new_lengths.view, cache, output_view,
+  cache.Locked([&](KvCache& locked) {
+    self.engine.ForwardWithCache(query.view, new_lengths.view, locked, output_view,
                                  options);
-  }
+  });
   return SequenceOutput(output, self.batch_first);
 }
 
@@ -231,21 +272,41 @@ py::class_<PyLayer<Engine>> BindEngine(py::module_& m, const char* name,
 }  // namespace
 
 void BindLayer(py::module_& m) {
-  py::class_<KvCache>(
-      m, "KvCache", "One layer's keys and values for max_batch sequences (kv_cache.hpp).")
+  py::class_<PyKvCache>(m, "KvCache",
+                        "One layer's keys and values for max_batch sequences "
+                        "(kv_cache.hpp). Calls from several threads run one at a time.")
       .def(py::init([](const PyLayer<MultiheadAttention>& layer, int64_t max_batch,
                        int64_t max_seq_len, DType storage) {
-             return std::make_unique<KvCache>(layer.engine.config(), max_batch,
-                                              max_seq_len, storage);
+             return std::make_unique<PyKvCache>(layer.engine.config(), max_batch,
+                                                max_seq_len, storage);
            }),
            py::arg("layer"), py::arg("max_batch"), py::arg("max_seq_len"),
            py::arg("storage") = DType::kFloat32)
-      .def_property_readonly("max_batch", &KvCache::max_batch)
-      .def_property_readonly("max_seq_len", &KvCache::max_seq_len)
-      .def("length", &KvCache::length, py::arg("sequence"))
-      .def("reset", py::overload_cast<>(&KvCache::Reset))
-      .def("reset", py::overload_cast<int64_t>(&KvCache::Reset), py::arg("sequence"))
-      .def("truncate", &KvCache::Truncate, py::arg("sequence"), py::arg("length"));
+      .def_property_readonly(
+          "max_batch",
+          [](PyKvCache& c) { return c.Locked([](KvCache& k) { return k.max_batch(); }); })
+      .def_property_readonly(
+          "max_seq_len",
+          [](PyKvCache& c) { return c.Locked([](KvCache& k) { return k.max_seq_len(); }); })
+      .def(
+          "length",
+          [](PyKvCache& c, int64_t sequence) {
+            return c.Locked([&](KvCache& k) { return k.length(sequence); });
+          },
+          py::arg("sequence"))
+      .def("reset", [](PyKvCache& c) { c.Locked([](KvCache& k) { k.Reset(); }); })
+      .def(
+          "reset",
+          [](PyKvCache& c, int64_t sequence) {
+            c.Locked([&](KvCache& k) { k.Reset(sequence); });
+          },
+          py::arg("sequence"))
+      .def(
+          "truncate",
+          [](PyKvCache& c, int64_t sequence, int64_t length) {
+            c.Locked([&](KvCache& k) { k.Truncate(sequence, length); });
+          },
+          py::arg("sequence"), py::arg("length"));
   BindEngine<MultiheadAttention>(m, "MultiheadAttention",
                                  "The attention layer: built once, run many times.")
       .def("forward_with_cache", &ForwardWithCache, py::arg("query"), py::arg("cache"),

@@ -59,3 +59,42 @@ def test_bad_shapes_are_value_errors():
     q = np.zeros((1, 2, 3, 4), np.float32)
     with pytest.raises(ValueError, match="key"):
         mha.scaled_dot_product_attention(q, np.zeros((1, 2, 3, 5), np.float32), q)
+
+
+def test_broadcast_and_reversed_views_are_copied():
+    rng = np.random.default_rng(11)
+    q = rng.standard_normal((1, 4, 5, 8), np.float32)
+    kv = rng.standard_normal((1, 1, 5, 8), np.float32)
+    broadcast = np.broadcast_to(kv, (1, 4, 5, 8))  # stride 0 over heads
+    expected = reference_sdpa(q, kv, kv)
+    np.testing.assert_allclose(mha.scaled_dot_product_attention(q, broadcast, broadcast),
+                               expected, atol=1e-4, rtol=0)
+    reversed_keys = kv[:, :, ::-1]  # negative stride over the sequence
+    np.testing.assert_allclose(
+        mha.scaled_dot_product_attention(q, reversed_keys, reversed_keys),
+        reference_sdpa(q, reversed_keys.copy(), reversed_keys.copy()), atol=1e-4, rtol=0)
+
+
+def test_a_rotary_table_built_once_is_reused():
+    rng = np.random.default_rng(12)
+    q, k, v = (rng.standard_normal((1, 2, 6, 8), np.float32) for _ in range(3))
+    config = mha.RotaryConfig(pairing=mha.RotaryPairing.half_split, max_positions=1 << 24)
+    table = mha.RotaryEmbedding(config, 8)
+    assert table.max_positions == 1 << 24 and table.head_dim == 8
+    small = mha.RotaryConfig(pairing=mha.RotaryPairing.half_split, max_positions=6)
+    expected = mha.scaled_dot_product_attention(q, k, v, rotary=small)
+    # The config is cut to the positions the call reaches; the table is used as built.
+    np.testing.assert_array_equal(mha.scaled_dot_product_attention(q, k, v, rotary=config),
+                                  expected)
+    np.testing.assert_array_equal(mha.scaled_dot_product_attention(q, k, v, rotary=table),
+                                  expected)
+    with pytest.raises(ValueError, match="head_dim"):
+        mha.scaled_dot_product_attention(q, k, v, rotary=mha.RotaryEmbedding(config, 4))
+
+
+def test_missing_arrays_are_named():
+    q = np.zeros((1, 2, 3, 4), np.float32)
+    for name, args in (("query", (None, q, q)), ("key", (q, None, q)), ("value", (q, q, None))):
+        with pytest.raises(ValueError, match=f"mha: {name}: expected a float array of 4 "
+                                             "dimensions, got None"):
+            mha.scaled_dot_product_attention(*args)

@@ -181,3 +181,53 @@ def test_forward_releases_the_gil():
     thread.join()
     # Holding the GIL would stop the counter for the whole call.
     assert elapsed > 0.01 and during > 1000, (elapsed, during)
+
+
+def test_integer_masks_are_refused_as_pytorch_does():
+    rng = np.random.default_rng(7)
+    layer = mha.MultiheadAttention.from_state_dict(random_state_dict(rng, 8, 2), 2)
+    x = rng.standard_normal((2, 5, 8), np.float32)
+    padding = np.zeros((2, 5), np.int64)
+    padding[:, 3:] = 1
+    with pytest.raises(ValueError, match="key_padding_mask: expected a bool or floating"):
+        layer(x, key_padding_mask=padding)
+    with pytest.raises(ValueError, match="attn_mask: expected a bool or floating.*uint8"):
+        layer(x, attn_mask=np.triu(np.ones((5, 5), np.uint8), 1))
+    # As bool the same mask hides the padded keys.
+    _, weights = layer(x, key_padding_mask=padding.astype(bool), need_weights=True)
+    assert np.all(weights[:, :, 3:] == 0)
+
+
+def test_weights_are_not_sized_from_a_wrong_key():
+    rng = np.random.default_rng(8)
+    layer = mha.MultiheadAttention.from_state_dict(random_state_dict(rng, 8, 2), 2)
+    x = rng.standard_normal((2, 5, 8), np.float32)
+    key = np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), (2, 2**36, 0), (0, 0, 4))
+    with pytest.raises(ValueError, match=r"key: expected \[B, S_k, 8\] with B = 2"):
+        layer(x, key, key, need_weights=True)
+
+
+def test_one_cache_shared_by_threads_is_never_overrun():
+    # Two threads append to one cache until it is full: the calls run one at a time,
+    # so exactly max_seq_len tokens land and every refused call says why.
+    rng = np.random.default_rng(9)
+    layer = mha.MultiheadAttention.from_state_dict(random_state_dict(rng, 16, 2), 2)
+    cache = mha.KvCache(layer, max_batch=1, max_seq_len=40)
+    token = rng.standard_normal((1, 1, 16), np.float32)
+    landed, errors = [0, 0], []
+
+    def decode(index):
+        for _ in range(60):
+            try:
+                layer.forward_with_cache(token, cache)
+                landed[index] += 1
+            except ValueError as error:
+                errors.append(str(error))
+
+    threads = [threading.Thread(target=decode, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert cache.length(0) == 40 and sum(landed) == 40
+    assert len(errors) == 80 and all("max_seq_len" in e for e in errors)
