@@ -207,6 +207,9 @@ std::vector<CoreCase> Cases() {
   c.batch = 2, c.query_len = c.key_len = 150, c.head_dim = 16, c.window = 20,
   c.window_right = 10;
   add(c);
+  c = Case("sliding_windows_near_int64_max");  // wider than any distance: no mask
+  c.query_len = c.key_len = 20, c.window = INT64_MAX, c.window_right = INT64_MAX - 1;
+  add(c);
   c = Case("sliding_window_1");
   c.query_len = c.key_len = 30, c.causal = true, c.window = 1;
   add(c);

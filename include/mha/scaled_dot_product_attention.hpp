@@ -40,7 +40,8 @@ struct CoreOptions {
   AttentionFeatures features;  // softcap, ALiBi, sliding window
   TensorView sinks;            // optional [H_q] float32 attention sinks (gpt-oss)
   // Optional: rotate query and key (head_dim must match the table's) before
-  // attention. Query positions default to Sk - Sq + i, key positions to j.
+  // attention. Query positions default to where the masks place the queries (i
+  // top-left aligned, Sk - Sq + i bottom-right aligned), key positions to j.
   const RotaryEmbedding* rotary = nullptr;
   TensorView query_positions;  // [B, Sq] int32/int64
   TensorView key_positions;    // [B, Sk] int32/int64

@@ -153,7 +153,10 @@ CoreArguments::CoreArguments(const AttentionTensor& query_view,
   CheckSame("head_dim (query's)", "options.rotary", head_dim, options.rotary->head_dim());
   query_positions.resize(batch * query_len);
   key_positions.resize(batch * key_len);
-  const std::vector<int64_t> offsets(batch, key_len - query_len);
+  // A query sits at one position for its mask, window, ALiBi and rotation alike:
+  // i top-left aligned, Sk - Sq + i bottom-right aligned.
+  const bool bottom_right = mask_views.causal_alignment == CausalAlignment::kBottomRight;
+  const std::vector<int64_t> offsets(batch, bottom_right ? key_len - query_len : 0);
   ResolvePositions("options.query_positions", options.query_positions, batch, query_len,
                    true, offsets.data(), *options.rotary, query_positions.data());
   ResolvePositions("options.key_positions", options.key_positions, batch, key_len, true,

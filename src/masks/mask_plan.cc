@@ -102,8 +102,11 @@ MaskPlan MaskPlan::ForCache(const int64_t* first_positions, int64_t key_capacity
 }
 
 void MaskPlan::PlanWindow(const AttentionFeatures& features) {
-  window_ = features.sliding_window.value_or(0);
-  window_right_ = features.sliding_window_right.value_or(-1);
+  // Windows wider than any position difference mask nothing more: clamped, so that
+  // position +- window cannot overflow.
+  constexpr int64_t kWidest = int64_t{1} << 62;
+  window_ = std::min(features.sliding_window.value_or(0), kWidest);
+  window_right_ = std::min(features.sliding_window_right.value_or(-1), kWidest);
 }
 
 MaskPlan::StridedMask MaskPlan::PlanAttnMask(const TensorView& mask,

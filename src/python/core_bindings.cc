@@ -131,7 +131,8 @@ void BindCore(py::module_& m) {
         "softmax(scale * query key^T + masks) value per query head; query [B, H_q, Sq, "
         "D], key and value [B, H_kv, Sk, D] (layout=HeadLayout.bshd: [B, S, H, D]); "
         "rotary (a RotaryConfig, or a RotaryEmbedding built once and reused) rotates query "
-        "and key first (query positions Sk - Sq + i). "
+        "and key first (query positions i, or Sk - Sq + i with causal_alignment "
+        "bottom_right, as the masks place them). "
         "Returns the output, or (output, logsumexp [B, H_q, Sq]).");
 }
 

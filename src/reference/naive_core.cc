@@ -46,10 +46,11 @@ bool KeyMasked(const NaiveCoreInputs& in, int64_t b, int64_t position, int64_t j
     if (j >= length) return true;
   }
   if (m.is_causal && j > position) return true;
-  if (in.features.sliding_window && j <= position - *in.features.sliding_window)
+  // As differences: position +- a window near INT64_MAX would overflow.
+  if (in.features.sliding_window && position - j >= *in.features.sliding_window)
     return true;
   return in.features.sliding_window_right &&
-         j > position + *in.features.sliding_window_right;
+         j - position > *in.features.sliding_window_right;
 }
 
 // Logits of one query row: scaled, soft-capped, ALiBi, masks.
