@@ -140,6 +140,12 @@ static void CheckCore(void) {
   Check(mha_scaled_dot_product_attention(&args) == MHA_OK, "core with rope");
   Check(Close(out, expected, S * 2 * D) > 1e-3f, "rope rotates");
   mha_rotary_destroy(rotary);
+  /* Caller frequencies with rotary_dim 0 (head_dim, as the header says): D / 2 read. */
+  float inv_freq[D / 2];
+  for (int i = 0; i < D / 2; ++i) inv_freq[i] = powf(10000.0f, -2.0f * i / D);
+  rope.inv_freq = inv_freq;
+  Check(mha_rotary_create(&rope, D, &rotary) == MHA_OK, "inv_freq with rotary_dim 0");
+  mha_rotary_destroy(rotary);
 }
 
 /* Both batch rows of x as two sequences of one paged cache: a packed prefill of 3 and
@@ -178,6 +184,7 @@ static void CheckPaged(const mha_layer* layer, const float* x, const float* expe
     Check(Close(out, want, (int)starts[2] * E) < 1e-2f, "packed output (int8 bound)");
   }
   const int64_t one = 20;
+  float packed_none[1] = {0.0f};
   Check(mha_paged_kv_cache_append_slots(cache, ids, &one, 1) == MHA_OUT_OF_BLOCKS,
         "full pool refused");
   Check(strstr(mha_last_error(), "blocks") != NULL, "full pool message");
@@ -190,6 +197,10 @@ static void CheckPaged(const mha_layer* layer, const float* x, const float* expe
   Check(mha_paged_kv_cache_length(cache, 3) == -1, "missing sequence");
   Check(mha_paged_kv_cache_truncate(cache, 2, 1) == MHA_OUT_OF_BLOCKS,
         "truncating into a shared block needs a free one");
+  Check(mha_forward_packed(layer, cache, 0, 0, packed_none, INT64_MAX, ids, ids, NULL,
+                           packed_none, 0) == MHA_INVALID_ARGUMENT &&
+            strstr(mha_last_error(), "num_sequences: must be in") != NULL,
+        "num_sequences at INT64_MAX refused before num_sequences + 1");
   Check(mha_paged_kv_cache_remove_sequence(cache, 2) == MHA_OK, "remove");
   mha_paged_kv_cache_destroy(cache);
 }

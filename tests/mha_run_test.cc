@@ -99,7 +99,7 @@ TEST_F(MhaRun, ValidRunWritesOutput) {
 TEST_F(MhaRun, UsageErrors) {
   ExpectFailure({}, 2, {"usage"});
   ExpectFailure({"--weights", weights_, "--query", query_}, 2, {"missing --output"});
-  ExpectFailure({"--bogus", "1"}, 2, {"unknown argument '--bogus 1'"});
+  ExpectFailure({"--bogus", "1"}, 2, {"unknown flag '--bogus'"});
   ExpectFailure(
       {"--weights", weights_, "--num-heads", "x", "--query", query_, "--output", output_},
       2, {"--num-heads", "'x'"});
@@ -116,7 +116,9 @@ TEST_F(MhaRun, DecoderFeatureFlags) {
       Run(with({"--causal", "--rope", "neox", "--rope-scaling", "llama3:8,1,4,16",
                 "--sliding-window", "2", "--softcap", "4.5", "--alibi"}));
   EXPECT_EQ(code, 0) << err;
-  ExpectFailure(with({"--rope", "sideways"}), 2, {"unknown argument '--rope sideways'"});
+  ExpectFailure(with({"--rope", "gptj"}), 2,
+                {"--rope: expected one of neox, interleaved, got 'gptj'"});
+  ExpectFailure(with({"--layout", "bsdh"}), 2, {"--layout: expected one of bhsd, bshd"});
   ExpectFailure(with({"--rope-scaling", "llama3:8,1"}), 2,
                 {"--rope-scaling", "llama3:F,LOW,HIGH,ORIGINAL", "'llama3:8,1'"});
   ExpectFailure(with({"--softcap", "big"}), 2, {"--softcap: expected a number", "'big'"});
@@ -128,6 +130,40 @@ TEST_F(MhaRun, DecoderFeatureFlags) {
   ExpectFailure({"--core", "--query", query_, "--key", query_, "--value", query_,
                  "--output", output_},
                 1, {"--core", "rank-4"});
+}
+
+// Flags the mode does not read are refused, not ignored (an output file that would
+// never be written, a scale that would not apply).
+TEST_F(MhaRun, FlagsThatDoNotApplyAreRefused) {
+  const auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = Args(weights_, query_);
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  const std::string lse = TempPath("lse.npy");
+  for (const auto& extra : std::vector<std::vector<std::string>>{
+           {"--scale", "0.5"},
+           {"--sinks", query_},
+           {"--logsumexp", lse},
+           {"--key-position-ids", query_},
+           {"--layout", "bshd"}}) {
+    ExpectFailure(with(extra), 2, {extra[0] + " applies only with --core"});
+  }
+  EXPECT_FALSE(std::ifstream(lse).good()) << "no file for a refused run";
+  const std::vector<std::string> core = {"--core",  "--query",  query_, "--key", query_,
+                                         "--value", query_,     "--output", output_};
+  for (const auto& extra : std::vector<std::vector<std::string>>{
+           {"--weights", weights_},
+           {"--attn-weights", lse},
+           {"--weight-dtype", "int8"},
+           {"--num-heads", "2"}}) {
+    std::vector<std::string> args = core;
+    args.insert(args.end(), extra.begin(), extra.end());
+    ExpectFailure(args, 2, {extra[0] + " applies only without --core"});
+  }
+  ExpectFailure(with({"--rope-scaling", "linear:2"}), 2,
+                {"--rope-scaling applies only with --rope"});
+  ExpectFailure(with({"--rope-theta", "10"}), 2, {"--rope-theta applies only with --rope"});
 }
 
 TEST_F(MhaRun, MissingFile) {

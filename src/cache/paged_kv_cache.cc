@@ -348,8 +348,11 @@ void PagedKvCache::Truncate(int64_t sequence, int64_t length) {
   const int64_t shortest =
       kept_from > 0 ? kept_from + impl_->options.sliding_window - 1 : 0;
   if (length < shortest || length > s.length) {
-    Fail("PagedKvCache::Truncate: length must be in [", shortest, ", ", s.length,
-         "] (tokens before ", kept_from, " left the sliding window), got ", length);
+    Fail("PagedKvCache::Truncate: length must be in [", shortest, ", ", s.length, "]",
+         kept_from > 0 ? " (tokens before " + std::to_string(kept_from) +
+                             " left the sliding window)"
+                       : std::string(),
+         ", got ", length);
   }
   const int64_t partial_page = length % block_size != 0 ? length / block_size : -1;
   const int64_t keep_pages = PagesFor(length, block_size) - s.first_page;

@@ -89,7 +89,8 @@ mha::DType ToStorage(const mha_kv_storage& storage) {
   UnknownValue("storage", EnumValue(storage));
 }
 
-mha::RotaryConfig ToRotary(const mha_rope_config& c) {
+// head_dim: what rotary_dim 0 stands for (the length inv_freq is read to).
+mha::RotaryConfig ToRotary(const mha_rope_config& c, int64_t head_dim) {
   mha::RotaryConfig rotary;
   const int pairing = EnumValue(c.pairing), scaling = EnumValue(c.scaling);
   if (pairing != MHA_ROPE_NONE && pairing != MHA_ROPE_HALF_SPLIT &&
@@ -113,8 +114,12 @@ mha::RotaryConfig ToRotary(const mha_rope_config& c) {
   }
   if (c.attention_factor != 0.0) rotary.attention_factor = c.attention_factor;
   if (c.inv_freq) {
-    const int64_t half = c.rotary_dim / 2;
-    if (half < 1) throw mha::Error("mha: rope.inv_freq: needs rope.rotary_dim >= 2");
+    const int64_t half = (c.rotary_dim ? c.rotary_dim : head_dim) / 2;
+    if (half < 1 || half > (int64_t{1} << 20)) {
+      throw mha::Error("mha: rope.inv_freq: needs rope.rotary_dim (0: head_dim " +
+                       std::to_string(head_dim) + ") in [2, 2^21], got " +
+                       std::to_string(c.rotary_dim));
+    }
     rotary.inv_freq.assign(c.inv_freq, c.inv_freq + half);
   }
   return rotary;
@@ -148,7 +153,7 @@ mha::AttentionConfig ToConfig(const mha_config& c) {
   if (c.bf16_weights) config.weight_dtype = mha::DType::kBFloat16;
   if (c.int8_weights) config.weight_dtype = mha::DType::kInt8;
   config.features = ToFeatures(c.features, c.num_heads);
-  config.rotary = ToRotary(c.rope);
+  config.rotary = ToRotary(c.rope, c.head_dim);
   return config;
 }
 
@@ -484,6 +489,11 @@ mha_status mha_forward_packed(const mha_layer* layer, mha_paged_kv_cache* cache,
   return Guard([&] {
     Require(layer, "layer");
     Require(cache, "cache");
+    // Checked before num_sequences + 1 is formed.
+    if (num_sequences < 0 || num_sequences == INT64_MAX) {
+      throw mha::Error("mha: num_sequences: must be in [0, 2^63 - 1), got " +
+                       std::to_string(num_sequences));
+    }
     mha::ForwardOptions options;
     options.num_threads = num_threads;
     if (position_ids) {
@@ -509,7 +519,7 @@ mha_status mha_rotary_create(const mha_rope_config* config, int64_t head_dim,
   return Guard([&] {
     Require(config, "config");
     Require(rotary, "rotary");
-    *rotary = new mha_rotary{mha::RotaryEmbedding(ToRotary(*config), head_dim)};
+    *rotary = new mha_rotary{mha::RotaryEmbedding(ToRotary(*config, head_dim), head_dim)};
   });
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "mha/mha.hpp"
 #include "tools/io/layer_file.h"
@@ -37,6 +38,7 @@ class UsageError : public std::runtime_error {
 };
 
 struct Options {
+  std::set<std::string> given;               // every flag on the command line
   std::map<std::string, std::string> files;  // flag -> path
   int64_t num_heads = 0, num_kv_heads = 0;
   int threads = 0;
@@ -105,9 +107,20 @@ RopeScaling ParseRopeScaling(const std::string& text) {
   return scaling;
 }
 
+void ExpectOneOf(const std::string& flag, const std::string& value,
+                 std::initializer_list<const char*> choices) {
+  std::string list;
+  for (const char* choice : choices) {
+    if (value == choice) return;
+    list += (list.empty() ? "" : ", ") + std::string(choice);
+  }
+  throw UsageError(flag + ": expected one of " + list + ", got '" + value + "'");
+}
+
 // Flags that take a value other than a file; false for an unknown flag.
 bool ParseValueFlag(const std::string& flag, const std::string& value, Options& options) {
-  if (flag == "--rope" && (value == "neox" || value == "interleaved")) {
+  if (flag == "--rope") {
+    ExpectOneOf(flag, value, {"neox", "interleaved"});
     options.rotary.pairing =
         value == "neox" ? RotaryPairing::kHalfSplit : RotaryPairing::kInterleaved;
   } else if (flag == "--rope-theta") {
@@ -126,7 +139,8 @@ bool ParseValueFlag(const std::string& flag, const std::string& value, Options& 
     options.features.softcap = static_cast<float>(ParseNumber(flag, value));
   } else if (flag == "--scale") {
     options.scale = static_cast<float>(ParseNumber(flag, value));
-  } else if (flag == "--layout" && (value == "bhsd" || value == "bshd")) {
+  } else if (flag == "--layout") {
+    ExpectOneOf(flag, value, {"bhsd", "bshd"});
     options.layout = value == "bhsd" ? HeadLayout::kBHSD : HeadLayout::kBSHD;
   } else if (flag == "--num-heads") {
     options.num_heads = ParseCount(flag, value);
@@ -134,8 +148,8 @@ bool ParseValueFlag(const std::string& flag, const std::string& value, Options& 
     options.num_kv_heads = ParseCount(flag, value);
   } else if (flag == "--threads") {
     options.threads = static_cast<int>(std::min<int64_t>(ParseCount(flag, value), 4096));
-  } else if (flag == "--weight-dtype" &&
-             (value == "float32" || value == "bfloat16" || value == "int8")) {
+  } else if (flag == "--weight-dtype") {
+    ExpectOneOf(flag, value, {"float32", "bfloat16", "int8"});
     options.weight_dtype = value == "float32"    ? DType::kFloat32
                            : value == "bfloat16" ? DType::kBFloat16
                                                  : DType::kInt8;
@@ -145,14 +159,36 @@ bool ParseValueFlag(const std::string& flag, const std::string& value, Options& 
     } catch (const Error& e) {
       throw UsageError(e.what());
     }
-  } else if (flag == "--mask-convention" && value == "torch") {
-    options.convention = MaskConvention::kTorch;
-  } else if (flag == "--mask-convention" && value == "zero-means-masked") {
-    options.convention = MaskConvention::kZeroMeansMasked;
+  } else if (flag == "--mask-convention") {
+    ExpectOneOf(flag, value, {"torch", "zero-means-masked"});
+    options.convention =
+        value == "torch" ? MaskConvention::kTorch : MaskConvention::kZeroMeansMasked;
   } else {
     return false;
   }
   return true;
+}
+
+// A flag the chosen mode does not read is an error, not silently ignored (an output
+// file that would never be written, a scale that would not apply).
+void CheckFlagsApply(const Options& options) {
+  static const std::vector<const char*> kCoreOnly = {
+      "--scale", "--sinks", "--logsumexp", "--key-position-ids", "--layout"};
+  static const std::vector<const char*> kLayerOnly = {
+      "--weights", "--attn-weights", "--weight-dtype", "--num-heads", "--num-kv-heads",
+      "--average-heads"};
+  for (const char* flag : options.core ? kLayerOnly : kCoreOnly) {
+    if (options.given.count(flag)) {
+      throw UsageError(std::string(flag) + " applies only " +
+                       (options.core ? "without --core (layer mode)" : "with --core"));
+    }
+  }
+  for (const char* flag : {"--rope-theta", "--rotary-dim", "--rope-scaling",
+                           "--rope-max-positions"}) {
+    if (options.given.count(flag) && !options.given.count("--rope")) {
+      throw UsageError(std::string(flag) + " applies only with --rope");
+    }
+  }
 }
 
 Options Parse(const std::vector<std::string>& args) {
@@ -177,6 +213,7 @@ Options Parse(const std::vector<std::string>& args) {
   Options options;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& flag = args[i];
+    options.given.insert(flag);
     if (kSwitches.count(flag)) {
       options.*kSwitches.at(flag) = true;
       continue;
@@ -191,9 +228,10 @@ Options Parse(const std::vector<std::string>& args) {
         std::end(kFileFlags)) {
       options.files[flag] = value;
     } else if (!ParseValueFlag(flag, value, options)) {
-      throw UsageError("unknown argument '" + flag + " " + value + "'");
+      throw UsageError("unknown flag '" + flag + "'");
     }
   }
+  CheckFlagsApply(options);
   const std::vector<const char*> required =
       options.core ? std::vector<const char*>{"--query", "--key", "--value", "--output"}
                    : std::vector<const char*>{"--weights", "--query", "--output"};

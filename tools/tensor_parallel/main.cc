@@ -31,6 +31,23 @@ struct Options {
   bool check = false;
 };
 
+// A head count: the whole text an integer in [1, 4096] (the random layer is sized
+// from it).
+int64_t ParseHeads(const std::string& flag, const std::string& text) {
+  size_t used = 0;
+  long long value = 0;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || value < 1 || value > 4096) {
+    throw mha::Error("mha-tensor-parallel: " + flag +
+                     ": expected an integer in [1, 4096], got '" + text + "'");
+  }
+  return value;
+}
+
 Options Parse(int argc, char** argv) {
   Options options;
   for (int i = 1; i < argc; ++i) {
@@ -47,9 +64,9 @@ Options Parse(int argc, char** argv) {
     else if (flag == "--output")
       options.output = value();
     else if (flag == "--num-heads")
-      options.num_heads = std::stoll(value());
+      options.num_heads = ParseHeads(flag, value());
     else if (flag == "--num-kv-heads")
-      options.num_kv_heads = std::stoll(value());
+      options.num_kv_heads = ParseHeads(flag, value());
     else if (flag == "--check")
       options.check = true;
     else
