@@ -274,17 +274,14 @@ INSTANTIATE_TEST_SUITE_P(Cases, CoreMatchesReference, ::testing::ValuesIn(Cases(
                            return info.param.name;
                          });
 
-// Attention over keys [0, split) and [split, Sk), merged by log-sum-exp, equals
-// attention over all keys: what callers splitting key ranges rely on.
-TEST(LogSumExp, MergesSplitKeyRanges) {
-  CoreCase c = Case("split");
-  c.batch = 2, c.heads = 4, c.kv_heads = 2, c.query_len = 9, c.key_len = 230,
-  c.head_dim = 32;
-  const CoreProblem p(c);
+// Attention over keys [0, split) and [split, Sk), merged by log-sum-exp, against
+// attention over all keys. The second range runs with `second_options`.
+void ExpectSplitRangesMerge(const CoreProblem& p, int64_t split,
+                            const CoreOptions& second_options) {
+  const CoreCase& c = p.c;
   std::vector<float> full, full_lse;
-  ScaledDotProductAttention(p.query, p.key, p.value, {}, p.Output(full), {},
+  ScaledDotProductAttention(p.query, p.key, p.value, {}, p.Output(full), p.options,
                             p.LogSumExp(full_lse));
-  const int64_t split = 101;
   std::vector<float> parts[2], lses[2];
   for (int part = 0; part < 2; ++part) {
     const int64_t first = part ? split : 0, len = part ? c.key_len - split : split;
@@ -295,8 +292,8 @@ TEST(LogSumExp, MergesSplitKeyRanges) {
                               {c.kv_heads * kv_stride, kv_stride, c.head_dim}};
     AttentionTensor value = key;
     value.data = p.v.data() + first * c.head_dim;
-    ScaledDotProductAttention(p.query, key, value, {}, p.Output(parts[part]), {},
-                              p.LogSumExp(lses[part]));
+    ScaledDotProductAttention(p.query, key, value, {}, p.Output(parts[part]),
+                              part ? second_options : p.options, p.LogSumExp(lses[part]));
   }
   for (size_t row = 0; row < full_lse.size(); ++row) {
     const float lse = std::log(std::exp(lses[0][row]) + std::exp(lses[1][row]));
@@ -308,6 +305,26 @@ TEST(LogSumExp, MergesSplitKeyRanges) {
       EXPECT_NEAR(merged, full[i], 1e-4f) << "row " << row << " dim " << x;
     }
   }
+}
+
+// What callers splitting key ranges rely on.
+TEST(LogSumExp, MergesSplitKeyRanges) {
+  CoreCase c = Case("split");
+  c.batch = 2, c.heads = 4, c.kv_heads = 2, c.query_len = 9, c.key_len = 230,
+  c.head_dim = 32;
+  const CoreProblem p(c);
+  ExpectSplitRangesMerge(p, 101, p.options);
+}
+
+// With sinks, the sink goes to one range only: the merge is exact again (given to
+// both, it would count twice).
+TEST(LogSumExp, MergesSplitKeyRangesWithTheSinkInOne) {
+  CoreCase c = Case("split_sinks");
+  c.heads = 2, c.kv_heads = 1, c.query_len = 3, c.key_len = 50, c.sinks = true;
+  const CoreProblem p(c);
+  CoreOptions no_sinks = p.options;
+  no_sinks.sinks = {};
+  ExpectSplitRangesMerge(p, 20, no_sinks);
 }
 
 // A fully masked row with a sink gives output 0 (the sink takes all the weight).

@@ -71,3 +71,22 @@ for flags in (1, 4 | 8, 16 | 1, 16 | 32 | 64 | 1):
     body = struct.pack("<H", len(packed)) + packed
     body += (struct.pack("<H", len(query)) + query + mask) if flags & 16 else query
     write("mha_run_fuzzer", "flags_%d" % flags, bytes([flags]) + body)
+# The core against its reference: layout, B, H_kv, group, Sq, Sk, head_dim pick, masks
+# (causal, bottom-right, attn_mask, padding, lengths), features (window, softcap,
+# ALiBi, sinks, rope), then the tensors' gaps and values.
+write("core_reference_fuzzer", "plain_bhsd",
+      bytes([0, 0, 0, 1, 4, 9, 3, 0, 0]) + bytes(range(64, 192)) * 8)
+write("core_reference_fuzzer", "everything_bshd",
+      bytes([1, 1, 1, 2, 6, 20, 4, 1 | 2 | 8 | 16 | 32, 1]) + bytes(range(0, 250, 3)) * 4 +
+      bytes([1 | 4 | 8 | 16 | 64, 5, 7, 3]) + bytes(range(30, 220)) * 6)
+# The paged cache against its model: layer (KV heads, rope), block size, blocks,
+# storage, window, then operations (id, other, op): add 0, step, fork 0 -> 1, steps,
+# truncate, steps.
+write("paged_cache_model_fuzzer", "prefill_fork_decode",
+      bytes([1, 1, 0, 12, 0, 0]) + bytes([1, 0, 0, 0]) + bytes([1, 0, 0, 4, 1, 7]) +
+      bytes(range(40, 200)) * 2 + bytes([1, 0, 1, 2]) +
+      (bytes([1, 0, 0, 5, 1, 0, 1, 0]) + bytes(range(60, 160))) * 3 +
+      bytes([1, 1, 0, 3, 2]) + bytes([1, 0, 0, 5, 1, 3]) + bytes(range(10, 120)))
+write("paged_cache_model_fuzzer", "int8_window",
+      bytes([0, 0, 1, 6, 2, 1, 20, 9]) + bytes([1, 2, 0, 0]) +
+      (bytes([1, 2, 0, 5, 1, 7]) + bytes(range(0, 250, 2))) * 6)

@@ -1,0 +1,183 @@
+// libFuzzer target: the attention core against its double-precision reference. The
+// input picks the shapes, both layouts, dense and strided views, and every feature
+// at once or alone (causal alignments, windows, soft-cap, ALiBi, sinks, rotary
+// embeddings, all mask kinds and conventions, log-sum-exp, thread counts). The two
+// must agree: both refuse the call, or both give the same outputs within fp32 error
+// (NaN exactly where the reference has NaN). Any disagreement aborts.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <vector>
+
+#include "mha/mha.hpp"
+#include "tests/fuzz/fuzz_input.h"
+
+namespace {
+
+using mha::fuzz::FuzzInput;
+
+// A [B, H, S, D] tensor in either layout over its own buffer, dense or with a gap
+// after every row.
+struct Tensor {
+  std::vector<float> buffer;
+  mha::Shape shape;
+  int64_t strides[3] = {0, 0, 0};
+
+  Tensor(FuzzInput& input, mha::HeadLayout layout, int64_t b, int64_t h, int64_t s,
+         int64_t d) {
+    const bool bhsd = layout == mha::HeadLayout::kBHSD;
+    shape = bhsd ? mha::Shape{b, h, s, d} : mha::Shape{b, s, h, d};
+    const int64_t gap = input.Byte() % 4 == 0 ? 1 + input.Byte() % 5 : 0;
+    const int64_t row = d + gap;
+    if (gap) {
+      strides[2] = row;
+      strides[1] = shape[2] * row;
+      strides[0] = shape[1] * strides[1];
+    }
+    buffer.resize(b * h * s * row);
+    for (float& v : buffer) v = (static_cast<int>(input.Byte()) - 128) / 64.0f;
+  }
+  mha::AttentionTensor View(mha::HeadLayout layout) const {
+    return {buffer.data(), shape, layout, {strides[0], strides[1], strides[2]}};
+  }
+  mha::MutableAttentionTensor Output(mha::HeadLayout layout) {
+    return {buffer.data(), shape, layout, {strides[0], strides[1], strides[2]}};
+  }
+};
+
+struct Masks {
+  std::vector<float> float_mask;
+  std::vector<uint8_t> bool_mask, padding;
+  std::vector<int64_t> lengths;
+  mha::AttentionMasks masks;
+
+  Masks(FuzzInput& input, int64_t b, int64_t h, int64_t sq, int64_t sk) {
+    const uint8_t pick = input.Byte();
+    masks.is_causal = pick & 1;
+    if (pick & 2) masks.causal_alignment = mha::CausalAlignment::kBottomRight;
+    if (pick & 4) masks.convention = mha::MaskConvention::kZeroMeansMasked;
+    if (pick & 8) {  // [B, H, Sq, Sk] float, or [Sq, Sk] bool
+      if (input.Byte() % 2) {
+        float_mask.resize(b * h * sq * sk);
+        for (float& v : float_mask) {
+          const uint8_t x = input.Byte();
+          v = x < 32 ? -INFINITY : (x % 16) * 0.25f - 2.0f;
+        }
+        masks.attn_mask = mha::TensorView(float_mask.data(), mha::Shape{b, h, sq, sk});
+      } else {
+        bool_mask.resize(sq * sk);
+        for (uint8_t& v : bool_mask) v = input.Byte() % 4 == 0;
+        masks.attn_mask =
+            mha::TensorView(bool_mask.data(), mha::DType::kBool, mha::Shape{sq, sk});
+      }
+    }
+    if (pick & 16) {
+      padding.resize(b * sk);
+      for (uint8_t& v : padding) v = input.Byte() % 5 == 0;
+      masks.key_padding_mask =
+          mha::TensorView(padding.data(), mha::DType::kBool, mha::Shape{b, sk});
+    }
+    if (pick & 32) {
+      for (int64_t i = 0; i < b; ++i) lengths.push_back(input.Byte() % (sk + 1));
+      masks.key_lengths = mha::TensorView(lengths.data(), mha::DType::kInt64, mha::Shape{b});
+    }
+  }
+};
+
+struct Features {
+  mha::CoreOptions options;
+  std::vector<float> sinks;
+  std::optional<mha::RotaryEmbedding> rotary;
+
+  Features(FuzzInput& input, int64_t h, int64_t d) {
+    const uint8_t pick = input.Byte();
+    if (pick & 1) options.features.sliding_window = 1 + input.Size(20);
+    if (pick & 2) options.features.sliding_window_right = input.Size(20);
+    if (pick & 4) options.features.softcap = 0.5f + input.Byte() % 32;
+    if (pick & 8) options.features.alibi = true;
+    if (pick & 16) {
+      for (int64_t i = 0; i < h; ++i) sinks.push_back((input.Byte() % 32) * 0.25f - 4.0f);
+      options.sinks = mha::TensorView(sinks.data(), mha::Shape{h});
+    }
+    if (pick & 32) options.scale = (1 + input.Byte() % 16) * 0.0625f;
+    if ((pick & 64) && d >= 2) {
+      mha::RotaryConfig config;
+      config.pairing = input.Byte() % 2 ? mha::RotaryPairing::kHalfSplit
+                                        : mha::RotaryPairing::kInterleaved;
+      config.rotary_dim = 2 * (1 + input.Byte() % (d / 2));
+      config.max_positions = 64;
+      rotary.emplace(config, d);
+      options.rotary = &*rotary;
+    }
+    options.num_threads = 1 + input.Byte() % 2;
+  }
+};
+
+bool Agree(float actual, float expected, double scale) {
+  if (std::isnan(expected) || std::isnan(actual)) {
+    return std::isnan(expected) && std::isnan(actual);
+  }
+  if (std::isinf(expected)) return actual == expected;
+  return std::fabs(double{actual} - expected) <= 2e-4 * scale;
+}
+
+void Compare(const std::vector<float>& actual, const std::vector<float>& expected,
+             const char* what) {
+  double scale = 1.0;
+  for (float v : expected) {
+    if (std::isfinite(v)) scale = std::max(scale, double{std::fabs(v)});
+  }
+  for (size_t i = 0; i < expected.size(); ++i) {
+    if (!Agree(actual[i], expected[i], scale)) {
+      std::fprintf(stderr, "%s[%zu]: %g, reference %g\n", what, i, actual[i], expected[i]);
+      std::abort();
+    }
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  FuzzInput input(data, size);
+  const mha::HeadLayout layout =
+      input.Byte() % 2 ? mha::HeadLayout::kBSHD : mha::HeadLayout::kBHSD;
+  const int64_t b = 1 + input.Byte() % 2, h_kv = 1 + input.Byte() % 2;
+  const int64_t h = h_kv * (1 + input.Byte() % 3);
+  const int64_t sq = 1 + input.Byte() % 12, sk = 1 + input.Byte() % 40;
+  const int64_t dims[] = {1, 3, 4, 8, 16, 24, 64};
+  const int64_t d = dims[input.Byte() % 7];
+  Masks masks(input, b, h, sq, sk);
+  Features features(input, h, d);
+  const Tensor query(input, layout, b, h, sq, d), key(input, layout, b, h_kv, sk, d),
+      value(input, layout, b, h_kv, sk, d);
+  Tensor output(input, layout, b, h, sq, d);
+  Tensor reference = output;  // the same view, and the same floats in its gaps
+  std::vector<float> lse(b * h * sq), reference_lse(b * h * sq);
+  const mha::MutableTensorView lse_view(lse.data(), mha::Shape{b, h, sq}),
+      reference_lse_view(reference_lse.data(), mha::Shape{b, h, sq});
+  bool refused = false, reference_refused = false;
+  try {
+    mha::ScaledDotProductAttention(query.View(layout), key.View(layout), value.View(layout),
+                                   masks.masks, output.Output(layout), features.options,
+                                   lse_view);
+  } catch (const mha::Error&) {
+    refused = true;
+  }
+  try {
+    mha::NaiveScaledDotProductAttention(query.View(layout), key.View(layout),
+                                        value.View(layout), masks.masks,
+                                        reference.Output(layout), features.options,
+                                        reference_lse_view);
+  } catch (const mha::Error&) {
+    reference_refused = true;
+  }
+  if (refused != reference_refused) {
+    std::fprintf(stderr, "refused: mha %d, reference %d\n", refused, reference_refused);
+    std::abort();
+  }
+  if (refused) return 0;
+  Compare(output.buffer, reference.buffer, "output");
+  Compare(lse, reference_lse, "logsumexp");
+  return 0;
+}
