@@ -367,15 +367,28 @@ TEST(PagedKvCache, BadArgumentsNameThemselvesAndChangeNothing) {
 // A packed step may write only the slots the last AppendSlots made: more tokens
 // would write into blocks still shared with a fork (the parent's next output was
 // wrong by 3.6).
+// Sequence 0 holds the first `prefix` of `tokens` random tokens; sequence 1 is its fork.
+struct ForkedPrefix {
+  ForkedPrefix(int64_t num_blocks, int64_t prefix, int64_t tokens, uint32_t seed)
+      : layer(PagedLayer(PagedCase{"fp32"})),
+        attention(layer.config, layer.weights),
+        cache(layer.config, Options(PagedCase{"fp32"}, num_blocks)),
+        x(RandomFloats(tokens * kEmbed, seed)) {
+    cache.AddSequence(0);
+    PackedStep(attention, cache, {{0, Rows(x, 0, prefix)}});
+    cache.Fork(0, 1);
+  }
+  OwnedLayer layer;
+  MultiheadAttention attention;
+  PagedKvCache cache;
+  std::vector<float> x;
+};
+
 TEST(PagedKvCache, PackedStepBeyondItsAppendedSlotsIsRefused) {
-  const PagedCase c{"fp32"};
-  const OwnedLayer layer = PagedLayer(c);
-  const MultiheadAttention attention(layer.config, layer.weights);
-  PagedKvCache cache(layer.config, Options(c, 8));
-  const std::vector<float> x = RandomFloats(22 * kEmbed, 11);
-  cache.AddSequence(0);
-  PackedStep(attention, cache, {{0, Rows(x, 0, 20)}});
-  cache.Fork(0, 1);
+  ForkedPrefix f(8, 20, 22, 11);
+  const MultiheadAttention& attention = f.attention;
+  PagedKvCache& cache = f.cache;
+  const std::vector<float>& x = f.x;
   const int64_t child = 1, one = 1;
   cache.AppendSlots(&child, &one, 1);
   ExpectErrorMentioning([&] { PackedForward(attention, cache, {{1, Rows(x, 0, 21)}}); },
@@ -418,14 +431,10 @@ TEST(PagedKvCache, WindowReleasesSharedByForksCountAsFree) {
 // Truncating into a shared block with a full pool: its own tail block comes free
 // first and takes the copy.
 TEST(PagedKvCache, TruncateIntoASharedBlockUsesItsFreedTail) {
-  const PagedCase c{"fp32"};
-  const OwnedLayer layer = PagedLayer(c);
-  const MultiheadAttention attention(layer.config, layer.weights);
-  PagedKvCache cache(layer.config, Options(c, 4));
-  const std::vector<float> x = RandomFloats(40 * kEmbed, 13);
-  cache.AddSequence(0);
-  PackedStep(attention, cache, {{0, Rows(x, 0, 24)}});
-  cache.Fork(0, 1);
+  ForkedPrefix f(4, 24, 40, 13);
+  const MultiheadAttention& attention = f.attention;
+  PagedKvCache& cache = f.cache;
+  const std::vector<float>& x = f.x;
   // The child copies the shared partial block and takes one more: the pool is full.
   PackedStep(attention, cache, {{1, Rows(x, 24, 16)}});
   EXPECT_EQ(cache.stats().free_blocks, 0);
