@@ -79,14 +79,28 @@ write("core_reference_fuzzer", "plain_bhsd",
 write("core_reference_fuzzer", "everything_bshd",
       bytes([1, 1, 1, 2, 6, 20, 4, 1 | 2 | 8 | 16 | 32, 1]) + bytes(range(0, 250, 3)) * 4 +
       bytes([1 | 4 | 8 | 16 | 64, 5, 7, 3]) + bytes(range(30, 220)) * 6)
-# The paged cache against its model: layer (KV heads, rope), block size, blocks,
-# storage, window, then operations (id, other, op): add 0, step, fork 0 -> 1, steps,
-# truncate, steps.
+# The paged cache against its model: layer (KV heads, rope, sinks and their two
+# values), block size, blocks, storage, window (and its two sizes), then operations,
+# each (go on, id, other, op): add, a step (per sequence: take it, a count pick, the
+# count, its tokens), fork, truncate (and how many to drop).
+def op(id, kind, other=0):
+    return bytes([1, id, other, kind])
+
+
+def step(chunks):
+    out = op(0, 4)
+    for count in chunks:  # counts 1-8, or up to 96 with a long pick (0)
+        out += bytes([1, 0, count - 1]) if count > 8 else bytes([1, 1, count - 1])
+        out += bytes((i * 37) % 256 for i in range(count * 16))
+    return out
+
+
 write("paged_cache_model_fuzzer", "prefill_fork_decode",
-      bytes([1, 1, 0, 12, 0, 0]) + bytes([1, 0, 0, 0]) + bytes([1, 0, 0, 4, 1, 7]) +
-      bytes(range(40, 200)) * 2 + bytes([1, 0, 1, 2]) +
-      (bytes([1, 0, 0, 5, 1, 0, 1, 0]) + bytes(range(60, 160))) * 3 +
-      bytes([1, 1, 0, 3, 2]) + bytes([1, 0, 0, 5, 1, 3]) + bytes(range(10, 120)))
+      bytes([1, 1, 1, 6, 10, 0, 12, 0, 0]) + op(0, 0) + step([12]) + op(0, 2, 1) +
+      step([1, 1]) * 3 + op(1, 3) + bytes([2]) + step([3, 1]))
 write("paged_cache_model_fuzzer", "int8_window",
-      bytes([0, 0, 1, 6, 2, 1, 20, 9]) + bytes([1, 2, 0, 0]) +
-      (bytes([1, 2, 0, 5, 1, 7]) + bytes(range(0, 250, 2))) * 6)
+      bytes([0, 0, 0, 1, 20, 2, 1, 20, 9]) + op(0, 0) + step([5]) * 6)
+# Past 256 tokens with a window and sinks: the decodes whose keys split at 256.
+write("paged_cache_model_fuzzer", "sinks_window_past_256",
+      bytes([0, 0, 1, 14, 2, 0, 30, 0, 1, 31, 20]) + op(0, 0) + step([96]) * 2 +
+      step([64]) + step([1]) * 4)

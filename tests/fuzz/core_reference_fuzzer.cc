@@ -92,7 +92,7 @@ struct Features {
 
   Features(FuzzInput& input, int64_t h, int64_t d) {
     const uint8_t pick = input.Byte();
-    if (pick & 1) options.features.sliding_window = 1 + input.Size(20);
+    if (pick & 1) options.features.sliding_window = input.Size(20);  // 0, < 0: refused
     if (pick & 2) options.features.sliding_window_right = input.Size(20);
     if (pick & 4) options.features.softcap = 0.5f + input.Byte() % 32;
     if (pick & 8) options.features.alibi = true;

@@ -1,7 +1,7 @@
 // libFuzzer target: the paged KV cache against a model of each sequence (its tokens).
-// The input picks the layer (GQA, RoPE, a sliding window), the storage kind and block
-// size, and a run of mostly valid operations: add, remove, fork, truncate, and packed
-// steps of several sequences at once. The cache may refuse a call (out of blocks, a
+// The input picks the layer (GQA, RoPE, sinks, a sliding window), the storage kind and
+// block size, and a run of mostly valid operations: add, remove, fork, truncate, and
+// packed steps of several sequences at once. The cache may refuse a call (out of blocks, a
 // truncation past its window); then the model is left as it was too. After every
 // step each sequence's outputs must equal the last rows of one causal forward over
 // its modelled tokens, within the storage's bound; the pool must account for every
@@ -20,11 +20,12 @@ namespace {
 
 using mha::fuzz::FuzzInput;
 
-constexpr int64_t kEmbed = 16, kMaxSequences = 4, kMaxLength = 96;
+// Sequences reach past 256 tokens, where decodes split their keys.
+constexpr int64_t kEmbed = 16, kMaxSequences = 4, kMaxLength = 320;
 
 struct Layer {
   mha::AttentionConfig config;
-  std::vector<float> weights[4];
+  std::vector<float> weights[4], sinks;
   mha::AttentionWeights views;
 
   explicit Layer(FuzzInput& input) {
@@ -33,6 +34,10 @@ struct Layer {
     config.head_dim = 8;
     config.query_dim = kEmbed;
     if (input.Byte() % 2) config.rotary.pairing = mha::RotaryPairing::kHalfSplit;
+    if (input.Byte() % 2) {
+      for (int h = 0; h < 2; ++h) sinks.push_back((input.Byte() % 16) * 0.5f - 2.0f);
+      views.sinks = mha::TensorView(sinks.data(), mha::Shape{2});
+    }
     mha::Projection* projections[4] = {&views.query, &views.key, &views.value,
                                        &views.output};
     const int64_t rows[4] = {16, 8 * config.num_kv_heads, 8 * config.num_kv_heads, 16};
@@ -64,15 +69,17 @@ void Expect(bool ok, const char* what, int64_t sequence) {
   std::abort();
 }
 
-// One packed step: up to kMaxSequences sequences, each 1-8 new tokens (a prefill
-// chunk or a decode), appended then attended; the outputs checked against the model.
+// One packed step: up to kMaxSequences sequences, each 1-8 new tokens, or up to 96 (a
+// prefill chunk or a decode), appended then attended; the outputs checked against the
+// model.
 void Step(FuzzInput& input, const mha::MultiheadAttention& attention,
           mha::PagedKvCache& cache, Model& model, double bound) {
   std::vector<int64_t> ids, counts, starts = {0};
   std::vector<float> packed;
   for (const auto& [id, tokens] : model) {
     if (input.Byte() % 3 == 0) continue;
-    const int64_t count = 1 + input.Byte() % 8;
+    const bool long_chunk = input.Byte() % 4 == 0;
+    const int64_t count = 1 + input.Byte() % (long_chunk ? 96 : 8);
     if (static_cast<int64_t>(tokens.size()) / kEmbed + count > kMaxLength) continue;
     ids.push_back(id);
     counts.push_back(count);
@@ -154,7 +161,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Layer layer(input);
   mha::PagedKvCacheOptions options;
   options.block_size = 16 * (1 + input.Byte() % 2);
-  options.num_blocks = 1 + input.Byte() % 24;
+  options.num_blocks = 1 + input.Byte() % 48;
   options.max_sequences = kMaxSequences;
   const mha::DType storages[] = {mha::DType::kFloat32, mha::DType::kBFloat16,
                                  mha::DType::kInt8};
