@@ -179,7 +179,7 @@ TEST(PyTorchRope, InverseFrequenciesAreTransformersFloat32Values) {
     entries += static_cast<int64_t>(actual.size());
   }
   EXPECT_EQ(entries, 75 * 48);
-  // 70 of 3600 here; rounding once from double, as before, left 44% an ulp off.
+  // 70 of 3600 here; rounding once from double, as before, left 1502 (42%) off.
   EXPECT_LE(differing, entries / 30) << differing << " of " << entries << " differ";
 }
 
