@@ -1,7 +1,9 @@
-// Once a shape has been seen, Forward allocates nothing of its own. oneDNN 2.6 still
-// allocates inside every primitive execution (its per-call argument map, and thread
-// partitions when threaded), which no caller can avoid: every allocation made during
-// a repeated forward must have a libdnnl frame on its stack.
+// Once a shape has been seen, no call allocates anything of its own: Forward, the
+// attention-core API with every feature, cached decode steps and packed steps over a
+// paged cache. oneDNN 2.6 still allocates inside every primitive execution (its
+// per-call argument map, and thread partitions when threaded), which no caller can
+// avoid: every allocation made during a repeated call must have a libdnnl frame on its
+// stack. The core API runs no oneDNN: it must allocate nothing at all.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -118,6 +120,113 @@ INSTANTIATE_TEST_SUITE_P(
         AllocationCase{"cross", 2, 90, 130, false, false, false, 2},
         AllocationCase{"chunked_causal", 2, 130, 130, true, false, true, 2}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// Counts the allocations of 5 calls of `run` after 2 warm-up calls.
+template <class Run>
+void ExpectNoAllocationsOutsideOneDnn(const char* what, const Run& run) {
+  void* warm[1];
+  backtrace(warm, 1);  // backtrace loads its unwinder on first use
+  for (int i = 0; i < 2; ++i) run();
+  g_total = g_outside_onednn = 0;
+  g_counting = true;
+  for (int i = 0; i < 5; ++i) run();
+  g_counting = false;
+  EXPECT_EQ(g_outside_onednn, 0) << what << ": " << g_total << " allocations in all";
+}
+
+// The core API with rotary embeddings, ALiBi, sinks, a window and log-sum-exp, on 1
+// and 2 threads.
+TEST(Allocations, CoreCallWithEveryFeatureAllocatesNothing) {
+  const int64_t b = 2, h = 4, h_kv = 2, sq = 9, sk = 70, d = 32;
+  const std::vector<float> q = RandomFloats(b * h * sq * d, 1),
+                           kv = RandomFloats(b * h_kv * sk * d, 2);
+  std::vector<float> out(q.size()), lse(b * h * sq);
+  const std::vector<float> sinks = RandomFloats(h, 3);
+  RotaryConfig rope;
+  rope.pairing = RotaryPairing::kHalfSplit;
+  rope.max_positions = 128;
+  const RotaryEmbedding rotary(rope, d);
+  CoreOptions options;
+  options.features.alibi = true;
+  options.features.sliding_window = 40;
+  options.features.softcap = 30.0f;
+  options.sinks = TensorView(sinks.data(), Shape{h});
+  options.rotary = &rotary;
+  AttentionMasks masks;
+  masks.is_causal = true;
+  masks.causal_alignment = CausalAlignment::kBottomRight;
+  for (const int threads : {1, 2}) {
+    options.num_threads = threads;
+    ExpectNoAllocationsOutsideOneDnn("core", [&] {
+      ScaledDotProductAttention({q.data(), Shape{b, h, sq, d}}, {kv.data(), Shape{b, h_kv, sk, d}},
+                                {kv.data(), Shape{b, h_kv, sk, d}}, masks,
+                                {out.data(), Shape{b, h, sq, d}}, options,
+                                MutableTensorView(lse.data(), Shape{b, h, sq}));
+    });
+    EXPECT_EQ(g_total, 0) << "the core API runs no oneDNN";
+  }
+}
+
+OwnedLayer DecoderLayer() {
+  LayerSpec spec;
+  spec.num_heads = 4;
+  spec.num_kv_heads = 2;
+  spec.head_dim = 16;
+  spec.query_dim = 64;
+  OwnedLayer layer = MakeLayer(spec, 4);
+  layer.config.rotary.pairing = RotaryPairing::kHalfSplit;
+  layer.config.features.sliding_window = 24;
+  layer.config.features.alibi = true;
+  return layer;
+}
+
+// Decode steps through a contiguous cache of every storage kind.
+TEST(Allocations, CachedDecodeStepsAllocateOnlyInsideOneDnn) {
+  const OwnedLayer layer = DecoderLayer();
+  const MultiheadAttention attention(layer.config, layer.weights);
+  const std::vector<float> prompt = RandomFloats(2 * 20 * 64, 5),
+                           token = RandomFloats(2 * 64, 6);
+  std::vector<float> out(2 * 20 * 64);
+  for (const DType storage : {DType::kFloat32, DType::kBFloat16, DType::kInt8}) {
+    KvCache cache(layer.config, 2, 64, storage);
+    attention.ForwardWithCache(TensorView(prompt.data(), Shape{2, 20, 64}), {}, cache,
+                               MutableTensorView(out.data(), Shape{2, 20, 64}));
+    ExpectNoAllocationsOutsideOneDnn(DTypeName(storage), [&] {
+      attention.ForwardWithCache(TensorView(token.data(), Shape{2, 1, 64}), {}, cache,
+                                 MutableTensorView(out.data(), Shape{2, 1, 64}));
+    });
+  }
+}
+
+// Packed steps (AppendSlots, then ForwardPacked) of two sequences over a paged cache,
+// within their current blocks.
+TEST(Allocations, PackedStepsAllocateOnlyInsideOneDnn) {
+  const OwnedLayer layer = DecoderLayer();
+  const MultiheadAttention attention(layer.config, layer.weights);
+  PagedKvCacheOptions options;
+  options.num_blocks = 16;
+  options.max_sequences = 4;
+  PagedKvCache cache(layer.config, options);
+  const std::vector<float> prompt = RandomFloats(2 * 33 * 64, 7),
+                           tokens = RandomFloats(2 * 64, 8);
+  std::vector<float> out(2 * 33 * 64);
+  const int64_t ids[2] = {0, 1}, prompt_counts[2] = {33, 33}, ones[2] = {1, 1};
+  const int64_t prompt_starts[3] = {0, 33, 66}, starts[3] = {0, 1, 2};
+  for (const int64_t id : ids) cache.AddSequence(id);
+  cache.AppendSlots(ids, prompt_counts, 2);
+  attention.ForwardPacked(
+      TensorView(prompt.data(), Shape{66, 64}),
+      {TensorView(ids, DType::kInt64, Shape{2}),
+       TensorView(prompt_starts, DType::kInt64, Shape{3})},
+      cache, 0, MutableTensorView(out.data(), Shape{66, 64}));
+  ExpectNoAllocationsOutsideOneDnn("packed", [&] {
+    cache.AppendSlots(ids, ones, 2);
+    attention.ForwardPacked(TensorView(tokens.data(), Shape{2, 64}),
+                            {TensorView(ids, DType::kInt64, Shape{2}),
+                             TensorView(starts, DType::kInt64, Shape{3})},
+                            cache, 0, MutableTensorView(out.data(), Shape{2, 64}));
+  });
+}
 
 }  // namespace
 }  // namespace mha::testing

@@ -85,7 +85,10 @@ void MultiheadAttention::Impl::ProjectMemory(const TensorView& memory,
   append.rows_per_batch = length;
   append.counts = counts;
   append.first_positions = starts;
-  append.pages = [&cache](int64_t b, int64_t kv_head) { return cache.Pages(b, kv_head); };
+  const auto pages = [&cache](int64_t b, int64_t kv_head) {
+    return cache.Pages(b, kv_head);
+  };
+  append.pages = pages;
   append.padded_head_dim = cache.padded_head_dim;
   AppendToCache(append, *workspace);
   for (int64_t b = 0; b < batch; ++b) cache.lengths[b] = counts[b];
@@ -130,9 +133,10 @@ void MultiheadAttention::Impl::ForwardCrossAttention(
                        ? Workspace::Reserve(workspace->merged_heads, rows * model_dim)
                        : staged.floats();
   call.context = {context, problem.query_len * model_dim, config.head_dim, model_dim};
-  call.cache_pages = [&cache](int64_t b, int64_t kv_head) {
+  const auto pages = [&cache](int64_t b, int64_t kv_head) {
     return cache.Pages(b, kv_head);
   };
+  call.cache_pages = pages;
   call.cache_page_size = cache.page_size;
   internal::RunAttentionCore(call, plan, workspace->core);
   if (has_output) Linear(kOutputLinear, context, rows, staged.floats(), *workspace);

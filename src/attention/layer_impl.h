@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <optional>
 
 #include "mha/attention.hpp"
@@ -103,7 +102,7 @@ struct MultiheadAttention::Impl {
     const int64_t* counts = nullptr;            // new tokens per sequence
     const int64_t* first_positions = nullptr;   // cache position of the first new one
     const int64_t* rotary_positions = nullptr;  // per row, for rotary layers
-    std::function<internal::KvPages(int64_t, int64_t)> pages;
+    internal::PageSource pages;
     int64_t padded_head_dim = 0;
     int64_t FirstRow(int64_t b) const {
       return batch_rows ? batch_rows[b] : b * rows_per_batch;

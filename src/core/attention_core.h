@@ -6,11 +6,11 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <vector>
 
 #include "mha/rotary.hpp"
 #include "src/cache/kv_pages.h"
+#include "src/cache/page_source.h"
 #include "src/core/task_plan.h"
 #include "src/masks/mask_plan.h"
 
@@ -43,7 +43,7 @@ struct CoreCall {
   float* logsumexp = nullptr;      // [B, num_heads, Sq], or null
   // A KV cache: the pages of (batch, KV head), one key tile each, and per-batch query
   // counts (packed batches: query_start_loc differences).
-  std::function<KvPages(int64_t batch, int64_t kv_head)> cache_pages;
+  PageSource cache_pages;
   int64_t cache_page_size = 0;
   const int64_t* query_counts = nullptr;
   // Logits: query scale (1 when folded into weights), soft-cap (0: none), ALiBi

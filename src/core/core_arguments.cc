@@ -96,14 +96,45 @@ void CheckSame(const char* what, const char* name, int64_t expected, int64_t got
 
 }  // namespace
 
-CoreArguments::CoreArguments(const AttentionTensor& query_view,
-                             const AttentionTensor& key_view,
-                             const AttentionTensor& value_view,
-                             const AttentionMasks& mask_views,
-                             const MutableAttentionTensor& output_view,
+CoreArguments::CoreArguments(const AttentionTensor& query,
+                             const AttentionTensor& key,
+                             const AttentionTensor& value,
+                             const AttentionMasks& masks,
+                             const MutableAttentionTensor& output,
                              const CoreOptions& options,
                              const MutableTensorView& logsumexp) {
+  Check(query, key, value, masks, output, options, logsumexp);
+}
+
+void CoreArguments::Check(const AttentionTensor& query_view,
+                          const AttentionTensor& key_view,
+                          const AttentionTensor& value_view,
+                          const AttentionMasks& mask_views,
+                          const MutableAttentionTensor& output_view,
+                          const CoreOptions& options,
+                          const MutableTensorView& logsumexp) {
   CheckThreadCount("options.num_threads", options.num_threads);
+  CheckSizes(query_view, key_view, value_view, output_view);
+  if (logsumexp.present()) {
+    CheckOutput("logsumexp", logsumexp, Shape{batch, num_heads, query_len});
+  }
+  scale = options.scale ? *options.scale : 1.0f / std::sqrt(float(head_dim));
+  if (!std::isfinite(scale) || scale == 0.0f) {
+    Fail("options.scale: must be finite and non-zero, got ", scale);
+  }
+  problem.batch_size = batch;
+  problem.query_len = query_len;
+  problem.key_len = key_len;
+  ValidateFeatures(options.features, num_heads);
+  masks.emplace(mask_views, options.features, problem, num_heads);
+  logits.Set(options.features, options.sinks, num_heads, "options.sinks");
+  ResolveRotary(options, mask_views.causal_alignment);
+}
+
+void CoreArguments::CheckSizes(const AttentionTensor& query_view,
+                               const AttentionTensor& key_view,
+                               const AttentionTensor& value_view,
+                               const MutableAttentionTensor& output_view) {
   const Sizes q = CheckTensorView("query", query_view, &query);
   const Sizes k = CheckTensorView("key", key_view, &key);
   const Sizes v = CheckTensorView("value", value_view, &value);
@@ -131,36 +162,27 @@ CoreArguments::CoreArguments(const AttentionTensor& query_view,
     Fail("output: expected sizes [B=", batch, ", H=", num_heads, ", S=", query_len,
          ", D=", head_dim, "] in its layout, got shape ", output_view.shape.ToString());
   }
-  if (logsumexp.present()) {
-    CheckOutput("logsumexp", logsumexp, Shape{batch, num_heads, query_len});
-  }
-  scale = options.scale ? *options.scale : 1.0f / std::sqrt(float(head_dim));
-  if (!std::isfinite(scale) || scale == 0.0f) {
-    Fail("options.scale: must be finite and non-zero, got ", scale);
-  }
-  problem.batch_size = batch;
-  problem.query_len = query_len;
-  problem.key_len = key_len;
-  ValidateFeatures(options.features, num_heads);
-  masks.emplace(mask_views, options.features, problem, num_heads);
-  logits.emplace(options.features, options.sinks, num_heads, "options.sinks");
-  if (!options.rotary) {
+}
+
+void CoreArguments::ResolveRotary(const CoreOptions& options, CausalAlignment alignment) {
+  rotary = options.rotary;
+  if (!rotary) {
     if (options.query_positions.present() || options.key_positions.present()) {
       Fail("options.query_positions/key_positions: given without options.rotary");
     }
     return;
   }
-  CheckSame("head_dim (query's)", "options.rotary", head_dim, options.rotary->head_dim());
+  CheckSame("head_dim (query's)", "options.rotary", head_dim, rotary->head_dim());
   query_positions.resize(batch * query_len);
   key_positions.resize(batch * key_len);
   // A query sits at one position for its mask, window, ALiBi and rotation alike:
   // i top-left aligned, Sk - Sq + i bottom-right aligned.
-  const bool bottom_right = mask_views.causal_alignment == CausalAlignment::kBottomRight;
-  const std::vector<int64_t> offsets(batch, bottom_right ? key_len - query_len : 0);
+  const bool bottom_right = alignment == CausalAlignment::kBottomRight;
+  query_offsets.assign(batch, bottom_right ? key_len - query_len : 0);
   ResolvePositions("options.query_positions", options.query_positions, batch, query_len,
-                   true, offsets.data(), *options.rotary, query_positions.data());
+                   true, query_offsets.data(), *rotary, query_positions.data());
   ResolvePositions("options.key_positions", options.key_positions, batch, key_len, true,
-                   nullptr, *options.rotary, key_positions.data());
+                   nullptr, *rotary, key_positions.data());
 }
 
 }  // namespace mha::internal

@@ -16,10 +16,18 @@
 namespace mha::internal {
 
 struct CoreArguments {
+  CoreArguments() = default;
   CoreArguments(const AttentionTensor& query, const AttentionTensor& key,
                 const AttentionTensor& value, const AttentionMasks& masks,
                 const MutableAttentionTensor& output, const CoreOptions& options,
                 const MutableTensorView& logsumexp);
+
+  // Checks and resolves a call, reusing this object's memory: a thread that keeps one
+  // CoreArguments allocates nothing for its repeated calls.
+  void Check(const AttentionTensor& query, const AttentionTensor& key,
+             const AttentionTensor& value, const AttentionMasks& masks,
+             const MutableAttentionTensor& output, const CoreOptions& options,
+             const MutableTensorView& logsumexp);
 
   int64_t batch, num_heads, num_kv_heads, query_len, key_len, head_dim;
   float scale;
@@ -27,9 +35,16 @@ struct CoreArguments {
   HeadRows<float> output;
   Problem problem;  // for the masks
   std::optional<MaskPlan> masks;
-  std::optional<LogitFeatures> logits;
-  // Rotary positions [B, Sq] and [B, Sk] (empty without rotary).
-  std::vector<int64_t> query_positions, key_positions;
+  LogitFeatures logits;
+  const RotaryEmbedding* rotary = nullptr;
+  // Rotary positions [B, Sq] and [B, Sk] (unused without rotary), and each batch's
+  // default query offset.
+  std::vector<int64_t> query_positions, key_positions, query_offsets;
+
+ private:
+  void CheckSizes(const AttentionTensor& query, const AttentionTensor& key,
+                  const AttentionTensor& value, const MutableAttentionTensor& output);
+  void ResolveRotary(const CoreOptions& options, CausalAlignment alignment);
 };
 
 }  // namespace mha::internal

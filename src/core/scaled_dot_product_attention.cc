@@ -12,8 +12,9 @@ void ScaledDotProductAttention(const AttentionTensor& query, const AttentionTens
                                const MutableAttentionTensor& output,
                                const CoreOptions& options,
                                const MutableTensorView& logsumexp) {
-  const internal::CoreArguments args(query, key, value, masks, output, options,
-                                     logsumexp);
+  // Kept per calling thread, so repeated calls allocate nothing.
+  thread_local internal::CoreArguments args;
+  args.Check(query, key, value, masks, output, options, logsumexp);
   internal::CoreCall call;
   call.num_heads = args.num_heads;
   call.num_kv_heads = args.num_kv_heads;
@@ -27,13 +28,12 @@ void ScaledDotProductAttention(const AttentionTensor& query, const AttentionTens
   call.context = args.output;
   call.logsumexp = logsumexp.floats();
   call.query_scale = args.scale;
-  args.logits->ApplyTo(call);
-  if (options.rotary) {
-    call.rotary = options.rotary;
+  args.logits.ApplyTo(call);
+  if (args.rotary) {
+    call.rotary = args.rotary;
     call.query_positions = args.query_positions.data();
     call.key_positions = args.key_positions.data();
   }
-  // Kept per calling thread, so repeated calls allocate nothing.
   thread_local internal::CoreWorkspace workspace;
   const internal::ScopedThreadCount thread_count(options.num_threads);
   internal::RunAttentionCore(call, *args.masks, workspace);

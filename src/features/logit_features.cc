@@ -33,11 +33,21 @@ void ValidateFeatures(const AttentionFeatures& features, int64_t num_heads) {
 
 LogitFeatures::LogitFeatures(const AttentionFeatures& features,
                              const TensorView& sinks_view, int64_t num_heads,
-                             const char* sinks_name)
-    : softcap(features.softcap.value_or(0.0f)) {
+                             const char* sinks_name) {
+  Set(features, sinks_view, num_heads, sinks_name);
+}
+
+void LogitFeatures::Set(const AttentionFeatures& features, const TensorView& sinks_view,
+                        int64_t num_heads, const char* sinks_name) {
+  softcap = features.softcap.value_or(0.0f);
+  alibi_slopes.clear();
+  sinks.clear();
   if (features.alibi) {
-    alibi_slopes =
-        features.alibi_slopes.empty() ? AlibiSlopes(num_heads) : features.alibi_slopes;
+    if (features.alibi_slopes.empty()) {
+      AlibiSlopesInto(num_heads, alibi_slopes);
+    } else {
+      alibi_slopes.assign(features.alibi_slopes.begin(), features.alibi_slopes.end());
+    }
   }
   if (!sinks_view.present()) return;
   CheckTensor(sinks_name, sinks_view, DType::kFloat32, Shape{num_heads});

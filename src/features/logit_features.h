@@ -11,14 +11,21 @@
 
 namespace mha::internal {
 
+// AlibiSlopes (BLOOM's slopes) written into `slopes`, reusing its memory.
+void AlibiSlopesInto(int64_t num_heads, std::vector<float>& slopes);
+
 // Checks soft-cap, ALiBi slopes and the sliding window for num_heads query heads.
 void ValidateFeatures(const AttentionFeatures& features, int64_t num_heads);
 
 struct LogitFeatures {
+  LogitFeatures() = default;
   // features must have passed ValidateFeatures; sinks is optional ([num_heads]
   // float32, finite), named `sinks_name` in errors.
   LogitFeatures(const AttentionFeatures& features, const TensorView& sinks,
                 int64_t num_heads, const char* sinks_name);
+  // The same, reusing this object's memory (the core API's per-thread arguments).
+  void Set(const AttentionFeatures& features, const TensorView& sinks,
+           int64_t num_heads, const char* sinks_name);
 
   void ApplyTo(CoreCall& call) const;
 

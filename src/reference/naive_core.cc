@@ -166,7 +166,7 @@ void NaiveScaledDotProductAttention(const AttentionTensor& query,
   in.masks = &masks;
   in.tensor_masks = &*args.masks;
   in.features = options.features;
-  in.sinks = &args.logits->sinks;
+  in.sinks = &args.logits.sinks;
   in.rotary = options.rotary;
   in.query_positions = args.query_positions.data();
   in.key_positions = args.key_positions.data();
