@@ -228,5 +228,24 @@ TEST(Allocations, PackedStepsAllocateOnlyInsideOneDnn) {
   });
 }
 
+// A cross-attention decoder step over a projected memory, and projecting it again.
+TEST(Allocations, CrossAttentionStepsAllocateOnlyInsideOneDnn) {
+  LayerSpec spec;
+  spec.num_heads = 4;
+  spec.head_dim = 16;
+  spec.query_dim = 64;
+  const OwnedLayer layer = MakeLayer(spec, 9);
+  const MultiheadAttention attention(layer.config, layer.weights);
+  const std::vector<float> memory = RandomFloats(2 * 30 * 64, 10),
+                           query = RandomFloats(2 * 64, 11);
+  std::vector<float> out(2 * 64);
+  KvCache cache(layer.config, 2, 30);
+  ExpectNoAllocationsOutsideOneDnn("cross", [&] {
+    attention.ProjectMemory(TensorView(memory.data(), Shape{2, 30, 64}), {}, cache);
+    attention.ForwardCrossAttention(TensorView(query.data(), Shape{2, 1, 64}), cache,
+                                    MutableTensorView(out.data(), Shape{2, 1, 64}));
+  });
+}
+
 }  // namespace
 }  // namespace mha::testing
