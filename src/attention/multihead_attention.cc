@@ -93,7 +93,7 @@ CoreCall MultiheadAttention::Impl::BaseCall(const Problem& problem,
   call.key_len = problem.key_len;
   call.batch_end = problem.batch_size;
   call.query_count = problem.query_len;
-  logits.ApplyTo(call);
+  call.SetLogits(logits);
   if (rotary) {
     call.rotary = &*rotary;
     call.query_positions = rotary_positions;

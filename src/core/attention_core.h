@@ -12,6 +12,7 @@
 #include "src/cache/kv_pages.h"
 #include "src/cache/page_source.h"
 #include "src/core/task_plan.h"
+#include "src/features/logit_features.h"
 #include "src/masks/mask_plan.h"
 
 namespace mha::internal {
@@ -58,6 +59,14 @@ struct CoreCall {
   const RotaryEmbedding* rotary = nullptr;
   const int64_t* query_positions = nullptr;
   const int64_t* key_positions = nullptr;
+
+  // Soft-cap, ALiBi slopes and sinks from checked features (`logits` must outlive
+  // the call).
+  void SetLogits(const LogitFeatures& logits) {
+    softcap = logits.softcap;
+    alibi_slopes = logits.alibi_slopes.empty() ? nullptr : logits.alibi_slopes.data();
+    sinks = logits.sinks.empty() ? nullptr : logits.sinks.data();
+  }
 };
 
 // Per-call buffers, kept between calls: per-thread kernel scratch, the task plan and

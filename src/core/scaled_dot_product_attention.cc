@@ -28,7 +28,7 @@ void ScaledDotProductAttention(const AttentionTensor& query, const AttentionTens
   call.context = args.output;
   call.logsumexp = logsumexp.floats();
   call.query_scale = args.scale;
-  args.logits.ApplyTo(call);
+  call.SetLogits(args.logits);
   if (args.rotary) {
     call.rotary = args.rotary;
     call.query_positions = args.query_positions.data();

@@ -58,10 +58,4 @@ void LogitFeatures::Set(const AttentionFeatures& features, const TensorView& sin
   }
 }
 
-void LogitFeatures::ApplyTo(CoreCall& call) const {
-  call.softcap = softcap;
-  call.alibi_slopes = alibi_slopes.empty() ? nullptr : alibi_slopes.data();
-  call.sinks = sinks.empty() ? nullptr : sinks.data();
-}
-
 }  // namespace mha::internal

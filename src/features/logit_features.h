@@ -7,7 +7,6 @@
 
 #include "mha/features.hpp"
 #include "mha/tensor.hpp"
-#include "src/core/attention_core.h"
 
 namespace mha::internal {
 
@@ -27,7 +26,6 @@ struct LogitFeatures {
   void Set(const AttentionFeatures& features, const TensorView& sinks,
            int64_t num_heads, const char* sinks_name);
 
-  void ApplyTo(CoreCall& call) const;
 
   float softcap = 0.0f;
   std::vector<float> alibi_slopes, sinks;  // empty: none
