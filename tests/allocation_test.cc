@@ -158,10 +158,10 @@ TEST(Allocations, CoreCallWithEveryFeatureAllocatesNothing) {
   for (const int threads : {1, 2}) {
     options.num_threads = threads;
     ExpectNoAllocationsOutsideOneDnn("core", [&] {
-      ScaledDotProductAttention({q.data(), Shape{b, h, sq, d}}, {kv.data(), Shape{b, h_kv, sk, d}},
-                                {kv.data(), Shape{b, h_kv, sk, d}}, masks,
-                                {out.data(), Shape{b, h, sq, d}}, options,
-                                MutableTensorView(lse.data(), Shape{b, h, sq}));
+      ScaledDotProductAttention(
+          {q.data(), Shape{b, h, sq, d}}, {kv.data(), Shape{b, h_kv, sk, d}},
+          {kv.data(), Shape{b, h_kv, sk, d}}, masks, {out.data(), Shape{b, h, sq, d}},
+          options, MutableTensorView(lse.data(), Shape{b, h, sq}));
     });
     EXPECT_EQ(g_total, 0) << "the core API runs no oneDNN";
   }
@@ -214,11 +214,10 @@ TEST(Allocations, PackedStepsAllocateOnlyInsideOneDnn) {
   const int64_t prompt_starts[3] = {0, 33, 66}, starts[3] = {0, 1, 2};
   for (const int64_t id : ids) cache.AddSequence(id);
   cache.AppendSlots(ids, prompt_counts, 2);
-  attention.ForwardPacked(
-      TensorView(prompt.data(), Shape{66, 64}),
-      {TensorView(ids, DType::kInt64, Shape{2}),
-       TensorView(prompt_starts, DType::kInt64, Shape{3})},
-      cache, 0, MutableTensorView(out.data(), Shape{66, 64}));
+  attention.ForwardPacked(TensorView(prompt.data(), Shape{66, 64}),
+                          {TensorView(ids, DType::kInt64, Shape{2}),
+                           TensorView(prompt_starts, DType::kInt64, Shape{3})},
+                          cache, 0, MutableTensorView(out.data(), Shape{66, 64}));
   ExpectNoAllocationsOutsideOneDnn("packed", [&] {
     cache.AppendSlots(ids, ones, 2);
     attention.ForwardPacked(TensorView(tokens.data(), Shape{2, 64}),

@@ -214,13 +214,12 @@ TEST(Bf16Convert, NaNStaysNaN) {
     for (size_t i = 0; i < n; ++i) {
       EXPECT_TRUE(std::isnan(back[i])) << "n=" << n << " i=" << i << " bits " << bits[i];
       EXPECT_EQ(std::signbit(back[i]), std::signbit(values[i])) << i;
-      EXPECT_TRUE(std::isnan(
-          [&] {
-            const uint32_t one = uint32_t{internal::RoundToBf16Bits(values[i])} << 16;
-            float f;
-            std::memcpy(&f, &one, 4);
-            return f;
-          }()))
+      EXPECT_TRUE(std::isnan([&] {
+        const uint32_t one = uint32_t{internal::RoundToBf16Bits(values[i])} << 16;
+        float f;
+        std::memcpy(&f, &one, 4);
+        return f;
+      }()))
           << i;
     }
   }

@@ -119,8 +119,8 @@ void DecodeContiguous(const Combination& c, const OwnedLayer& layer,
     attention.ForwardWithCache(TensorView(in.data(), Shape{1, step, kEmbed}), {}, cache,
                                MutableTensorView(out.data(), Shape{1, step, kEmbed}),
                                options);
-    const std::string what = std::string("KvCache ") + DTypeName(storage) +
-                             " step at " + std::to_string(done);
+    const std::string what =
+        std::string("KvCache ") + DTypeName(storage) + " step at " + std::to_string(done);
     ExpectClose(out, Rows(ref, done, step), what.c_str(), Bound(storage));
     done += step;
   }

@@ -229,14 +229,12 @@ TEST(FeatureErrors, NameTheArgumentAndWriteNothing) {
                         config.features.alibi_slopes = {1, 2, 3};
                       });
   // Tables that would not be finite (all-NaN outputs before).
-  expect_config_error("rotary: theta 1e-300 with its scaling gives inv_freq[1] = inf",
-                      [](AttentionConfig& config, AttentionWeights&) {
-                        config.rotary.theta = 1e-300;
-                      });
-  expect_config_error("rotary: theta 1e+300 with its scaling gives inv_freq[1] = 0",
-                      [](AttentionConfig& config, AttentionWeights&) {
-                        config.rotary.theta = 1e300;
-                      });
+  expect_config_error(
+      "rotary: theta 1e-300 with its scaling gives inv_freq[1] = inf",
+      [](AttentionConfig& config, AttentionWeights&) { config.rotary.theta = 1e-300; });
+  expect_config_error(
+      "rotary: theta 1e+300 with its scaling gives inv_freq[1] = 0",
+      [](AttentionConfig& config, AttentionWeights&) { config.rotary.theta = 1e300; });
   expect_config_error("rotary.attention_factor: must be finite as a float",
                       [](AttentionConfig& config, AttentionWeights&) {
                         config.rotary.attention_factor = 1e39;
@@ -307,9 +305,10 @@ TEST(CoreErrors, StridesAndShapes) {
   expect_error("features.sliding_window: must be >= 1, got 0", q, window);
   AttentionTensor huge = q;  // 2^60 elements apart: pointer arithmetic would overflow
   huge.strides[0] = int64_t{1} << 60, huge.strides[1] = 32, huge.strides[2] = 8;
-  expect_error("key.strides: the view of shape [2, 3, 4, 8] with strides "
-               "[1152921504606846976, 32, 8] spans more than 2^47 bytes",
-               huge, {});
+  expect_error(
+      "key.strides: the view of shape [2, 3, 4, 8] with strides "
+      "[1152921504606846976, 32, 8] spans more than 2^47 bytes",
+      huge, {});
   // An output whose (batch, head) rows land on the same floats: threads would race.
   for (const auto& strides : {std::vector<int64_t>{8, 8, 24}, {32, 32, 8}, {96, 16, 8}}) {
     MutableAttentionTensor shared = o;

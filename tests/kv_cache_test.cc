@@ -387,9 +387,9 @@ TEST(CrossAttentionCache, RefusesRotaryLayersAndWrongShapes) {
 struct AccuracyRegime {
   const char* name;
   int64_t head_dim;
-  float input_sd;           // of the inputs (the q, k, v themselves with `identity`)
-  float outlier;            // > 0: one entry of every K/V row has this value
-  bool identity;            // identity projections: bounds on attention alone
+  float input_sd;  // of the inputs (the q, k, v themselves with `identity`)
+  float outlier;   // > 0: one entry of every K/V row has this value
+  bool identity;   // identity projections: bounds on attention alone
   double bf16_bound, int8_bound;
 };
 
@@ -399,17 +399,17 @@ class KvStorageAccuracy : public ::testing::TestWithParam<AccuracyRegime> {};
 
 OwnedLayer AccuracyLayer(const AccuracyRegime& r, uint32_t seed) {
   const int64_t embed = 2 * r.head_dim;
-  OwnedLayer layer = MakeLayer(LayerSpec{2, r.head_dim, 0, embed, 0, 0,
-                                         WeightLayout::kOutIn, true, true,
-                                         WeightLayout::kOutIn, 0, true},
-                               seed);
+  OwnedLayer layer =
+      MakeLayer(LayerSpec{2, r.head_dim, 0, embed, 0, 0, WeightLayout::kOutIn, true, true,
+                          WeightLayout::kOutIn, 0, true},
+                seed);
   std::mt19937 rng(seed);
   std::normal_distribution<float> weight(0.0f, 0.3f), bias(0.0f, 0.1f);
   for (int i = 0; i < 8; ++i) {
     for (size_t j = 0; j < layer.storage[i].size(); ++j) {
       const bool diagonal = i < 4 && j % (embed + 1) == 0;
-      layer.storage[i][j] = r.identity ? (diagonal ? 1.0f : 0.0f)
-                                       : (i < 4 ? weight(rng) : bias(rng));
+      layer.storage[i][j] =
+          r.identity ? (diagonal ? 1.0f : 0.0f) : (i < 4 ? weight(rng) : bias(rng));
     }
   }
   return layer;
@@ -459,7 +459,8 @@ INSTANTIATE_TEST_SUITE_P(
         AccuracyRegime{"attention_logit_sd9_d64", 64, 3.0f, 0.0f, true, 6e-3, 6e-3},
         AccuracyRegime{"attention_logit_sd1_d128", 128, 1.0f, 0.0f, true, 6e-3, 6e-3},
         AccuracyRegime{"attention_kv_outlier_100", 64, 1.0f, 100.0f, true, 4e-3, 0.35},
-        AccuracyRegime{"random_layer_weight_sd03_embed64", 32, 1.0f, 0.0f, false, 1.5e-2, 4e-2}),
+        AccuracyRegime{"random_layer_weight_sd03_embed64", 32, 1.0f, 0.0f, false, 1.5e-2,
+                       4e-2}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

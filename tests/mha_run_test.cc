@@ -141,29 +141,31 @@ TEST_F(MhaRun, FlagsThatDoNotApplyAreRefused) {
     return args;
   };
   const std::string lse = TempPath("lse.npy");
-  for (const auto& extra : std::vector<std::vector<std::string>>{
-           {"--scale", "0.5"},
-           {"--sinks", query_},
-           {"--logsumexp", lse},
-           {"--key-position-ids", query_},
-           {"--layout", "bshd"}}) {
+  for (const auto& extra :
+       std::vector<std::vector<std::string>>{{"--scale", "0.5"},
+                                             {"--sinks", query_},
+                                             {"--logsumexp", lse},
+                                             {"--key-position-ids", query_},
+                                             {"--layout", "bshd"}}) {
     ExpectFailure(with(extra), 2, {extra[0] + " applies only with --core"});
   }
   EXPECT_FALSE(std::ifstream(lse).good()) << "no file for a refused run";
-  const std::vector<std::string> core = {"--core",  "--query",  query_, "--key", query_,
-                                         "--value", query_,     "--output", output_};
-  for (const auto& extra : std::vector<std::vector<std::string>>{
-           {"--weights", weights_},
-           {"--attn-weights", lse},
-           {"--weight-dtype", "int8"},
-           {"--num-heads", "2"}}) {
+  const std::vector<std::string> core = {"--core", "--query",  query_,
+                                         "--key",  query_,     "--value",
+                                         query_,   "--output", output_};
+  for (const auto& extra :
+       std::vector<std::vector<std::string>>{{"--weights", weights_},
+                                             {"--attn-weights", lse},
+                                             {"--weight-dtype", "int8"},
+                                             {"--num-heads", "2"}}) {
     std::vector<std::string> args = core;
     args.insert(args.end(), extra.begin(), extra.end());
     ExpectFailure(args, 2, {extra[0] + " applies only without --core"});
   }
   ExpectFailure(with({"--rope-scaling", "linear:2"}), 2,
                 {"--rope-scaling applies only with --rope"});
-  ExpectFailure(with({"--rope-theta", "10"}), 2, {"--rope-theta applies only with --rope"});
+  ExpectFailure(with({"--rope-theta", "10"}), 2,
+                {"--rope-theta applies only with --rope"});
 }
 
 TEST_F(MhaRun, MissingFile) {

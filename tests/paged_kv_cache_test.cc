@@ -391,10 +391,16 @@ TEST(PagedKvCache, PackedStepBeyondItsAppendedSlotsIsRefused) {
   const std::vector<float>& x = f.x;
   const int64_t child = 1, one = 1;
   cache.AppendSlots(&child, &one, 1);
-  ExpectErrorMentioning([&] { PackedForward(attention, cache, {{1, Rows(x, 0, 21)}}); },
-                        "has 21 new tokens but its last cache.AppendSlots made room for 1");
-  ExpectErrorMentioning([&] { PackedForward(attention, cache, {{0, Rows(x, 19, 1)}}); },
-                        "made room for 0");
+  ExpectErrorMentioning(
+      [&] {
+        PackedForward(attention, cache, {{1, Rows(x, 0, 21)}});
+      },
+      "has 21 new tokens but its last cache.AppendSlots made room for 1");
+  ExpectErrorMentioning(
+      [&] {
+        PackedForward(attention, cache, {{0, Rows(x, 19, 1)}});
+      },
+      "made room for 0");
   PackedForward(attention, cache, {{1, Rows(x, 20, 1)}});
   const auto next = PackedStep(attention, cache, {{0, Rows(x, 20, 1)}});
   ExpectClose(next[0], Rows(CausalForward(attention, Rows(x, 0, 21)), 20, 1),
@@ -415,7 +421,8 @@ TEST(PagedKvCache, WindowReleasesSharedByForksCountAsFree) {
   cache.Fork(0, 1);
   EXPECT_EQ(cache.stats().free_blocks, 2);
   // Each needs a new block (2) and releases block 0 (shared: freed by both).
-  const auto out = PackedStep(attention, cache, {{0, Rows(x, 32, 1)}, {1, Rows(x, 32, 1)}});
+  const auto out =
+      PackedStep(attention, cache, {{0, Rows(x, 32, 1)}, {1, Rows(x, 32, 1)}});
   EXPECT_EQ(cache.stats().free_blocks, 1);
   const auto expected = Rows(CausalForward(attention, Rows(x, 0, 33)), 32, 1);
   ExpectClose(out[0], expected, "parent");
@@ -461,7 +468,9 @@ TEST(PagedKvCache, ManyIdsAreCheckedWithoutQuadraticTimeOrMemory) {
   }
   ids.back() = 0;
   ExpectErrorMentioning(
-      [&] { cache.AppendSlots(ids.data(), counts.data(), static_cast<int64_t>(ids.size())); },
+      [&] {
+        cache.AppendSlots(ids.data(), counts.data(), static_cast<int64_t>(ids.size()));
+      },
       "sequence 0 appears twice");
   for (size_t i = 2; i < ids.size(); ++i) cache.RemoveSequence(static_cast<int64_t>(i));
   const int64_t huge = int64_t{1} << 26;
@@ -469,10 +478,11 @@ TEST(PagedKvCache, ManyIdsAreCheckedWithoutQuadraticTimeOrMemory) {
   const float none = 0.0f;
   ExpectErrorMentioning(
       [&] {
-        attention.ForwardPacked(TensorView(&none, Shape{0, kEmbed}),
-                                {TensorView(ids.data(), DType::kInt64, Shape{huge}),
-                                 TensorView(starts.data(), DType::kInt64, Shape{huge + 1})},
-                                cache, 0, MutableTensorView(nullptr, Shape{0, kEmbed}));
+        attention.ForwardPacked(
+            TensorView(&none, Shape{0, kEmbed}),
+            {TensorView(ids.data(), DType::kInt64, Shape{huge}),
+             TensorView(starts.data(), DType::kInt64, Shape{huge + 1})},
+            cache, 0, MutableTensorView(nullptr, Shape{0, kEmbed}));
       },
       "67108864 sequences, but the cache holds 2");
   EXPECT_LT(attention.workspace_bytes(), size_t{1} << 20);

@@ -132,7 +132,8 @@ void PagedKvCache::Impl::CheckDistinct(const char* what, const int64_t* ids,
   ++id_stamp;
   for (int64_t i = 0; i < count; ++i) {
     // Ids are checked to lie in [0, max_sequences) before they come here.
-    if (id_stamps[ids[i]] == id_stamp) Fail(what, ": sequence ", ids[i], " appears twice");
+    if (id_stamps[ids[i]] == id_stamp)
+      Fail(what, ": sequence ", ids[i], " appears twice");
     id_stamps[ids[i]] = id_stamp;
   }
 }

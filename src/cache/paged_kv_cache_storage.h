@@ -67,7 +67,7 @@ struct PagedKvCache::Impl {
   std::vector<uint8_t> keys, values;             // [layer, block, KV head, page]
   std::vector<float> key_scales, value_scales;   // int8: [layer, block, KV head, token]
   internal::BlockPool pool;
-  std::vector<Sequence> sequences;  // by id
+  std::vector<Sequence> sequences;          // by id
   mutable std::vector<uint64_t> id_stamps;  // by id: the CheckDistinct that saw it last
   mutable uint64_t id_stamp = 0;
   std::vector<int32_t> released_scratch, copied_scratch;  // AppendSlots' counts

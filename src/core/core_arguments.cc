@@ -29,7 +29,8 @@ void CheckViewExtent(const char* name, const Shape& shape, const int64_t* stride
         __builtin_add_overflow(extent, span, &extent) ||
         extent > kMaxAddressableBytes / static_cast<int64_t>(sizeof(float))) {
       Fail(name, ".strides: the view of shape ", shape.ToString(), " with strides [",
-           strides[0], ", ", strides[1], ", ", strides[2], "] spans more than 2^47 bytes");
+           strides[0], ", ", strides[1], ", ", strides[2],
+           "] spans more than 2^47 bytes");
     }
   }
 }
@@ -96,10 +97,8 @@ void CheckSame(const char* what, const char* name, int64_t expected, int64_t got
 
 }  // namespace
 
-CoreArguments::CoreArguments(const AttentionTensor& query,
-                             const AttentionTensor& key,
-                             const AttentionTensor& value,
-                             const AttentionMasks& masks,
+CoreArguments::CoreArguments(const AttentionTensor& query, const AttentionTensor& key,
+                             const AttentionTensor& value, const AttentionMasks& masks,
                              const MutableAttentionTensor& output,
                              const CoreOptions& options,
                              const MutableTensorView& logsumexp) {

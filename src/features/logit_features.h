@@ -23,9 +23,8 @@ struct LogitFeatures {
   LogitFeatures(const AttentionFeatures& features, const TensorView& sinks,
                 int64_t num_heads, const char* sinks_name);
   // The same, reusing this object's memory (the core API's per-thread arguments).
-  void Set(const AttentionFeatures& features, const TensorView& sinks,
-           int64_t num_heads, const char* sinks_name);
-
+  void Set(const AttentionFeatures& features, const TensorView& sinks, int64_t num_heads,
+           const char* sinks_name);
 
   float softcap = 0.0f;
   std::vector<float> alibi_slopes, sinks;  // empty: none

@@ -59,7 +59,8 @@ const RotaryEmbedding* RotaryTable(py::handle rotary, int64_t head_dim,
                                    const AttentionTensor& key,
                                    std::optional<RotaryEmbedding>& table) {
   if (rotary.is_none()) return nullptr;
-  if (py::isinstance<RotaryEmbedding>(rotary)) return &rotary.cast<const RotaryEmbedding&>();
+  if (py::isinstance<RotaryEmbedding>(rotary))
+    return &rotary.cast<const RotaryEmbedding&>();
   RotaryConfig config = rotary.cast<RotaryConfig>();
   if (key.shape.rank() == 4) {
     const int64_t key_len = key.shape[key.layout == HeadLayout::kBHSD ? 2 : 1];
@@ -120,20 +121,20 @@ void BindCore(py::module_& m) {
   py::enum_<HeadLayout>(m, "HeadLayout")
       .value("bhsd", HeadLayout::kBHSD)
       .value("bshd", HeadLayout::kBSHD);
-  m.def("scaled_dot_product_attention", &Attend, py::arg("query"), py::arg("key"),
-        py::arg("value"), py::arg("attn_mask") = py::none(), py::arg("is_causal") = false,
-        py::arg("scale") = py::none(), py::kw_only(),
-        py::arg("layout") = HeadLayout::kBHSD, py::arg("features") = AttentionFeatures(),
-        py::arg("sinks") = py::none(), py::arg("rotary") = py::none(),
-        py::arg("key_padding_mask") = py::none(),
-        py::arg("causal_alignment") = CausalAlignment::kTopLeft,
-        py::arg("return_logsumexp") = false, py::arg("num_threads") = 0,
-        "softmax(scale * query key^T + masks) value per query head; query [B, H_q, Sq, "
-        "D], key and value [B, H_kv, Sk, D] (layout=HeadLayout.bshd: [B, S, H, D]); "
-        "rotary (a RotaryConfig, or a RotaryEmbedding built once and reused) rotates query "
-        "and key first (query positions i, or Sk - Sq + i with causal_alignment "
-        "bottom_right, as the masks place them). "
-        "Returns the output, or (output, logsumexp [B, H_q, Sq]).");
+  m.def(
+      "scaled_dot_product_attention", &Attend, py::arg("query"), py::arg("key"),
+      py::arg("value"), py::arg("attn_mask") = py::none(), py::arg("is_causal") = false,
+      py::arg("scale") = py::none(), py::kw_only(), py::arg("layout") = HeadLayout::kBHSD,
+      py::arg("features") = AttentionFeatures(), py::arg("sinks") = py::none(),
+      py::arg("rotary") = py::none(), py::arg("key_padding_mask") = py::none(),
+      py::arg("causal_alignment") = CausalAlignment::kTopLeft,
+      py::arg("return_logsumexp") = false, py::arg("num_threads") = 0,
+      "softmax(scale * query key^T + masks) value per query head; query [B, H_q, Sq, "
+      "D], key and value [B, H_kv, Sk, D] (layout=HeadLayout.bshd: [B, S, H, D]); "
+      "rotary (a RotaryConfig, or a RotaryEmbedding built once and reused) rotates query "
+      "and key first (query positions i, or Sk - Sq + i with causal_alignment "
+      "bottom_right, as the masks place them). "
+      "Returns the output, or (output, logsumexp [B, H_q, Sq]).");
 }
 
 }  // namespace mha::python

@@ -287,7 +287,9 @@ void BindLayer(py::module_& m) {
           [](PyKvCache& c) { return c.Locked([](KvCache& k) { return k.max_batch(); }); })
       .def_property_readonly(
           "max_seq_len",
-          [](PyKvCache& c) { return c.Locked([](KvCache& k) { return k.max_seq_len(); }); })
+          [](PyKvCache& c) {
+            return c.Locked([](KvCache& k) { return k.max_seq_len(); });
+          })
       .def(
           "length",
           [](PyKvCache& c, int64_t sequence) {

@@ -39,11 +39,11 @@ float Llama3(float inv_freq, const RopeScaling& s) {
   const float factor = static_cast<float>(s.factor);
   const float wavelen = (1.0f / inv_freq) * static_cast<float>(2.0 * M_PI);
   if (wavelen < static_cast<float>(original / s.high_freq_factor)) return inv_freq;
-  if (wavelen > static_cast<float>(original / s.low_freq_factor)) return inv_freq / factor;
-  const float smooth =
-      ((1.0f / wavelen) * static_cast<float>(original) -
-       static_cast<float>(s.low_freq_factor)) /
-      static_cast<float>(s.high_freq_factor - s.low_freq_factor);
+  if (wavelen > static_cast<float>(original / s.low_freq_factor))
+    return inv_freq / factor;
+  const float smooth = ((1.0f / wavelen) * static_cast<float>(original) -
+                        static_cast<float>(s.low_freq_factor)) /
+                       static_cast<float>(s.high_freq_factor - s.low_freq_factor);
   return (1.0f - smooth) * inv_freq / factor + smooth * inv_freq;
 }
 
@@ -119,9 +119,10 @@ RotaryEmbedding::RotaryEmbedding(const RotaryConfig& config, int64_t head_dim)
   rotary_dim_ = ResolvedRotaryDim(config, head_dim);
   CheckPositiveFinite("attention_factor", config.attention_factor);
   if (!std::isfinite(static_cast<float>(config.attention_factor))) {
-    Fail("rotary.attention_factor: must be finite as a float (the table's cos and sin "
-         "are float), got ",
-         config.attention_factor);
+    Fail(
+        "rotary.attention_factor: must be finite as a float (the table's cos and sin "
+        "are float), got ",
+        config.attention_factor);
   }
   if (config.max_positions < 1 || config.max_positions > kMaxTableFloats / rotary_dim_) {
     Fail("rotary.max_positions: must be in [1, ", kMaxTableFloats / rotary_dim_,

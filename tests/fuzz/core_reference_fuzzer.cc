@@ -80,7 +80,8 @@ struct Masks {
     }
     if (pick & 32) {
       for (int64_t i = 0; i < b; ++i) lengths.push_back(input.Byte() % (sk + 1));
-      masks.key_lengths = mha::TensorView(lengths.data(), mha::DType::kInt64, mha::Shape{b});
+      masks.key_lengths =
+          mha::TensorView(lengths.data(), mha::DType::kInt64, mha::Shape{b});
     }
   }
 };
@@ -130,7 +131,8 @@ void Compare(const std::vector<float>& actual, const std::vector<float>& expecte
   }
   for (size_t i = 0; i < expected.size(); ++i) {
     if (!Agree(actual[i], expected[i], scale)) {
-      std::fprintf(stderr, "%s[%zu]: %g, reference %g\n", what, i, actual[i], expected[i]);
+      std::fprintf(stderr, "%s[%zu]: %g, reference %g\n", what, i, actual[i],
+                   expected[i]);
       std::abort();
     }
   }
@@ -158,17 +160,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       reference_lse_view(reference_lse.data(), mha::Shape{b, h, sq});
   bool refused = false, reference_refused = false;
   try {
-    mha::ScaledDotProductAttention(query.View(layout), key.View(layout), value.View(layout),
-                                   masks.masks, output.Output(layout), features.options,
-                                   lse_view);
+    mha::ScaledDotProductAttention(query.View(layout), key.View(layout),
+                                   value.View(layout), masks.masks, output.Output(layout),
+                                   features.options, lse_view);
   } catch (const mha::Error&) {
     refused = true;
   }
   try {
-    mha::NaiveScaledDotProductAttention(query.View(layout), key.View(layout),
-                                        value.View(layout), masks.masks,
-                                        reference.Output(layout), features.options,
-                                        reference_lse_view);
+    mha::NaiveScaledDotProductAttention(
+        query.View(layout), key.View(layout), value.View(layout), masks.masks,
+        reference.Output(layout), features.options, reference_lse_view);
   } catch (const mha::Error&) {
     reference_refused = true;
   }

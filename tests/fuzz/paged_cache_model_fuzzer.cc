@@ -1,11 +1,11 @@
 // libFuzzer target: the paged KV cache against a model of each sequence (its tokens).
 // The input picks the layer (GQA, RoPE, sinks, a sliding window), the storage kind and
 // block size, and a run of mostly valid operations: add, remove, fork, truncate, and
-// packed steps of several sequences at once. The cache may refuse a call (out of blocks, a
-// truncation past its window); then the model is left as it was too. After every
-// step each sequence's outputs must equal the last rows of one causal forward over
-// its modelled tokens, within the storage's bound; the pool must account for every
-// block. Any disagreement aborts.
+// packed steps of several sequences at once. The cache may refuse a call (out of blocks,
+// a truncation past its window); then the model is left as it was too. After every step
+// each sequence's outputs must equal the last rows of one causal forward over its
+// modelled tokens, within the storage's bound; the pool must account for every block. Any
+// disagreement aborts.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -45,7 +45,8 @@ struct Layer {
       weights[i].resize(rows[i] * kEmbed);
       for (size_t j = 0; j < weights[i].size(); ++j)
         weights[i][j] = static_cast<float>((j * 7 + i) % 13) * 0.05f - 0.3f;
-      projections[i]->weight = mha::TensorView(weights[i].data(), mha::Shape{rows[i], kEmbed});
+      projections[i]->weight =
+          mha::TensorView(weights[i].data(), mha::Shape{rows[i], kEmbed});
     }
   }
 };
@@ -58,8 +59,9 @@ std::vector<float> CausalRows(const mha::MultiheadAttention& attention,
   std::vector<float> out(tokens.size());
   mha::AttentionMasks causal;
   causal.is_causal = true;
-  attention.Forward({mha::TensorView(tokens.data(), mha::Shape{1, length, kEmbed}), {}, {}},
-                    causal, {mha::MutableTensorView(out.data(), mha::Shape{1, length, kEmbed}), {}});
+  attention.Forward(
+      {mha::TensorView(tokens.data(), mha::Shape{1, length, kEmbed}), {}, {}}, causal,
+      {mha::MutableTensorView(out.data(), mha::Shape{1, length, kEmbed}), {}});
   return {out.end() - last * kEmbed, out.end()};
 }
 
@@ -111,9 +113,11 @@ void Step(FuzzInput& input, const mha::MultiheadAttention& attention,
     double scale = 1.0, error = 0.0;
     for (float v : expected) scale = std::max(scale, double{std::fabs(v)});
     for (int64_t j = 0; j < counts[i] * kEmbed; ++j) {
-      error = std::max(error, std::fabs(double{out[starts[i] * kEmbed + j]} - expected[j]));
+      error =
+          std::max(error, std::fabs(double{out[starts[i] * kEmbed + j]} - expected[j]));
     }
-    Expect(error <= bound * scale, "output differs from the model's causal forward", ids[i]);
+    Expect(error <= bound * scale, "output differs from the model's causal forward",
+           ids[i]);
   }
 }
 

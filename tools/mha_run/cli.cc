@@ -172,19 +172,19 @@ bool ParseValueFlag(const std::string& flag, const std::string& value, Options& 
 // A flag the chosen mode does not read is an error, not silently ignored (an output
 // file that would never be written, a scale that would not apply).
 void CheckFlagsApply(const Options& options) {
-  static const std::vector<const char*> kCoreOnly = {
-      "--scale", "--sinks", "--logsumexp", "--key-position-ids", "--layout"};
+  static const std::vector<const char*> kCoreOnly = {"--scale", "--sinks", "--logsumexp",
+                                                     "--key-position-ids", "--layout"};
   static const std::vector<const char*> kLayerOnly = {
-      "--weights", "--attn-weights", "--weight-dtype", "--num-heads", "--num-kv-heads",
-      "--average-heads"};
+      "--weights",   "--attn-weights", "--weight-dtype",
+      "--num-heads", "--num-kv-heads", "--average-heads"};
   for (const char* flag : options.core ? kLayerOnly : kCoreOnly) {
     if (options.given.count(flag)) {
       throw UsageError(std::string(flag) + " applies only " +
                        (options.core ? "without --core (layer mode)" : "with --core"));
     }
   }
-  for (const char* flag : {"--rope-theta", "--rotary-dim", "--rope-scaling",
-                           "--rope-max-positions"}) {
+  for (const char* flag :
+       {"--rope-theta", "--rotary-dim", "--rope-scaling", "--rope-max-positions"}) {
     if (options.given.count(flag) && !options.given.count("--rope")) {
       throw UsageError(std::string(flag) + " applies only with --rope");
     }
