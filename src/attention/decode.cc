@@ -68,8 +68,7 @@ Problem MultiheadAttention::Impl::ValidateCacheCall(const TensorView& query,
 void MultiheadAttention::Impl::AppendToCache(const CacheAppend& append,
                                              Workspace& workspace) const {
   const int64_t kv_heads = config.resolved_num_kv_heads(), head_dim = config.head_dim;
-  const size_t rotation_floats =
-      rotary ? internal::HeadScratch::kRotationRows * head_dim : 0;
+  const size_t rotation_floats = rotary ? internal::kRotationRows * head_dim : 0;
   float* scratch =
       Workspace::Reserve(workspace.head_scratch, internal::TeamSize() * rotation_floats);
   internal::ParallelFor(append.batches * kv_heads, scratch, rotation_floats,
@@ -92,7 +91,7 @@ void MultiheadAttention::Impl::AppendToCache(const CacheAppend& append,
                             panel.rotary = &*rotary;
                             panel.positions = append.rotary_positions + row;
                             panel.rotation_scratch = thread_scratch;
-                            panel.rotation_rows = internal::HeadScratch::kRotationRows;
+                            panel.rotation_rows = internal::kRotationRows;
                           }
                           internal::AppendToPages(panel);
                         });

@@ -7,7 +7,7 @@
 #include "src/api/check.h"
 #include "src/api/problem.h"
 #include "src/cache/kv_cache_storage.h"
-#include "src/kernels/attention_head.h"
+#include "src/kernels/tile_sizes.h"
 
 namespace mha {
 namespace internal {
@@ -25,8 +25,8 @@ DType DTypeOf(KvStorage storage) {
 }
 
 int64_t KvTokenBytes(int64_t head_dim, KvStorage storage) {
-  const int64_t padded_head_dim = static_cast<int64_t>(
-      RoundUp(static_cast<size_t>(head_dim), HeadScratch::kPanelAlign));
+  const int64_t padded_head_dim =
+      static_cast<int64_t>(RoundUp(static_cast<size_t>(head_dim), kPanelWidth));
   const int64_t scales =
       storage == KvStorage::kInt8 ? 2 * static_cast<int64_t>(sizeof(float)) : 0;
   int64_t bytes = 0;
@@ -47,11 +47,11 @@ KvCache::Impl::Impl(const AttentionConfig& config, int64_t batch, int64_t seq_le
       head_dim(config.head_dim),
       max_batch(batch),
       max_seq_len(seq_len),
-      capacity(static_cast<int64_t>(internal::RoundUp(static_cast<size_t>(seq_len),
-                                                      internal::HeadScratch::kKeyBlock))),
-      page_size(internal::HeadScratch::kKeyBlock),
+      capacity(static_cast<int64_t>(
+          internal::RoundUp(static_cast<size_t>(seq_len), internal::kKeyBlock))),
+      page_size(internal::kKeyBlock),
       padded_head_dim(static_cast<int64_t>(internal::RoundUp(
-          static_cast<size_t>(config.head_dim), internal::HeadScratch::kPanelAlign))),
+          static_cast<size_t>(config.head_dim), internal::kPanelWidth))),
       storage(internal::KvStorageFor(dtype)),
       lengths(batch, 0) {
   // Zero-filled: padded rows and columns must read as 0 (a 0 weight times a NaN
@@ -116,7 +116,7 @@ namespace {
 // map is an error naming max_batch and max_seq_len.
 void CheckCacheBytes(const AttentionConfig& config, int64_t max_batch,
                      int64_t max_seq_len, internal::KvStorage storage) {
-  const int64_t page = internal::HeadScratch::kKeyBlock;
+  const int64_t page = internal::kKeyBlock;
   const int64_t pages = max_seq_len / page + (max_seq_len % page != 0);
   const int64_t token_bytes = internal::KvTokenBytes(config.head_dim, storage);
   int64_t bytes = 0;

@@ -1,6 +1,6 @@
 // KvCache::Impl: the contiguous cache's storage, laid out as AttendHead reads it, so
 // decoding attends over the cache without copying it: per (sequence, KV head) a run
-// of pages of HeadScratch::kKeyBlock tokens (see kv_pages.h), zero-padded.
+// of pages of kKeyBlock tokens (see kv_pages.h), zero-padded.
 #pragma once
 
 #include <cstdint>

@@ -16,11 +16,9 @@
 #include <cstdint>
 #include <cstring>
 
-namespace mha::internal {
+#include "src/kernels/tile_sizes.h"
 
-// Columns per panel: a whole number of vectors on every target, one cache line of
-// floats.
-constexpr size_t kPanelWidth = 16;
+namespace mha::internal {
 
 // Element (row, col) of a [rows, cols] tile stored as cols / kPanelWidth panels of
 // [rows, kPanelWidth], one after another.

@@ -9,7 +9,7 @@
 #include "src/api/problem.h"
 #include "src/cache/kv_cache_storage.h"
 #include "src/cache/paged_kv_cache_storage.h"
-#include "src/kernels/attention_head.h"
+#include "src/kernels/tile_sizes.h"
 
 namespace mha {
 
@@ -67,7 +67,7 @@ PagedKvCache::Impl::Impl(const AttentionConfig& config, const PagedKvCacheOption
       num_kv_heads(config.resolved_num_kv_heads()),
       head_dim(config.head_dim),
       padded_head_dim(static_cast<int64_t>(internal::RoundUp(
-          static_cast<size_t>(config.head_dim), internal::HeadScratch::kPanelAlign))),
+          static_cast<size_t>(config.head_dim), internal::kPanelWidth))),
       storage(internal::KvStorageFor(o.storage)),
       pool(o.num_blocks),
       sequences(o.max_sequences),

@@ -6,15 +6,15 @@
 #include <tuple>
 
 #include "src/core/attention_core.h"
-#include "src/kernels/attention_head.h"
+#include "src/kernels/tile_sizes.h"
 
 namespace mha::internal {
 namespace {
 
 // Tiles have at least a micro-tile of rows, and with a cache at most two kernel query
 // blocks, so a long prefill chunk spreads over the threads.
-constexpr int64_t kTileQuantum = 6;
-constexpr int64_t kMaxCacheTileRows = 2 * HeadScratch::kQueryBlock;
+constexpr int64_t kTileQuantum = kTileRows;
+constexpr int64_t kMaxCacheTileRows = 2 * kQueryBlock;
 // Without a cache every task splits the K/V panels it reads: a key costs about this
 // many (row, key) units (profile of the core-only cases).
 constexpr int64_t kPanelSplitCost = 8;

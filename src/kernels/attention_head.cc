@@ -55,7 +55,7 @@ class QueryBlock {
         context_(scratch + layout.context),
         query_tile_(scratch + layout.query_tile),
         maxes_(scratch + layout.row_stats),
-        sums_(maxes_ + HeadScratch::kQueryBlock) {}
+        sums_(maxes_ + kQueryBlock) {}
 
   template <class D>
   void Run(D d) {
@@ -142,7 +142,7 @@ class QueryBlock {
 
   template <class D>
   void KeyBlock(D d, const QueryRows& query, int64_t first_key, int64_t count) {
-    const size_t padded = RoundUp(static_cast<size_t>(count), HeadScratch::kPanelAlign);
+    const size_t padded = RoundUp(static_cast<size_t>(count), kPanelWidth);
     const size_t dim = layout_.padded_head_dim, stride = layout_.key_block;
     const int64_t page = first_key / pages_.page_size;
     Logits(d, query, first_key, count, padded);
@@ -212,7 +212,7 @@ class QueryBlock {
     const int64_t block = static_cast<int64_t>(layout_.key_block);
     for (int64_t first_key = key_start; first_key < key_limit; first_key += block) {
       const int64_t count = std::min<int64_t>(block, key_limit - first_key);
-      const size_t padded = RoundUp(static_cast<size_t>(count), HeadScratch::kPanelAlign);
+      const size_t padded = RoundUp(static_cast<size_t>(count), kPanelWidth);
       Logits(d, query, first_key, count, padded);
       for (size_t i = 0; i < rows_; ++i) {
         if (sums_[i] == 0.0f || std::isnan(sums_[i])) continue;  // zeros, or NaN
@@ -246,9 +246,9 @@ template <typename T, class D>
 void AttendRows(D d, const HeadTask& task, const MaskPlan& masks,
                 const HeadScratch& layout, float* scratch, const KvPages& pages) {
   for (int64_t first = 0; first < task.query_len;
-       first += static_cast<int64_t>(HeadScratch::kQueryBlock)) {
+       first += static_cast<int64_t>(kQueryBlock)) {
     const size_t rows =
-        std::min<size_t>(HeadScratch::kQueryBlock, task.query_len - first);
+        std::min<size_t>(kQueryBlock, task.query_len - first);
     QueryBlock<T>(task, masks, layout, scratch, pages, first, rows).Run(d);
   }
 }
@@ -264,10 +264,10 @@ KvPages SplitPanels(D d, const HeadTask& task, const MaskPlan& masks,
   const size_t begin = std::min<size_t>(
       count, static_cast<size_t>(masks.KeyBegin(task.batch, task.first_query)) /
                  layout.key_block * layout.key_block);
-  const size_t padded = RoundUp(count, HeadScratch::kPanelAlign);
+  const size_t padded = RoundUp(count, kPanelWidth);
   const size_t head_dim = static_cast<size_t>(task.head_dim);
   const KeyRotation rotation{task.rotary, task.key_positions, 0,
-                             scratch + layout.rotated_keys, HeadScratch::kRotationRows};
+                             scratch + layout.rotated_keys, kRotationRows};
   SplitRotatedKeys(d, task.key + begin * task.key_stride, task.key_stride, begin,
                    count - begin, padded, head_dim, scratch + layout.key_panel,
                    layout.key_block, rotation);
@@ -311,8 +311,8 @@ namespace mha::internal {
 HWY_EXPORT(AttendHead);
 
 HeadScratch::HeadScratch(int64_t key_len, int64_t head_dim, int64_t cache_page_size)
-    : padded_keys(RoundUp(static_cast<size_t>(key_len), kPanelAlign)),
-      padded_head_dim(RoundUp(static_cast<size_t>(head_dim), kPanelAlign)),
+    : padded_keys(RoundUp(static_cast<size_t>(key_len), kPanelWidth)),
+      padded_head_dim(RoundUp(static_cast<size_t>(head_dim), kPanelWidth)),
       key_block(cache_page_size ? static_cast<size_t>(cache_page_size)
                                 : std::min(kKeyBlock, padded_keys)) {
   const bool split_panels = cache_page_size == 0;

@@ -15,11 +15,6 @@
 
 namespace mha::internal {
 
-// n rounded up to a whole number of `multiple`s: panel and tile padding.
-inline size_t RoundUp(size_t n, size_t multiple) {
-  return (n + multiple - 1) / multiple * multiple;
-}
-
 struct HeadTask {
   int64_t batch = 0, head = 0;
   // Queries first_query .. first_query + query_len - 1 of the sequence (the masks
@@ -70,13 +65,8 @@ struct HeadTask {
 };
 
 // Where AttendHead keeps its per-thread panels and tiles, in floats. Rows are padded
-// to kPanelAlign floats, a whole number of vectors on every target.
+// to kPanelWidth floats (tile_sizes.h).
 struct HeadScratch {
-  static constexpr size_t kPanelAlign = kPanelWidth;
-  static constexpr size_t kQueryBlock = 48;     // rows of Q per tile (a multiple of 6)
-  static constexpr size_t kKeyBlock = 128;      // keys per tile without attention weights
-  static constexpr size_t kRotationRows = 128;  // keys rotated at a time
-
   // cache_page_size: the pages of the cache the tasks read (their key tiles); 0 when
   // AttendHead splits K and V into panels of its own from projection rows.
   HeadScratch(int64_t key_len, int64_t head_dim, int64_t cache_page_size = 0);

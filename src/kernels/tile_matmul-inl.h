@@ -21,13 +21,14 @@
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "src/cache/kv_pages.h"
+#include "src/kernels/tile_sizes.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mha {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-constexpr size_t kTileRows = 6;
+using mha::internal::kTileRows;
 // 6 x 4 accumulators + 4 B vectors + 1 broadcast fit AVX-512's 32 registers;
 // 6 x 2 + 2 + 1 fit the 16 of AVX2 and SSE4.
 constexpr size_t kTileCols = HWY_TARGET <= HWY_AVX3 ? 4 : 2;

@@ -1,0 +1,30 @@
+// The attention kernel's tile sizes, stated once: the caches size their pages by
+// them, the task planner cuts query tiles by them, and the kernels block their loops
+// on them. Plain constants, so that any layer may include this header.
+#pragma once
+
+#include <cstddef>
+
+namespace mha::internal {
+
+// Columns per panel of a K^T or V tile (src/cache/kv_pages.h): one cache line of
+// floats, a whole number of vectors on every target. Head dims and key tiles are
+// padded to it.
+constexpr size_t kPanelWidth = 16;
+// Query rows of the tile product's micro-tile (tile_matmul-inl.h): the smallest
+// query tile worth planning.
+constexpr size_t kTileRows = 6;
+// Query rows AttendHead takes per block.
+constexpr size_t kQueryBlock = 8 * kTileRows;
+// Keys per tile when AttendHead splits K and V itself, and the contiguous KvCache's
+// page size.
+constexpr size_t kKeyBlock = 128;
+// Keys rotated at a time as they are split into panels.
+constexpr size_t kRotationRows = 128;
+
+// n rounded up to a whole number of `multiple`s: panel and tile padding.
+inline size_t RoundUp(size_t n, size_t multiple) {
+  return (n + multiple - 1) / multiple * multiple;
+}
+
+}  // namespace mha::internal
