@@ -88,7 +88,8 @@ class MultiheadAttention {
   // One step of continuous batching over a paged cache, for self-attention layers:
   // query [T, query_dim] packs the new tokens of batch's sequences, any mix of
   // prefill chunks and single-token decodes. Sequence i's n_i tokens are its last
-  // n_i (cache.AppendSlots made room for them): they sit at positions
+  // n_i, at most as many as its last cache.AppendSlots made room for (none after a
+  // Fork or a Truncate: earlier slots may be shared with a fork): they sit at positions
   // cache.length(id) - n_i + j, their keys (rotated) and values are written into
   // layer `layer` of the cache, and they attend causally, bottom-right aligned, over
   // the sequence's cached tokens (and only its window's, for windowed layers). No

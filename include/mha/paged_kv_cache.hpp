@@ -74,7 +74,9 @@ class PagedKvCache {
   // Makes room for counts[i] more tokens in sequences[i] (distinct ids), in every
   // layer: blocks are allocated and shared partial blocks copied. All or nothing:
   // throws OutOfBlocksError (or mha::Error for bad ids) leaving the cache as it was.
-  // Each layer's ForwardPacked then writes those tokens' keys and values.
+  // Each layer's ForwardPacked then writes those tokens' keys and values, and only
+  // those: the next AppendSlots replaces the room made, a Fork takes it back from
+  // parent and child, a Truncate keeps what lies below the new length.
   void AppendSlots(const int64_t* sequences, const int64_t* counts,
                    int64_t num_sequences);
 
