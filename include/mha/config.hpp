@@ -16,7 +16,7 @@ inline constexpr int kMaxThreads = 1024;
 
 // Widths follow PyTorch's nn.MultiheadAttention: query_dim is embed_dim, key_dim and
 // value_dim are kdim and vdim. Unlike PyTorch, the model width num_heads * head_dim
-// may differ from query_dim (seed 002 projects d_in=3 to d_out=2). Biases and the
+// may differ from query_dim (e.g. d_in=3 projected to d_out=2). Biases and the
 // output projection are switched on and off by the weights given (see weights.hpp).
 // Dropout is not modelled: mha is inference-only, where dropout is the identity.
 //

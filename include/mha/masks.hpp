@@ -10,8 +10,8 @@ enum class MaskConvention {
   // PyTorch nn.MultiheadAttention: bool true = not allowed to attend;
   // float = added to the scores (-inf masks).
   kTorch,
-  // masked_fill(mask == 0, ...) as in seed 004: zero (or false) = masked,
-  // anything else = attend. Applies to bool and float masks alike.
+  // masked_fill(mask == 0, -1e9) as in the Annotated Transformer: zero (or false) =
+  // masked, anything else = attend. Applies to bool and float masks alike.
   kZeroMeansMasked,
 };
 

@@ -8,8 +8,8 @@ namespace mha {
 // How a projection weight is laid out; in = input width, out = num_heads * head_dim.
 enum class WeightLayout {
   kOutIn,          // [out, in]: PyTorch nn.Linear, y = x W^T + b
-  kInOut,          // [in, out]: y = x @ W (seed 000)
-  kHeadsInHeadDim  // [num_heads, in, head_dim]: per-head x @ W[h] (seed 001)
+  kInOut,          // [in, out]: y = x @ W (JAX/Flax Dense, Keras, plain matmul code)
+  kHeadsInHeadDim  // [num_heads, in, head_dim]: per-head x @ W[h] (a matrix per head)
 };
 
 // One projection. An absent bias means no bias.
@@ -22,7 +22,7 @@ struct Projection {
 };
 
 // query/key/value are required. An absent output projection means the layer returns
-// the concatenated heads [..., num_heads * head_dim] (seed 000). The output
+// the concatenated heads [..., num_heads * head_dim] (attention without W_o). The output
 // projection maps num_heads * head_dim to any width: kOutIn [out, model] or
 // kInOut [model, out].
 struct AttentionWeights {
