@@ -13,7 +13,6 @@ namespace {
 
 // Tiles have at least a micro-tile of rows, and with a cache at most two kernel query
 // blocks, so a long prefill chunk spreads over the threads.
-constexpr int64_t kTileQuantum = kTileRows;
 constexpr int64_t kMaxCacheTileRows = 2 * kQueryBlock;
 // Without a cache every task splits the K/V panels it reads: a key costs about this
 // many (row, key) units (profile of the core-only cases).
@@ -88,7 +87,7 @@ void AddTasks(const CoreCall& call, const MaskPlan& masks, int64_t pieces,
   SortLongestFirst(tasks);
 }
 
-// Plans 1, 2, ... tiles per head (tiles of at least kTileQuantum rows) and keeps the
+// Plans 1, 2, ... tiles per head (tiles of at least kTileRows rows) and keeps the
 // plan whose busiest simulated thread is least loaded, stopping at a balanced one.
 void PlanTiles(const CoreCall& call, const MaskPlan& masks, int threads, TaskPlan& plan) {
   int64_t longest = 0;
@@ -98,7 +97,8 @@ void PlanTiles(const CoreCall& call, const MaskPlan& masks, int threads, TaskPla
   AddTasks(call, masks, 1, plan.tasks);
   if (threads <= 1) return;
   int64_t best = LongestFirstMakespan(plan.tasks, threads, plan.thread_loads);
-  for (int64_t pieces = 2; longest / pieces >= kTileQuantum; ++pieces) {
+  for (int64_t pieces = 2; longest / pieces >= static_cast<int64_t>(kTileRows);
+       ++pieces) {
     int64_t total = 0;
     for (const CoreTask& task : plan.tasks) total += task.cost;
     if (best <= kBalanced * static_cast<double>(total) / threads) return;
