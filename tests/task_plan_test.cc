@@ -10,6 +10,7 @@
 
 #include "src/core/attention_core.h"
 #include "src/core/task_plan.h"
+#include "src/kernels/tile_sizes.h"
 #include "src/masks/mask_plan.h"
 
 namespace mha::internal {
@@ -21,7 +22,9 @@ struct PlanCase {
   int64_t batch, num_heads, num_kv_heads, query_count, first_query, key_len;
   bool causal;
   int64_t cache_page_size = 0;  // > 0: keys in a cache (decoding, chunked prefill)
-  int64_t key_length = 0;       // > 0: key padding (BERT's 20%)
+  // Tokens per page: the cache's, or the workspace pages' of a plain forward.
+  int64_t page_size() const { return cache_page_size > 0 ? cache_page_size : 128; }
+  int64_t key_length = 0;  // > 0: key padding (BERT's 20%)
 };
 
 const PlanCase kCases[] = {
@@ -54,7 +57,7 @@ void Describe(const PlanCase& c, Planned& p) {
   call.batch_end = c.batch;
   call.first_query = c.first_query;
   call.query_count = c.query_count;
-  call.cache_page_size = c.cache_page_size;
+  call.page_size = c.page_size();
   if (c.cache_page_size > 0) {  // the chunk's first query sits at first_query
     p.first_positions.assign(c.batch, c.first_query);
     call.first_query = 0;
@@ -73,17 +76,8 @@ void Describe(const PlanCase& c, Planned& p) {
   p.plan = MaskPlan(p.masks, AttentionFeatures{}, problem, c.num_heads);
 }
 
-// Without a cache every task splits the K/V panels it reads, so tiles cost extra and
-// at batch 1 the planner keeps whole heads where tiling would be slower: one head per
-// thread is the granularity there, and more than 12 threads are not balanced within
-// 10% (a known gap: tiles sharing one split of K/V would close it).
-bool SplitsPanelsAtBatchOne(const PlanCase& c) {
-  return c.cache_page_size == 0 && c.batch == 1;
-}
-
 TEST(TaskPlan, BalancesWorkOverTwoToSixtyFourThreads) {
   for (const PlanCase& c : kCases) {
-    if (SplitsPanelsAtBatchOne(c)) continue;
     Planned p;
     Describe(c, p);
     TaskPlan plan;
@@ -100,27 +94,29 @@ TEST(TaskPlan, BalancesWorkOverTwoToSixtyFourThreads) {
   }
 }
 
-// Where tiles cost a split each, the chosen plan is never slower (in the planner's
-// cost model) than one task per head, and tiles once threads outnumber the heads
-// enough to pay for it.
-TEST(TaskPlan, TilesQueriesOnlyWhenThatShortensTheBusiestThread) {
+// Every query row is planned exactly once, in tiles of at most two kernel query
+// blocks (a longer tile reuses nothing and balances worse).
+TEST(TaskPlan, CoversEveryQueryOnceInShortTiles) {
   for (const PlanCase& c : kCases) {
-    if (!SplitsPanelsAtBatchOne(c)) continue;
     Planned p;
     Describe(c, p);
-    TaskPlan plan, whole_heads;
-    std::vector<int64_t> loads;
-    PlanTasks(p.call, *p.plan, 1, whole_heads);
-    ASSERT_EQ(whole_heads.tasks.size(), static_cast<size_t>(c.num_heads)) << c.name;
-    size_t most_tasks = 0;
-    for (int threads = 2; threads <= 64; ++threads) {
+    TaskPlan plan;
+    for (int threads : {1, 2, 7}) {
       PlanTasks(p.call, *p.plan, threads, plan);
-      EXPECT_LE(LongestFirstMakespan(plan.tasks, threads, loads),
-                LongestFirstMakespan(whole_heads.tasks, threads, loads))
-          << c.name << " on " << threads << " threads";
-      most_tasks = std::max(most_tasks, plan.tasks.size());
+      std::vector<int> seen(c.batch * c.num_heads * c.query_count, 0);
+      for (const CoreTask& task : plan.tasks) {
+        EXPECT_LE(task.rows, 2 * static_cast<int64_t>(kQueryBlock)) << c.name;
+        if (task.partial >= 0 && task.partial != plan.groups[task.group].offset) continue;
+        for (int64_t h = task.head; h < task.head + task.heads; ++h) {
+          for (int64_t r = task.first_row; r < task.first_row + task.rows; ++r) {
+            ++seen[(task.batch * c.num_heads + h) * c.query_count + r];
+          }
+        }
+      }
+      for (size_t i = 0; i < seen.size(); ++i) {
+        ASSERT_EQ(seen[i], 1) << c.name << " on " << threads << " threads, row " << i;
+      }
     }
-    EXPECT_GT(most_tasks, whole_heads.tasks.size()) << c.name << " never tiles";
   }
 }
 
@@ -135,7 +131,7 @@ TEST(TaskPlan, SplitsDecodeKeysTheSameOnEveryThreadCount) {
   call.key_len = 4096;
   call.batch_end = 1;
   call.query_count = 1;
-  call.cache_page_size = 48;  // not a divisor of 256: splits of 288 keys
+  call.page_size = 48;  // not a divisor of 256: splits of 288 keys
   const int64_t first_position = 4000;
   const MaskPlan masks = MaskPlan::ForCache(&first_position, 4096, AttentionFeatures{});
   std::vector<std::pair<int64_t, int64_t>> one_thread;

@@ -52,7 +52,6 @@ void MultiheadAttention::Impl::ProjectMemory(const TensorView& memory,
   }
   const internal::WorkspacePool::Lease workspace = workspaces.Acquire();
   int64_t* counts = Workspace::Reserve(workspace->new_lengths, batch);
-  int64_t* starts = Workspace::Reserve(workspace->positions, batch);
   if (memory_lengths.present()) {
     if (memory_lengths.dtype != DType::kInt32 && memory_lengths.dtype != DType::kInt64) {
       Fail("memory_lengths: expected dtype int32 or int64, got ",
@@ -67,7 +66,6 @@ void MultiheadAttention::Impl::ProjectMemory(const TensorView& memory,
     if (counts[b] < 0 || counts[b] > length) {
       Fail("memory_lengths[", b, "]: must be in [0, ", length, "], got ", counts[b]);
     }
-    starts[b] = 0;
   }
   // Everything is checked: from here on the cache is written.
   const int64_t rows = batch * length, kv_dim = config.kv_dim();
@@ -77,20 +75,17 @@ void MultiheadAttention::Impl::ProjectMemory(const TensorView& memory,
   for (int64_t b = 0; b < batch; ++b) {
     cache.Truncate(b, 0);
   }
-  CacheAppend append;
-  append.keys = keys;
-  append.values = keys + rows * kv_dim;
-  append.row_stride = kv_dim;
-  append.batches = batch;
-  append.rows_per_batch = length;
-  append.counts = counts;
-  append.first_positions = starts;
   const auto pages = [&cache](int64_t b, int64_t kv_head) {
     return cache.Pages(b, kv_head);
   };
-  append.pages = pages;
-  append.padded_head_dim = cache.padded_head_dim;
-  AppendToCache(append, *workspace);
+  const int64_t head_dim = config.head_dim;
+  internal::KvWrite write =
+      LayerKvWrite({keys, length * kv_dim, head_dim, kv_dim},
+                   {keys + rows * kv_dim, length * kv_dim, head_dim, kv_dim}, nullptr, 0);
+  write.batch_end = batch;
+  write.counts = counts;
+  write.pages = pages;
+  internal::WriteKvPages(write, workspace->core.rotation_scratch);
   for (int64_t b = 0; b < batch; ++b) cache.lengths[b] = counts[b];
 }
 
@@ -136,8 +131,8 @@ void MultiheadAttention::Impl::ForwardCrossAttention(
   const auto pages = [&cache](int64_t b, int64_t kv_head) {
     return cache.Pages(b, kv_head);
   };
-  call.cache_pages = pages;
-  call.cache_page_size = cache.page_size;
+  call.pages = pages;
+  call.page_size = cache.page_size;
   internal::RunAttentionCore(call, plan, workspace->core);
   if (has_output) Linear(kOutputLinear, context, rows, staged.floats(), *workspace);
   FinishOutput(staged, output);

@@ -5,7 +5,6 @@
 
 #include "src/api/check.h"
 #include "src/attention/layer_impl.h"
-#include "src/kernels/kv_append.h"
 #include "src/threading/parallel_for.h"
 
 namespace mha {
@@ -63,40 +62,6 @@ Problem MultiheadAttention::Impl::ValidateCacheCall(const TensorView& query,
   return problem;
 }
 
-// Copies each sequence's new keys (rotated, with rotary embeddings) and values from
-// their projections into the cache's pages, in parallel over (sequence, KV head).
-void MultiheadAttention::Impl::AppendToCache(const CacheAppend& append,
-                                             Workspace& workspace) const {
-  const int64_t kv_heads = config.resolved_num_kv_heads(), head_dim = config.head_dim;
-  const size_t rotation_floats = rotary ? internal::kRotationRows * head_dim : 0;
-  float* scratch =
-      Workspace::Reserve(workspace.head_scratch, internal::TeamSize() * rotation_floats);
-  internal::ParallelFor(append.batches * kv_heads, scratch, rotation_floats,
-                        [&](int64_t index, float* thread_scratch) {
-                          const int64_t b = index / kv_heads, kv_head = index % kv_heads;
-                          const int64_t row = append.FirstRow(b);
-                          const int64_t first =
-                              row * append.row_stride + kv_head * head_dim;
-                          const internal::KvPages pages = append.pages(b, kv_head);
-                          internal::PanelAppend panel;
-                          panel.keys = append.keys + first;
-                          panel.values = append.values + first;
-                          panel.stride = append.row_stride;
-                          panel.rows = append.counts[b];
-                          panel.head_dim = head_dim;
-                          panel.pages = &pages;
-                          panel.padded_head_dim = append.padded_head_dim;
-                          panel.first = append.first_positions[b];
-                          if (rotary) {
-                            panel.rotary = &*rotary;
-                            panel.positions = append.rotary_positions + row;
-                            panel.rotation_scratch = thread_scratch;
-                            panel.rotation_rows = internal::kRotationRows;
-                          }
-                          internal::AppendToPages(panel);
-                        });
-}
-
 void MultiheadAttention::Impl::ForwardWithCache(const TensorView& query,
                                                 const TensorView& new_lengths,
                                                 KvCache::Impl& cache,
@@ -118,21 +83,17 @@ void MultiheadAttention::Impl::ForwardWithCache(const TensorView& query,
   const auto pages = [&cache](int64_t b, int64_t kv_head) {
     return cache.Pages(b, kv_head);
   };
-  CacheAppend append = FusedCacheAppend(qkv);
-  append.batches = problem.batch_size;
-  append.rows_per_batch = sq;
-  append.counts = counts;
-  append.first_positions = workspace->positions.data();
-  append.rotary_positions = rotary_positions;
-  append.pages = pages;
-  append.padded_head_dim = cache.padded_head_dim;
-  AppendToCache(append, *workspace);
+  internal::KvWrite write = FusedKvWrite(qkv, sq, nullptr, rotary_positions);
+  write.batch_end = problem.batch_size;
+  write.counts = counts;
+  write.first_positions = workspace->positions.data();
+  write.pages = pages;
+  internal::WriteKvPages(write, workspace->core.rotation_scratch);
 
   CoreCall call = BaseCall(problem, rotary_positions);
-  call.key_positions = nullptr;  // keys were rotated when appended
   call.query = {qkv, sq * width, config.head_dim, width};
-  call.cache_pages = pages;
-  call.cache_page_size = cache.page_size;
+  call.pages = pages;
+  call.page_size = cache.page_size;
   call.query_counts = counts;
   // Padding rows are never attended: start from zeros so they stay zero.
   float* context = has_output

@@ -13,8 +13,8 @@
 #include "src/cache/kv_cache_storage.h"
 #include "src/cache/paged_kv_cache_storage.h"
 #include "src/core/attention_core.h"
+#include "src/core/write_kv_pages.h"
 #include "src/features/logit_features.h"
-#include "src/kernels/attention_head.h"
 #include "src/masks/mask_plan.h"
 #include "src/planning/linear_primitive.h"
 #include "src/planning/packed_weights.h"
@@ -41,6 +41,11 @@ struct MultiheadAttention::Impl {
                        const internal::CoreCall& base, bool values_in_output,
                        int64_t chunk_rows, const AttentionOutputs& outputs,
                        internal::Workspace& workspace) const;
+  void ProjectKeysInChunks(const internal::Problem& problem, const int64_t* key_counts,
+                           float* chunk, int64_t chunk_rows,
+                           const int64_t* rotary_positions,
+                           const internal::PageSource& pages,
+                           internal::Workspace& workspace) const;
   // A core call with the layer's sizes, logit features and rotary table; queries,
   // keys, values and context laid out as projections are: [B, S, heads * head_dim]
   // rows of the given widths.
@@ -89,34 +94,21 @@ struct MultiheadAttention::Impl {
   const int64_t* PackedRotaryPositions(const internal::Problem& problem, int64_t tokens,
                                        const TensorView& position_ids,
                                        internal::Workspace& workspace) const;
-  // New tokens of `batches` sequences, from the fused projection to a cache.
-  struct CacheAppend {
-    // Row r's keys and values (every KV head) start at keys/values + r * row_stride.
-    const float* keys = nullptr;
-    const float* values = nullptr;
-    int64_t row_stride = 0;
-    int64_t batches = 0;
-    // Sequence b's rows start at row b * rows_per_batch, or (packed) batch_rows[b].
-    int64_t rows_per_batch = 0;
-    const int64_t* batch_rows = nullptr;
-    const int64_t* counts = nullptr;            // new tokens per sequence
-    const int64_t* first_positions = nullptr;   // cache position of the first new one
-    const int64_t* rotary_positions = nullptr;  // per row, for rotary layers
-    internal::PageSource pages;
-    int64_t padded_head_dim = 0;
-    int64_t FirstRow(int64_t b) const {
-      return batch_rows ? batch_rows[b] : b * rows_per_batch;
-    }
-  };
-  void AppendToCache(const CacheAppend& append, internal::Workspace& workspace) const;
-  // A CacheAppend reading keys and values from fused QKV projection rows.
-  CacheAppend FusedCacheAppend(const float* qkv) const {
-    CacheAppend append;
-    append.keys = qkv + packed.FusedColumn(internal::PackedWeights::kKey);
-    append.values = qkv + packed.FusedColumn(internal::PackedWeights::kValue);
-    append.row_stride = config.model_dim() + 2 * config.kv_dim();
-    return append;
-  }
+  // Writes keys and values of this layer's heads, rotated to rotary_positions for
+  // rotary layers; the caller says which sequences, rows and pages.
+  internal::KvWrite LayerKvWrite(const internal::HeadRows<const float>& key,
+                                 const internal::HeadRows<const float>& value,
+                                 const int64_t* rotary_positions,
+                                 int64_t positions_per_sequence) const;
+  // The same from fused QKV projection rows: sequence b's rows from
+  // b * rows_per_batch, or (packed) batch_rows[b].
+  internal::KvWrite FusedKvWrite(const float* qkv, int64_t rows_per_batch,
+                                 const int64_t* batch_rows,
+                                 const int64_t* rotary_positions) const;
+  // Sizes the workspace pages for the problem's keys and points `call` at them.
+  internal::ContiguousPages& UseWorkspacePages(const internal::Problem& problem,
+                                               internal::CoreCall& call,
+                                               internal::Workspace& workspace) const;
   // Projects `rows` rows of `input` with linears[index] into `output`.
   void Linear(int index, const float* input, int64_t rows, float* output,
               internal::Workspace& workspace) const {

@@ -97,9 +97,48 @@ CoreCall MultiheadAttention::Impl::BaseCall(const Problem& problem,
   if (rotary) {
     call.rotary = &*rotary;
     call.query_positions = rotary_positions;
-    call.key_positions = rotary_positions;  // self-attention: keys are the queries
   }
   return call;
+}
+
+internal::KvWrite MultiheadAttention::Impl::LayerKvWrite(
+    const internal::HeadRows<const float>& key,
+    const internal::HeadRows<const float>& value, const int64_t* rotary_positions,
+    int64_t positions_per_sequence) const {
+  internal::KvWrite write;
+  write.key = key;
+  write.value = value;
+  write.num_kv_heads = config.resolved_num_kv_heads();
+  write.head_dim = config.head_dim;
+  if (rotary) {
+    write.rotary = &*rotary;
+    write.rotary_positions = rotary_positions;
+    write.positions_per_sequence = positions_per_sequence;
+  }
+  return write;
+}
+
+internal::KvWrite MultiheadAttention::Impl::FusedKvWrite(
+    const float* qkv, int64_t rows_per_batch, const int64_t* batch_rows,
+    const int64_t* rotary_positions) const {
+  const int64_t width = config.model_dim() + 2 * config.kv_dim();
+  const float* keys = qkv + packed.FusedColumn(PackedWeights::kKey);
+  const float* values = qkv + packed.FusedColumn(PackedWeights::kValue);
+  const int64_t batch_stride = rows_per_batch * width, head_dim = config.head_dim;
+  return LayerKvWrite({keys, batch_stride, head_dim, width, batch_rows},
+                      {values, batch_stride, head_dim, width, batch_rows},
+                      rotary_positions, rows_per_batch);
+}
+
+internal::ContiguousPages& MultiheadAttention::Impl::UseWorkspacePages(
+    const Problem& problem, CoreCall& call, Workspace& workspace) const {
+  internal::ContiguousPages& pages = workspace.core.kv_pages;
+  call.page_size = internal::WorkspacePageSize(problem.key_len);
+  pages.Reset(internal::BlockLayout(call.page_size, config.resolved_num_kv_heads(),
+                                    config.head_dim, internal::KvStorage::kFloat32),
+              problem.batch_size, problem.key_len);
+  call.pages = pages;
+  return pages;
 }
 
 const int64_t* MultiheadAttention::Impl::RotaryPositions(const Problem& problem,
@@ -132,7 +171,8 @@ void MultiheadAttention::Impl::ForwardWhole(const Problem& problem,
   const int64_t query_rows = problem.batch_size * sq, key_rows = problem.batch_size * sk;
   CoreCall call = base;
   call.probabilities = outputs.attn_weights.floats();
-  internal::HeadRows<const float>* parts[3] = {&call.query, &call.key, &call.value};
+  internal::HeadRows<const float> key, value;
+  internal::HeadRows<const float>* parts[3] = {&call.query, &key, &value};
   if (problem.self_attention && packed.qkv_fused()) {
     const int64_t width = model_dim + 2 * kv_dim;
     float* qkv = Workspace::Reserve(workspace.projections, query_rows * width);
@@ -153,6 +193,13 @@ void MultiheadAttention::Impl::ForwardWhole(const Problem& problem,
       next += rows * widths[input];
     }
   }
+  internal::KvWrite write = LayerKvWrite(key, value, call.query_positions, sk);
+  write.pages = UseWorkspacePages(problem, call, workspace);
+  write.batch_end = problem.batch_size;
+  write.counts = internal::VisibleKeyCounts(masks, problem.batch_size, sq,
+                                            workspace.core.key_counts);
+  write.zero_padding = true;
+  internal::WriteKvPages(write, workspace.core.rotation_scratch);
   // Without an output projection the heads merge straight into the output.
   float* context =
       has_output ? Workspace::Reserve(workspace.merged_heads, query_rows * model_dim)
@@ -171,9 +218,10 @@ void MultiheadAttention::Impl::ForwardWhole(const Problem& problem,
   }
 }
 
-// Bounded memory for long sequences: K and V projected once, queries in chunks of
-// chunk_rows (Q projection, attention, output projection). For causal self-attention
-// shapes V can live in the output buffer: chunks then run last to first over all
+// Bounded memory for long sequences: K and V projected chunk_rows rows at a time
+// into the workspace pages, then queries in chunks of chunk_rows (Q projection,
+// attention, output projection). For causal self-attention shapes the V pages can
+// live in the output buffer (see RunFlow): chunks then run last to first over all
 // (batch, row) positions, so every output row written covers only values that no
 // query still to come can see.
 void MultiheadAttention::Impl::ForwardInChunks(const Problem& problem,
@@ -182,19 +230,19 @@ void MultiheadAttention::Impl::ForwardInChunks(const Problem& problem,
                                                bool values_in_output, int64_t chunk_rows,
                                                const AttentionOutputs& outputs,
                                                Workspace& workspace) const {
-  const int64_t model_dim = config.model_dim(), kv_dim = config.kv_dim();
-  const int64_t sq = problem.query_len, sk = problem.key_len, head_dim = config.head_dim;
-  const int64_t key_rows = problem.batch_size * sk;
-  float* keys = Workspace::Reserve(workspace.projections,
-                                   (values_in_output ? 1 : 2) * key_rows * kv_dim);
-  float* values = values_in_output ? outputs.output.floats() : keys + key_rows * kv_dim;
-  Linear(kKeyLinear, problem.key, 0, key_rows, keys, workspace);
-  Linear(kValueLinear, problem.value, 0, key_rows, values, workspace);
-
+  const int64_t model_dim = config.model_dim();
+  const int64_t sq = problem.query_len, head_dim = config.head_dim;
   float* chunk = Workspace::Reserve(workspace.chunks, 2 * chunk_rows * model_dim);
   CoreCall call = base;
-  call.key = {keys, sk * kv_dim, head_dim, kv_dim};
-  call.value = {values, sk * kv_dim, head_dim, kv_dim};
+  internal::ContiguousPages& pages = UseWorkspacePages(problem, call, workspace);
+  if (values_in_output) {
+    pages.PlaceValues(static_cast<uint8_t*>(outputs.output.data),
+                      sq * output_dim * static_cast<int64_t>(sizeof(float)));
+  }
+  const int64_t* key_counts = internal::VisibleKeyCounts(
+      masks, problem.batch_size, problem.query_len, workspace.core.key_counts);
+  ProjectKeysInChunks(problem, key_counts, chunk, chunk_rows, base.query_positions, pages,
+                      workspace);
   call.query = {chunk, 0, head_dim, model_dim};
   const int64_t per_batch = (sq + chunk_rows - 1) / chunk_rows;
   const int64_t chunks = problem.batch_size * per_batch;
@@ -213,6 +261,35 @@ void MultiheadAttention::Impl::ForwardInChunks(const Problem& problem,
                               : internal::HeadRows<float>{out, 0, head_dim, output_dim};
     internal::RunAttentionCore(call, masks, workspace.core);
     if (has_output) Linear(kOutputLinear, call.context.data, count, out, workspace);
+  }
+}
+
+// K and V of every batch (its first key_counts[b] rows), chunk_rows rows at a time
+// through `chunk`, into the pages.
+void MultiheadAttention::Impl::ProjectKeysInChunks(const Problem& problem,
+                                                   const int64_t* key_counts,
+                                                   float* chunk, int64_t chunk_rows,
+                                                   const int64_t* rotary_positions,
+                                                   const internal::PageSource& pages,
+                                                   Workspace& workspace) const {
+  const int64_t kv_dim = config.kv_dim(), sk = problem.key_len,
+                head_dim = config.head_dim;
+  float* values = chunk + chunk_rows * kv_dim;
+  internal::KvWrite write = LayerKvWrite({chunk, 0, head_dim, kv_dim},
+                                         {values, 0, head_dim, kv_dim}, nullptr, sk);
+  write.pages = pages;
+  for (int64_t b = 0; b < problem.batch_size; ++b) {
+    for (int64_t first = 0; first < key_counts[b]; first += chunk_rows) {
+      write.count = std::min(chunk_rows, key_counts[b] - first);
+      Linear(kKeyLinear, problem.key, b * sk + first, write.count, chunk, workspace);
+      Linear(kValueLinear, problem.value, b * sk + first, write.count, values, workspace);
+      write.batch_begin = b;
+      write.batch_end = b + 1;
+      write.first_position = first;
+      write.zero_padding = first + write.count == key_counts[b];
+      if (rotary) write.rotary_positions = rotary_positions + first;
+      internal::WriteKvPages(write, workspace.core.rotation_scratch);
+    }
   }
 }
 
@@ -274,27 +351,41 @@ void MultiheadAttention::Impl::RunFlow(const Problem& problem,
                                        const ForwardOptions& options,
                                        Workspace& workspace) const {
   const double row_bytes = 4.0 * config.model_dim(), kv_row_bytes = 4.0 * config.kv_dim();
+  // K/V pages: whole pages of K^T and of V rows padded to panels.
+  const int64_t page_size = internal::WorkspacePageSize(problem.key_len);
+  const internal::BlockLayout block(page_size, config.resolved_num_kv_heads(),
+                                    config.head_dim, internal::KvStorage::kFloat32);
+  const double page_bytes =
+      double(problem.batch_size) * double((problem.key_len + page_size - 1) / page_size);
+  const double key_page_bytes = page_bytes * block.block_key_bytes(),
+               value_page_bytes = page_bytes * block.block_value_bytes();
   const double whole_bytes = problem.batch_size * (2.0 * row_bytes * problem.query_len +
-                                                   2.0 * kv_row_bytes * problem.key_len);
+                                                   2.0 * kv_row_bytes * problem.key_len) +
+                             key_page_bytes + value_page_bytes;
   if (whole_bytes <= options.workspace_budget_bytes || outputs.attn_weights.present()) {
     const bool average = outputs.attn_weights.present() && options.average_attn_weights;
     ForwardWhole(problem, mask_plan, base, outputs, average, workspace);
     return;
   }
-  // Causal self-attention can keep V in the output buffer (see ForwardInChunks): its
-  // rows must be no wider than the output's.
-  const bool values_in_output = is_causal && has_output &&
-                                problem.query_len == problem.key_len &&
-                                output_dim >= config.kv_dim();
-  // Q and context rows of one chunk share what the budget leaves beside K and V.
-  const double kv_bytes = (values_in_output ? 1.0 : 2.0) * kv_row_bytes *
-                          problem.batch_size * problem.key_len;
-  const double chunk_rows =
-      (options.workspace_budget_bytes - kv_bytes) / (2.0 * row_bytes);
-  ForwardInChunks(problem, mask_plan, base, values_in_output,
-                  static_cast<int64_t>(std::clamp(chunk_rows, double(kMinQueryChunk),
-                                                  double(kMaxQueryChunk))),
-                  outputs, workspace);
+  // Causal self-attention can keep the V pages in the output buffer (see
+  // ForwardInChunks): sequence b's pages from output row b * S on, a page of tokens
+  // no wider than the output rows of those tokens.
+  const double output_rows_bytes = 4.0 * problem.query_len * output_dim;
+  const bool values_in_output =
+      is_causal && has_output && problem.query_len == problem.key_len &&
+      block.block_value_bytes() <= 4 * page_size * output_dim &&
+      value_page_bytes / problem.batch_size <= output_rows_bytes;
+  // Q and context rows of one chunk share what the budget leaves beside the pages.
+  const double kv_bytes = key_page_bytes + (values_in_output ? 0.0 : value_page_bytes);
+  const double rows = (options.workspace_budget_bytes - kv_bytes) / (2.0 * row_bytes);
+  int64_t chunk_rows = static_cast<int64_t>(
+      std::clamp(rows, double(kMinQueryChunk), double(kMaxQueryChunk)));
+  // Chunks start on page boundaries: a chunk's output rows then never cover a page
+  // an earlier query reads.
+  if (values_in_output)
+    chunk_rows = std::max(page_size, chunk_rows / page_size * page_size);
+  ForwardInChunks(problem, mask_plan, base, values_in_output, chunk_rows, outputs,
+                  workspace);
 }
 
 void MultiheadAttention::Forward(const AttentionInputs& inputs,

@@ -181,25 +181,21 @@ void MultiheadAttention::Impl::ForwardPacked(const TensorView& query,
   const auto pages = [&cache, ids, layer](int64_t b, int64_t kv_head) {
     return cache.Pages(ids[b], layer, kv_head);
   };
-  CacheAppend append = FusedCacheAppend(qkv);
-  append.batches = problem.batch_size;
-  append.batch_rows = rows;
-  append.counts = workspace->new_lengths.data();
-  append.first_positions = workspace->positions.data();
-  append.rotary_positions = rotary_positions;
-  append.pages = pages;
-  append.padded_head_dim = cache.padded_head_dim;
-  AppendToCache(append, *workspace);
+  internal::KvWrite write = FusedKvWrite(qkv, 0, rows, rotary_positions);
+  write.batch_end = problem.batch_size;
+  write.counts = workspace->new_lengths.data();
+  write.first_positions = workspace->positions.data();
+  write.pages = pages;
+  internal::WriteKvPages(write, workspace->core.rotation_scratch);
 
   CoreCall call = BaseCall(problem, rotary_positions);
-  call.key_positions = nullptr;  // keys were rotated when appended
   call.query = {qkv, 0, config.head_dim, width, rows};
   float* context = has_output
                        ? Workspace::Reserve(workspace->merged_heads, tokens * model_dim)
                        : staged.floats();
   call.context = {context, 0, config.head_dim, model_dim, rows};
-  call.cache_pages = pages;
-  call.cache_page_size = cache.options.block_size;
+  call.pages = pages;
+  call.page_size = cache.options.block_size;
   call.query_counts = workspace->new_lengths.data();
   const internal::MaskPlan masks = internal::MaskPlan::ForCache(
       workspace->positions.data(), problem.key_len, config.features);

@@ -17,7 +17,9 @@ size_t Workspace::bytes() const {
   total +=
       (core.scratch.capacity() + core.partials.capacity()) * sizeof(float) +
       (core.plan.tasks.capacity() + core.plan.unsplit.capacity()) * sizeof(CoreTask) +
-      core.plan.groups.capacity() * sizeof(SplitGroup);
+      core.plan.groups.capacity() * sizeof(SplitGroup) + core.kv_pages.bytes() +
+      (core.rotation_scratch.capacity()) * sizeof(float) +
+      core.key_counts.capacity() * sizeof(int64_t);
   return total;
 }
 

@@ -56,19 +56,8 @@ KvCache::Impl::Impl(const AttentionConfig& config, int64_t batch, int64_t seq_le
       lengths(batch, 0) {
   // Zero-filled: padded rows and columns must read as 0 (a 0 weight times a NaN
   // left over in memory would still be NaN).
-  const int64_t panels = batch * num_kv_heads;
-  const size_t element = internal::KvElementBytes(storage);
-  keys.assign(element * internal::CheckedNumElements(
-                            "KvCache", Shape{panels, head_dim, capacity}, element),
-              0);
-  values.assign(
-      element * internal::CheckedNumElements(
-                    "KvCache", Shape{panels, capacity, padded_head_dim}, element),
-      0);
-  if (storage == internal::KvStorage::kInt8) {
-    key_scales.assign(panels * capacity, 0.0f);
-    value_scales.assign(panels * capacity, 0.0f);
-  }
+  pages.Reset(internal::BlockLayout(page_size, num_kv_heads, head_dim, storage), batch,
+              capacity);
 }
 
 void KvCache::Impl::Truncate(int64_t sequence, int64_t length) {
@@ -90,24 +79,6 @@ void KvCache::Impl::Truncate(int64_t sequence, int64_t length) {
     }
   }
   lengths[sequence] = length;
-}
-
-internal::KvPages KvCache::Impl::Pages(int64_t sequence, int64_t kv_head) {
-  const int64_t panel = sequence * num_kv_heads + kv_head;
-  const int64_t element = static_cast<int64_t>(internal::KvElementBytes(storage));
-  internal::KvPages pages;
-  pages.page_size = page_size;
-  pages.storage = storage;
-  pages.key_stride = page_size * head_dim * element;
-  pages.value_stride = page_size * padded_head_dim * element;
-  pages.keys = keys.data() + panel * capacity * head_dim * element;
-  pages.values = values.data() + panel * capacity * padded_head_dim * element;
-  if (storage == internal::KvStorage::kInt8) {
-    pages.scale_stride = page_size;
-    pages.key_scales = key_scales.data() + panel * capacity;
-    pages.value_scales = value_scales.data() + panel * capacity;
-  }
-  return pages;
 }
 
 namespace {

@@ -1,12 +1,12 @@
-// KvCache::Impl: the contiguous cache's storage, laid out as AttendHead reads it, so
-// decoding attends over the cache without copying it: per (sequence, KV head) a run
-// of pages of kKeyBlock tokens (see kv_pages.h), zero-padded.
+// KvCache::Impl: the contiguous cache: per sequence a run of blocks of kKeyBlock
+// tokens (contiguous_pages.h), laid out as AttendHead reads them, zero-padded.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "mha/kv_cache.hpp"
+#include "src/cache/contiguous_pages.h"
 #include "src/cache/kv_pages.h"
 
 namespace mha::internal {
@@ -23,7 +23,9 @@ namespace mha {
 struct KvCache::Impl {
   Impl(const AttentionConfig& config, int64_t batch, int64_t seq_len, DType storage);
 
-  internal::KvPages Pages(int64_t sequence, int64_t kv_head);
+  internal::KvPages Pages(int64_t sequence, int64_t kv_head) const {
+    return pages(sequence, kv_head);
+  }
   // Drops tokens from `length` on (unchecked), zeroing their values.
   void Truncate(int64_t sequence, int64_t length);
 
@@ -33,10 +35,7 @@ struct KvCache::Impl {
   int64_t padded_head_dim;  // V row stride
   internal::KvStorage storage;
   std::vector<int64_t> lengths;
-  // [sequence, KV head, capacity, head_dim] of K^T pages, [.., capacity, padded
-  // head_dim] of V rows, in bytes; int8: [sequence, KV head, capacity] scales each.
-  std::vector<uint8_t> keys, values;
-  std::vector<float> key_scales, value_scales;
+  internal::ContiguousPages pages;
 };
 
 }  // namespace mha

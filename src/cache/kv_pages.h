@@ -1,10 +1,11 @@
 // KvPages: where the attention kernel finds one (sequence, KV head)'s cached keys and
-// values. Every cache stores them in pages of page_size tokens: K^T as a
+// values. They are stored in pages of page_size tokens: K^T as a
 // [head_dim, page_size] tile (scores = Q K^T streams it) and V as a
 // [page_size, padded_head_dim] tile, zero-padded, as float, bfloat16 or int8 (int8
-// with one fp32 scale per token for K and for V). The contiguous KvCache (and the
-// panels the kernel splits for itself) are runs of pages, page p following page
-// p - 1; the paged cache finds page p through its sequence's page table.
+// with one fp32 scale per token for K and for V). A block holds one page of every KV
+// head (BlockLayout). The contiguous KvCache and the pages a forward writes its own
+// K/V into are runs of blocks, block p following block p - 1; the paged cache finds
+// block p through its sequence's block table.
 //
 // Tiles are stored in column panels (PanelOffset): a tile product walks B one band
 // of columns at a time, and a band of a row-major tile is one cache line per row, a
@@ -65,5 +66,54 @@ struct KvPages {
     return value_scales + Id(page) * scale_stride;
   }
 };
+
+// One block: page_size tokens of every KV head, their K^T pages side by side in one
+// array, their V pages in another, and (int8) their scales in two more.
+struct BlockLayout {
+  BlockLayout() = default;
+  BlockLayout(int64_t page_size, int64_t num_kv_heads, int64_t head_dim,
+              KvStorage storage);
+
+  int64_t page_size = 0, num_kv_heads = 0, head_dim = 0, padded_head_dim = 0;
+  KvStorage storage = KvStorage::kFloat32;
+  int64_t key_page_bytes = 0, value_page_bytes = 0;  // one KV head's pages
+
+  int64_t block_key_bytes() const { return num_kv_heads * key_page_bytes; }
+  int64_t block_value_bytes() const { return num_kv_heads * value_page_bytes; }
+  // Floats of K (and of V) scales per block: 0 unless int8.
+  int64_t block_scales() const {
+    return storage == KvStorage::kInt8 ? num_kv_heads * page_size : 0;
+  }
+  // KV head kv_head's pages, block id i at i blocks from these bases.
+  KvPages Pages(uint8_t* keys, uint8_t* values, float* key_scales, float* value_scales,
+                int64_t kv_head) const {
+    KvPages pages;
+    pages.keys = keys + kv_head * key_page_bytes;
+    pages.values = values + kv_head * value_page_bytes;
+    pages.key_stride = block_key_bytes();
+    pages.value_stride = block_value_bytes();
+    if (storage == KvStorage::kInt8) {
+      pages.key_scales = key_scales + kv_head * page_size;
+      pages.value_scales = value_scales + kv_head * page_size;
+      pages.scale_stride = block_scales();
+    }
+    pages.page_size = page_size;
+    pages.storage = storage;
+    return pages;
+  }
+};
+
+inline BlockLayout::BlockLayout(int64_t page_size_, int64_t num_kv_heads_,
+                                int64_t head_dim_, KvStorage storage_)
+    : page_size(page_size_),
+      num_kv_heads(num_kv_heads_),
+      head_dim(head_dim_),
+      padded_head_dim(
+          static_cast<int64_t>(RoundUp(static_cast<size_t>(head_dim_), kPanelWidth))),
+      storage(storage_) {
+  const int64_t element = static_cast<int64_t>(KvElementBytes(storage));
+  key_page_bytes = page_size * head_dim * element;
+  value_page_bytes = page_size * padded_head_dim * element;
+}
 
 }  // namespace mha::internal

@@ -73,13 +73,10 @@ PagedKvCache::Impl::Impl(const AttentionConfig& config, const PagedKvCacheOption
       sequences(o.max_sequences),
       id_stamps(o.max_sequences, 0) {
   const size_t element = internal::KvElementBytes(storage);
-  key_page_bytes = o.block_size * head_dim * static_cast<int64_t>(element);
-  value_page_bytes = o.block_size * padded_head_dim * static_cast<int64_t>(element);
-  block_key_bytes = num_kv_heads * key_page_bytes;
-  block_value_bytes = num_kv_heads * value_page_bytes;
+  layout = internal::BlockLayout(o.block_size, num_kv_heads, head_dim, storage);
   const int64_t layer_tokens = o.num_blocks * num_kv_heads * o.block_size;
-  layer_keys_bytes = o.num_blocks * block_key_bytes;
-  layer_values_bytes = o.num_blocks * block_value_bytes;
+  layer_keys_bytes = o.num_blocks * layout.block_key_bytes();
+  layer_values_bytes = o.num_blocks * layout.block_value_bytes();
   // Checked sizes first: a pool too large for int64 is an error, not a wrap-around.
   const int64_t key_bytes = internal::CheckedNumElements(
       "PagedKvCache keys", Shape{o.num_layers, layer_tokens, head_dim}, element);
@@ -96,22 +93,12 @@ PagedKvCache::Impl::Impl(const AttentionConfig& config, const PagedKvCacheOption
 internal::KvPages PagedKvCache::Impl::Pages(int64_t sequence, int64_t layer,
                                             int64_t kv_head) {
   const Sequence& s = sequences[sequence];
-  internal::KvPages pages;
-  pages.keys = keys.data() + layer * layer_keys_bytes + kv_head * key_page_bytes;
-  pages.values = values.data() + layer * layer_values_bytes + kv_head * value_page_bytes;
-  pages.key_stride = block_key_bytes;
-  pages.value_stride = block_value_bytes;
-  if (storage == internal::KvStorage::kInt8) {
-    const int64_t layer_tokens = options.num_blocks * num_kv_heads * options.block_size;
-    const int64_t offset = layer * layer_tokens + kv_head * options.block_size;
-    pages.key_scales = key_scales.data() + offset;
-    pages.value_scales = value_scales.data() + offset;
-    pages.scale_stride = num_kv_heads * options.block_size;
-  }
+  const int64_t layer_scales = layer * options.num_blocks * layout.block_scales();
+  internal::KvPages pages = layout.Pages(
+      keys.data() + layer * layer_keys_bytes, values.data() + layer * layer_values_bytes,
+      key_scales.data() + layer_scales, value_scales.data() + layer_scales, kv_head);
   pages.page_ids = s.pages.data();
   pages.first_page = s.first_page;
-  pages.page_size = options.block_size;
-  pages.storage = storage;
   return pages;
 }
 
@@ -223,10 +210,11 @@ void PagedKvCache::Impl::CopyBlock(int32_t from, int32_t to) {
   for (int64_t layer = 0; layer < options.num_layers; ++layer) {
     uint8_t* layer_keys = keys.data() + layer * layer_keys_bytes;
     uint8_t* layer_values = values.data() + layer * layer_values_bytes;
-    std::memcpy(layer_keys + to * block_key_bytes, layer_keys + from * block_key_bytes,
-                block_key_bytes);
-    std::memcpy(layer_values + to * block_value_bytes,
-                layer_values + from * block_value_bytes, block_value_bytes);
+    std::memcpy(layer_keys + to * layout.block_key_bytes(),
+                layer_keys + from * layout.block_key_bytes(), layout.block_key_bytes());
+    std::memcpy(layer_values + to * layout.block_value_bytes(),
+                layer_values + from * layout.block_value_bytes(),
+                layout.block_value_bytes());
     if (key_scales.empty()) continue;
     float* layer_key_scales = key_scales.data() + layer * options.num_blocks * tokens;
     float* layer_value_scales = value_scales.data() + layer * options.num_blocks * tokens;
@@ -241,9 +229,9 @@ void PagedKvCache::Impl::ZeroValueRows(int32_t block, int64_t first_row) {
   const int64_t layer_tokens = options.num_blocks * num_kv_heads * options.block_size;
   for (int64_t layer = 0; layer < options.num_layers; ++layer) {
     uint8_t* block_values =
-        values.data() + layer * layer_values_bytes + block * block_value_bytes;
+        values.data() + layer * layer_values_bytes + block * layout.block_value_bytes();
     for (int64_t kv_head = 0; kv_head < num_kv_heads; ++kv_head) {
-      internal::ZeroTileRows(block_values + kv_head * value_page_bytes,
+      internal::ZeroTileRows(block_values + kv_head * layout.value_page_bytes,
                              options.block_size, padded_head_dim, first_row,
                              options.block_size, element);
       if (storage == internal::KvStorage::kInt8) {  // a NaN scale would poison 0 x
@@ -278,9 +266,10 @@ PagedKvCacheStats PagedKvCache::stats() const {
   stats.shared_blocks = impl_->pool.shared_blocks();
   stats.sequences = impl_->active_sequences;
   const int64_t scales = impl_->key_scales.empty() ? 0 : 2 * sizeof(float);
-  stats.bytes_per_block = impl_->options.num_layers *
-                          (impl_->block_key_bytes + impl_->block_value_bytes +
-                           impl_->num_kv_heads * impl_->options.block_size * scales);
+  stats.bytes_per_block =
+      impl_->options.num_layers *
+      (impl_->layout.block_key_bytes() + impl_->layout.block_value_bytes() +
+       impl_->num_kv_heads * impl_->options.block_size * scales);
   return stats;
 }
 

@@ -61,8 +61,7 @@ struct PagedKvCache::Impl {
   PagedKvCacheOptions options;
   int64_t num_kv_heads, head_dim, padded_head_dim;
   internal::KvStorage storage;
-  // Bytes of one page, and of one layer's whole block (all KV heads).
-  int64_t key_page_bytes, value_page_bytes, block_key_bytes, block_value_bytes;
+  internal::BlockLayout layout;                  // of one layer's block
   int64_t layer_keys_bytes, layer_values_bytes;  // one layer's storage
   std::vector<uint8_t> keys, values;             // [layer, block, KV head, page]
   std::vector<float> key_scales, value_scales;   // int8: [layer, block, KV head, token]

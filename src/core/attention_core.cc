@@ -42,13 +42,6 @@ HeadTask MakeTask(const CoreCall& call, const TaskPlan& plan, const CoreTask& t,
     task.head_step = 1;
     task.logsumexp_stride = call.query_len;
   }
-  if (!call.cache_pages) {
-    const int64_t kv_head = head / (call.num_heads / call.num_kv_heads);
-    task.key = call.key.Row(batch, kv_head, 0);
-    task.value = call.value.Row(batch, kv_head, 0);
-    task.key_stride = call.key.row_stride;
-    task.value_stride = call.value.row_stride;
-  }
   if (call.probabilities) {
     task.probabilities = call.probabilities + (plane + task.first_query) * call.key_len;
   }
@@ -59,8 +52,6 @@ HeadTask MakeTask(const CoreCall& call, const TaskPlan& plan, const CoreTask& t,
   if (call.rotary) {
     task.rotary = call.rotary;
     task.query_positions = BatchPositions(call, call.query_positions, batch);
-    if (call.key_positions)
-      task.key_positions = call.key_positions + batch * call.key_len;
   }
   if (t.partial >= 0) {  // one split of the keys: partial results, merged later
     task.key_begin = t.key_begin;
@@ -120,7 +111,7 @@ void RunAttentionCore(const CoreCall& call, const MaskPlan& masks,
   const int threads = TeamSize();
   TaskPlan& plan = workspace.plan;
   PlanTasks(call, masks, threads, plan);
-  const HeadScratch layout(call.key_len, call.head_dim, call.cache_page_size);
+  const HeadScratch layout(call.page_size, call.head_dim);
   const size_t floats = threads * layout.total_floats;
   if (workspace.scratch.size() < floats) workspace.scratch.resize(floats);
   if (workspace.partials.size() < static_cast<size_t>(plan.partial_floats)) {
@@ -133,12 +124,9 @@ void RunAttentionCore(const CoreCall& call, const MaskPlan& masks,
       [&](int64_t index, float* thread_scratch) {
         const CoreTask& t = plan.tasks[index];
         HeadTask task = MakeTask(call, plan, t, partials);
-        KvPages pages;
-        if (call.cache_pages) {
-          pages =
-              call.cache_pages(t.batch, t.head / (call.num_heads / call.num_kv_heads));
-          task.cache = &pages;
-        }
+        const KvPages pages =
+            call.pages(t.batch, t.head / (call.num_heads / call.num_kv_heads));
+        task.pages = &pages;
         AttendHead(task, masks, layout, thread_scratch);
       },
       Schedule::kDynamic);

@@ -1,8 +1,10 @@
 // ScaledDotProductAttention: the public attention-core API. Checks its arguments,
-// then hands the views to the same RunAttentionCore the layer uses.
+// writes the keys and values into workspace pages, then runs the same
+// RunAttentionCore the layer uses.
 #include "mha/scaled_dot_product_attention.hpp"
 
 #include "src/core/core_arguments.h"
+#include "src/core/write_kv_pages.h"
 #include "src/threading/parallel_for.h"
 
 namespace mha {
@@ -15,6 +17,23 @@ void ScaledDotProductAttention(const AttentionTensor& query, const AttentionTens
   // Kept per calling thread, so repeated calls allocate nothing.
   thread_local internal::CoreArguments args;
   args.Check(query, key, value, masks, output, options, logsumexp);
+  thread_local internal::CoreWorkspace workspace;
+  const internal::ScopedThreadCount thread_count(options.num_threads);
+  internal::ContiguousPages& pages = workspace.kv_pages;
+  const int64_t page_size = internal::WorkspacePageSize(args.key_len);
+  pages.Reset(internal::BlockLayout(page_size, args.num_kv_heads, args.head_dim,
+                                    internal::KvStorage::kFloat32),
+              args.batch, args.key_len);
+  internal::KvWrite write;
+  write.key = args.key;
+  write.value = args.value;
+  write.batch_end = args.batch;
+  write.num_kv_heads = args.num_kv_heads;
+  write.head_dim = args.head_dim;
+  write.counts = internal::VisibleKeyCounts(*args.masks, args.batch, args.query_len,
+                                            workspace.key_counts);
+  write.zero_padding = true;
+  write.pages = pages;
   internal::CoreCall call;
   call.num_heads = args.num_heads;
   call.num_kv_heads = args.num_kv_heads;
@@ -23,19 +42,19 @@ void ScaledDotProductAttention(const AttentionTensor& query, const AttentionTens
   call.key_len = args.key_len;
   call.batch_end = args.batch;
   call.query = args.query;
-  call.key = args.key;
-  call.value = args.value;
   call.context = args.output;
   call.logsumexp = logsumexp.floats();
   call.query_scale = args.scale;
   call.SetLogits(args.logits);
+  call.pages = pages;
+  call.page_size = page_size;
   if (args.rotary) {
-    call.rotary = args.rotary;
+    write.rotary = call.rotary = args.rotary;
+    write.rotary_positions = args.key_positions.data();
+    write.positions_per_sequence = args.key_len;
     call.query_positions = args.query_positions.data();
-    call.key_positions = args.key_positions.data();
   }
-  thread_local internal::CoreWorkspace workspace;
-  const internal::ScopedThreadCount thread_count(options.num_threads);
+  internal::WriteKvPages(write, workspace.rotation_scratch);
   internal::RunAttentionCore(call, *args.masks, workspace);
 }
 

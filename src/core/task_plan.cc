@@ -11,12 +11,10 @@
 namespace mha::internal {
 namespace {
 
-// Tiles have at least a micro-tile of rows, and with a cache at most two kernel query
-// blocks, so a long prefill chunk spreads over the threads.
-constexpr int64_t kMaxCacheTileRows = 2 * kQueryBlock;
-// Without a cache every task splits the K/V panels it reads: a key costs about this
-// many (row, key) units (profile of the core-only cases).
-constexpr int64_t kPanelSplitCost = 8;
+// Tiles have at least a micro-tile of rows and at most two kernel query blocks (a
+// longer tile reuses nothing: the kernel walks the keys once per block), so a long
+// prefill spreads over the threads.
+constexpr int64_t kMaxTileRows = 2 * kQueryBlock;
 // A plan whose busiest thread is within this factor of the mean is taken.
 constexpr double kBalanced = 1.05;
 constexpr int64_t kMaxTasksPerThread = 16;
@@ -35,19 +33,13 @@ int64_t VisibleKeys(const CoreCall& call, const MaskPlan& masks, int64_t batch,
 }
 
 // Cost model: rows x visible keys (a trapezoid: the key range moves linearly with
-// the query under causal and window masks), plus the panel split without a cache.
+// the query under causal and window masks).
 int64_t TaskCost(const CoreCall& call, const MaskPlan& masks, const CoreTask& task) {
   if (task.heads > 1) return task.heads * VisibleKeys(call, masks, task.batch, 0);
   const int64_t last = task.first_row + task.rows - 1;
   const int64_t first_keys = VisibleKeys(call, masks, task.batch, task.first_row),
                 last_keys = VisibleKeys(call, masks, task.batch, last);
-  int64_t cost = task.rows * (first_keys + last_keys) / 2;
-  if (call.cache_page_size == 0) {
-    const int64_t begin = masks.KeyBegin(task.batch, call.first_query + task.first_row),
-                  end = masks.KeyEnd(task.batch, call.first_query + last);
-    cost += kPanelSplitCost * std::max<int64_t>(0, end - begin);
-  }
-  return std::max<int64_t>(1, cost);
+  return std::max<int64_t>(1, task.rows * (first_keys + last_keys) / 2);
 }
 
 void SortLongestFirst(std::vector<CoreTask>& tasks) {
@@ -65,11 +57,8 @@ void AddTasks(const CoreCall& call, const MaskPlan& masks, int64_t pieces,
   tasks.clear();
   for (int64_t batch = call.batch_begin; batch < call.batch_end; ++batch) {
     const int64_t count = QueryCount(call, batch);
-    const bool cache = call.cache_page_size > 0;
-    const int64_t heads = cache && count == 1 ? call.num_heads / call.num_kv_heads : 1;
-    // With a cache no tile is longer than kMaxCacheTileRows.
-    const int64_t fewest =
-        cache ? (count + kMaxCacheTileRows - 1) / kMaxCacheTileRows : 1;
+    const int64_t heads = count == 1 ? call.num_heads / call.num_kv_heads : 1;
+    const int64_t fewest = (count + kMaxTileRows - 1) / kMaxTileRows;
     const int64_t tiles = std::min(count, std::max(pieces, fewest));
     for (int64_t head = 0; head < call.num_heads; head += heads) {
       for (int64_t tile = 0; tile < tiles; ++tile) {
@@ -139,8 +128,8 @@ void Split(const CoreTask& whole, int64_t key_begin, int64_t key_end, int64_t st
 // those ranges are split (flash-decoding). Where the cuts fall depends on the shape
 // alone, never on the thread count: every thread count gives the same bits.
 void SplitLongKeys(const CoreCall& call, const MaskPlan& masks, TaskPlan& plan) {
-  if (call.cache_page_size == 0 || call.probabilities) return;
-  const int64_t page = call.cache_page_size;
+  if (call.probabilities) return;
+  const int64_t page = call.page_size;
   const int64_t step = (kSplitKeys + page - 1) / page * page;
   plan.unsplit.swap(plan.tasks);
   plan.tasks.clear();

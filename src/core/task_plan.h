@@ -3,7 +3,7 @@
 // head of a KV group at one position, so the group's K/V pages are read once) over
 // a tile of queries. The tile size is chosen by simulating the threads running the
 // tasks longest first (as the dynamic schedule does), from a cost model: rows x
-// visible keys, plus, without a cache, the K/V panel split every task repeats.
+// visible keys.
 // Decoding tasks (one query position) over long key ranges are split at fixed
 // multiples of 256 keys and their partial results merged by log-sum-exp
 // (flash-decoding): the cuts depend on the shape alone, so every thread count gives

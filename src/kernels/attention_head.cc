@@ -1,7 +1,7 @@
-// AttendHead, compiled once per SIMD target: split the head's K and V into panels
-// (rotating keys), then for each block of queries (staged: scaled and rotated) walk
-// the key blocks the masks and window leave open: scores = Q K^T, soft-cap, ALiBi,
-// masks, online softmax (seeded by the sink), context += P V.
+// AttendHead, compiled once per SIMD target: for each block of queries (staged:
+// scaled and rotated) walk the key pages the masks and window leave open:
+// scores = Q K^T, soft-cap, ALiBi, masks, online softmax (seeded by the sink),
+// context += P V.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/kernels/attention_head.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -12,7 +12,6 @@
 
 #include "hwy/highway.h"
 #include "src/kernels/attention_head.h"
-#include "src/kernels/head_layout-inl.h"
 #include "src/kernels/logits-inl.h"
 #include "src/kernels/rotary-inl.h"
 #include "src/kernels/softmax-inl.h"
@@ -25,7 +24,6 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using mha::HWY_NAMESPACE::AddAlibi;
 using mha::HWY_NAMESPACE::ExpAndSum;
-using mha::HWY_NAMESPACE::KeyRotation;
 using mha::HWY_NAMESPACE::kNegInf;
 using mha::HWY_NAMESPACE::MaskOutside;
 using mha::HWY_NAMESPACE::MulRow;
@@ -34,8 +32,6 @@ using mha::HWY_NAMESPACE::RotateRow;
 using mha::HWY_NAMESPACE::ScaleProbabilities;
 using mha::HWY_NAMESPACE::ScaleRow;
 using mha::HWY_NAMESPACE::SoftCap;
-using mha::HWY_NAMESPACE::SplitRotatedKeys;
-using mha::HWY_NAMESPACE::SplitValues;
 using mha::HWY_NAMESPACE::TileMatMul;
 
 // Rows [first_row, first_row + rows) of a task against every key they may see; pages
@@ -247,56 +243,21 @@ void AttendRows(D d, const HeadTask& task, const MaskPlan& masks,
                 const HeadScratch& layout, float* scratch, const KvPages& pages) {
   for (int64_t first = 0; first < task.query_len;
        first += static_cast<int64_t>(kQueryBlock)) {
-    const size_t rows =
-        std::min<size_t>(kQueryBlock, task.query_len - first);
+    const size_t rows = std::min<size_t>(kQueryBlock, task.query_len - first);
     QueryBlock<T>(task, masks, layout, scratch, pages, first, rows).Run(d);
   }
-}
-
-// Copies (and rotates) the keys and values the task's queries can see into panels:
-// keys before the first query's window start and after the last query's end are
-// never copied. The panels are a run of pages, one key tile each.
-template <class D>
-KvPages SplitPanels(D d, const HeadTask& task, const MaskPlan& masks,
-                    const HeadScratch& layout, float* scratch) {
-  const int64_t last_query = task.first_query + (task.query_len - 1) * task.position_step;
-  const size_t count = static_cast<size_t>(masks.KeyEnd(task.batch, last_query));
-  const size_t begin = std::min<size_t>(
-      count, static_cast<size_t>(masks.KeyBegin(task.batch, task.first_query)) /
-                 layout.key_block * layout.key_block);
-  const size_t padded = RoundUp(count, kPanelWidth);
-  const size_t head_dim = static_cast<size_t>(task.head_dim);
-  const KeyRotation rotation{task.rotary, task.key_positions, 0,
-                             scratch + layout.rotated_keys, kRotationRows};
-  SplitRotatedKeys(d, task.key + begin * task.key_stride, task.key_stride, begin,
-                   count - begin, padded, head_dim, scratch + layout.key_panel,
-                   layout.key_block, rotation);
-  SplitValues(d, task.value + begin * task.value_stride, task.value_stride, begin,
-              count - begin, padded, head_dim, layout.padded_head_dim,
-              scratch + layout.value_panel, layout.key_block);
-  KvPages panels;
-  panels.keys = reinterpret_cast<uint8_t*>(scratch + layout.key_panel);
-  panels.values = reinterpret_cast<uint8_t*>(scratch + layout.value_panel);
-  panels.page_size = static_cast<int64_t>(layout.key_block);
-  panels.key_stride = panels.page_size * task.head_dim * sizeof(float);
-  panels.value_stride = panels.page_size * layout.padded_head_dim * sizeof(float);
-  return panels;
 }
 
 void AttendHead(const HeadTask& task, const MaskPlan& masks, const HeadScratch& layout,
                 float* scratch) {
   const hn::ScalableTag<float> d;
-  if (!task.cache) {
-    return AttendRows<float>(d, task, masks, layout, scratch,
-                             SplitPanels(d, task, masks, layout, scratch));
-  }
-  switch (task.cache->storage) {
+  switch (task.pages->storage) {
     case KvStorage::kFloat32:
-      return AttendRows<float>(d, task, masks, layout, scratch, *task.cache);
+      return AttendRows<float>(d, task, masks, layout, scratch, *task.pages);
     case KvStorage::kBFloat16:
-      return AttendRows<hwy::bfloat16_t>(d, task, masks, layout, scratch, *task.cache);
+      return AttendRows<hwy::bfloat16_t>(d, task, masks, layout, scratch, *task.pages);
     case KvStorage::kInt8:
-      return AttendRows<int8_t>(d, task, masks, layout, scratch, *task.cache);
+      return AttendRows<int8_t>(d, task, masks, layout, scratch, *task.pages);
   }
 }
 
@@ -310,21 +271,13 @@ namespace mha::internal {
 
 HWY_EXPORT(AttendHead);
 
-HeadScratch::HeadScratch(int64_t key_len, int64_t head_dim, int64_t cache_page_size)
-    : padded_keys(RoundUp(static_cast<size_t>(key_len), kPanelWidth)),
-      padded_head_dim(RoundUp(static_cast<size_t>(head_dim), kPanelWidth)),
-      key_block(cache_page_size ? static_cast<size_t>(cache_page_size)
-                                : std::min(kKeyBlock, padded_keys)) {
-  const bool split_panels = cache_page_size == 0;
-  // The K^T panel holds whole key blocks.
-  const size_t panel_keys = split_panels ? RoundUp(padded_keys, key_block) : 0;
-  key_panel = 0;
-  value_panel = key_panel + static_cast<size_t>(head_dim) * panel_keys;
-  scores = value_panel + panel_keys * padded_head_dim;
+HeadScratch::HeadScratch(int64_t page_size, int64_t head_dim)
+    : padded_head_dim(RoundUp(static_cast<size_t>(head_dim), kPanelWidth)),
+      key_block(static_cast<size_t>(page_size)) {
+  scores = 0;
   context = scores + kQueryBlock * key_block;
   query_tile = context + kQueryBlock * padded_head_dim;
-  rotated_keys = query_tile + kQueryBlock * padded_head_dim;
-  row_stats = rotated_keys + (split_panels ? kRotationRows * padded_head_dim : 0);
+  row_stats = query_tile + kQueryBlock * padded_head_dim;
   total_floats = row_stats + 2 * kQueryBlock;
 }
 

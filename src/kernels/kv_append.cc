@@ -27,21 +27,25 @@ void AppendSplit(const PanelAppend& a) {
   const hn::ScalableTag<float> d;
   const KvPages& pages = *a.pages;
   const size_t head_dim = static_cast<size_t>(a.head_dim);
-  const size_t stride = static_cast<size_t>(a.stride);
-  const size_t padded = static_cast<size_t>(a.padded_head_dim);
+  const size_t padded = RoundUp(head_dim, kPanelWidth);
   for (int64_t done = 0; done < a.rows;) {
     const int64_t position = a.first + done, page = position / pages.page_size;
     const size_t offset = static_cast<size_t>(position % pages.page_size);
     const size_t rows = std::min<size_t>(pages.page_size - offset, a.rows - done);
+    // Padding follows the last row, in its page.
+    const bool last = done + static_cast<int64_t>(rows) == a.rows;
+    const int64_t pad_end = std::min(pages.page_size, a.pad_to - page * pages.page_size);
+    const size_t zero_end =
+        last ? std::max(offset + rows, static_cast<size_t>(pad_end)) : offset + rows;
     const mha::HWY_NAMESPACE::KeyRotation rotation{
         a.rotary, a.positions ? a.positions + done : nullptr,
         static_cast<int64_t>(offset), a.rotation_scratch, a.rotation_rows};
-    mha::HWY_NAMESPACE::SplitRotatedKeys(d, a.keys + done * stride, stride, offset, rows,
-                                         offset + rows, head_dim,
+    mha::HWY_NAMESPACE::SplitRotatedKeys(d, a.keys + done * a.key_stride, a.key_stride,
+                                         offset, rows, zero_end, head_dim,
                                          reinterpret_cast<T*>(pages.KeyPage(page)),
                                          static_cast<size_t>(pages.page_size), rotation);
-    mha::HWY_NAMESPACE::SplitValues(d, a.values + done * stride, stride, offset, rows,
-                                    offset + rows, head_dim, padded,
+    mha::HWY_NAMESPACE::SplitValues(d, a.values + done * a.value_stride, a.value_stride,
+                                    offset, rows, zero_end, head_dim, padded,
                                     reinterpret_cast<T*>(pages.ValuePage(page)),
                                     static_cast<size_t>(pages.page_size));
     done += static_cast<int64_t>(rows);
@@ -79,7 +83,7 @@ void AppendInt8(const PanelAppend& a) {
   for (int64_t r = 0; r < a.rows; ++r) {
     const int64_t position = a.first + r, page = position / pages.page_size;
     const size_t offset = static_cast<size_t>(position % pages.page_size);
-    const float* key = a.keys + r * a.stride;
+    const float* key = a.keys + r * a.key_stride;
     if (a.rotary) {
       mha::HWY_NAMESPACE::RotateRow(d, key, head_dim, a.rotary, a.positions[r], 1.0f,
                                     a.rotation_scratch);
@@ -90,7 +94,7 @@ void AppendInt8(const PanelAppend& a) {
         Quantize(key, head_dim, reinterpret_cast<int8_t*>(pages.KeyPage(page)),
                  [&](size_t k) { return PanelOffset(k, offset, head_dim); });
     pages.ValueScales(page)[offset] =
-        Quantize(a.values + r * a.stride, head_dim,
+        Quantize(a.values + r * a.value_stride, head_dim,
                  reinterpret_cast<int8_t*>(pages.ValuePage(page)),
                  [&](size_t k) { return PanelOffset(offset, k, page_size); });
   }

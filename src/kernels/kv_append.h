@@ -12,14 +12,16 @@
 namespace mha::internal {
 
 struct PanelAppend {
-  // `rows` new rows of one head: row r at keys/values + r * stride, head_dim floats.
+  // `rows` new rows of one head: row r at keys + r * key_stride and values + r *
+  // value_stride, head_dim floats each.
   const float* keys = nullptr;
   const float* values = nullptr;
-  int64_t stride = 0, rows = 0, head_dim = 0;
-  // Destination: the head's pages (V rows padded_head_dim wide); row r lands at
-  // token position first + r. The pages must already exist.
+  int64_t key_stride = 0, value_stride = 0, rows = 0, head_dim = 0;
+  // Destination: the head's pages, which must already exist; row r lands at token
+  // position first + r. Float and bfloat16 pages: rows from first + rows to pad_to
+  // (in the same page) are zeroed.
   const KvPages* pages = nullptr;
-  int64_t padded_head_dim = 0, first = 0;
+  int64_t first = 0, pad_to = 0;
   // Rotary layers: new key r is rotated to position positions[r] on its way in,
   // rotation_rows keys at a time through rotation_scratch (rotation_rows * head_dim
   // floats).

@@ -1,0 +1,42 @@
+// ContiguousPages: sizing and the identity block table.
+#include "src/cache/contiguous_pages.h"
+
+namespace mha::internal {
+
+void ContiguousPages::Reset(const BlockLayout& layout, int64_t sequences,
+                            int64_t capacity) {
+  layout_ = layout;
+  blocks_ = (capacity + layout.page_size - 1) / layout.page_size;
+  const size_t blocks = static_cast<size_t>(sequences * blocks_);
+  if (key_storage_.size() < blocks * layout.block_key_bytes()) {
+    key_storage_.resize(blocks * layout.block_key_bytes());
+  }
+  if (value_storage_.size() < blocks * layout.block_value_bytes()) {
+    value_storage_.resize(blocks * layout.block_value_bytes());
+  }
+  if (key_scale_storage_.size() < blocks * layout.block_scales()) {
+    key_scale_storage_.resize(blocks * layout.block_scales());
+    value_scale_storage_.resize(blocks * layout.block_scales());
+  }
+  keys_ = key_storage_.data();
+  values_ = value_storage_.data();
+  key_scales_ = key_scale_storage_.data();
+  value_scales_ = value_scale_storage_.data();
+  sequence_value_bytes_ = sequence_value_bytes();
+}
+
+KvPages ContiguousPages::operator()(int64_t sequence, int64_t kv_head) const {
+  const int64_t first_block = sequence * blocks_;
+  const int64_t scales = first_block * layout_.block_scales();
+  return layout_.Pages(keys_ + first_block * layout_.block_key_bytes(),
+                       values_ + sequence * sequence_value_bytes_, key_scales_ + scales,
+                       value_scales_ + scales, kv_head);
+}
+
+size_t ContiguousPages::bytes() const {
+  return key_storage_.capacity() + value_storage_.capacity() +
+         (key_scale_storage_.capacity() + value_scale_storage_.capacity()) *
+             sizeof(float);
+}
+
+}  // namespace mha::internal

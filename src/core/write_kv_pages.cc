@@ -1,0 +1,70 @@
+// WriteKvPages: (sequence, KV head) pairs over the threads, AppendToPages for each.
+#include "src/core/write_kv_pages.h"
+
+#include <algorithm>
+
+#include "src/kernels/kv_append.h"
+#include "src/kernels/tile_sizes.h"
+#include "src/threading/parallel_for.h"
+
+namespace mha::internal {
+
+int64_t WorkspacePageSize(int64_t key_len) {
+  return static_cast<int64_t>(
+      std::min(kKeyBlock, RoundUp(static_cast<size_t>(key_len), kPanelWidth)));
+}
+
+namespace {
+
+// What AppendToPages needs for sequence b's rows of one KV head.
+PanelAppend AppendFor(const KvWrite& write, int64_t b, int64_t kv_head,
+                      const KvPages& pages, float* rotation_scratch) {
+  PanelAppend append;
+  append.keys = write.key.Row(b, kv_head, 0);
+  append.values = write.value.Row(b, kv_head, 0);
+  append.key_stride = write.key.row_stride;
+  append.value_stride = write.value.row_stride;
+  append.rows = write.counts ? write.counts[b] : write.count;
+  append.head_dim = write.head_dim;
+  append.pages = &pages;
+  append.first = write.first_positions ? write.first_positions[b] : write.first_position;
+  append.pad_to = append.first + append.rows;
+  if (write.zero_padding) {
+    append.pad_to =
+        static_cast<int64_t>(RoundUp(static_cast<size_t>(append.pad_to), kPanelWidth));
+  }
+  if (write.rotary) {
+    const int64_t first_row =
+        write.key.batch_rows ? write.key.batch_rows[b] : b * write.positions_per_sequence;
+    append.rotary = write.rotary;
+    append.positions = write.rotary_positions + first_row;
+    append.rotation_scratch = rotation_scratch;
+    append.rotation_rows = kRotationRows;
+  }
+  return append;
+}
+
+}  // namespace
+
+const int64_t* VisibleKeyCounts(const MaskPlan& masks, int64_t batch_size,
+                                int64_t query_len, std::vector<int64_t>& counts) {
+  if (counts.size() < static_cast<size_t>(batch_size)) counts.resize(batch_size);
+  for (int64_t b = 0; b < batch_size; ++b) counts[b] = masks.KeyEnd(b, query_len - 1);
+  return counts.data();
+}
+
+void WriteKvPages(const KvWrite& write, std::vector<float>& rotation_scratch) {
+  const int64_t kv_heads = write.num_kv_heads;
+  const size_t rotation_floats = write.rotary ? kRotationRows * write.head_dim : 0;
+  const size_t floats = TeamSize() * rotation_floats;
+  if (rotation_scratch.size() < floats) rotation_scratch.resize(floats);
+  ParallelFor((write.batch_end - write.batch_begin) * kv_heads, rotation_scratch.data(),
+              rotation_floats, [&](int64_t index, float* scratch) {
+                const int64_t b = write.batch_begin + index / kv_heads;
+                const int64_t kv_head = index % kv_heads;
+                const KvPages pages = write.pages(b, kv_head);
+                AppendToPages(AppendFor(write, b, kv_head, pages, scratch));
+              });
+}
+
+}  // namespace mha::internal
