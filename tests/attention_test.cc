@@ -247,15 +247,18 @@ TEST_P(AttentionVsReference, MatchesNaiveBaseline) {
 INSTANTIATE_TEST_SUITE_P(OddSizes, AttentionVsReference, ::testing::ValuesIn(AllCases()),
                          CaseName);
 
-// The chunked flow where it keeps V in the output buffer (causal self-attention,
-// output width = model width) and runs chunks last to first, with and without
-// length masks, and where it cannot (no output projection, other output width).
+// The chunked flow where it keeps the V pages in the output buffer (causal
+// self-attention, whole pages no wider than the output rows: head_dim 16 and 256
+// tokens, two chunks per sequence) and runs chunks last to first, with and without
+// length masks, and where it cannot (pages wider than the rows, no output
+// projection, other output width).
 struct ChunkedCase {
   const char* name;
   bool causal, lengths, output_projection;
   int64_t output_dim;  // 0: the model width
   double budget;
   int64_t num_kv_heads = 0;
+  int64_t head_dim = 5, seq_len = 121;
 };
 
 void PrintTo(const ChunkedCase& c, std::ostream* os) { *os << c.name; }
@@ -267,15 +270,15 @@ TEST_P(ChunkedFlow, MatchesNaiveBaseline) {
   LayerSpec spec;
   spec.num_heads = 3;
   spec.num_kv_heads = c.num_kv_heads;
-  spec.head_dim = 5;
+  spec.head_dim = c.head_dim;
   spec.query_dim = 11;
   spec.output_projection = c.output_projection;
   spec.output_dim = c.output_dim ? c.output_dim : 15;
   const OwnedLayer layer = MakeLayer(spec, 21);
   const MultiheadAttention attention(layer.config, layer.weights);
-  const int64_t b = 2, s = 121, out_dim = attention.output_dim();
+  const int64_t b = 2, s = c.seq_len, out_dim = attention.output_dim();
   const std::vector<float> x = RandomFloats(b * s * spec.query_dim, 5);
-  const std::vector<int64_t> lengths = {70, 121};
+  const std::vector<int64_t> lengths = {70, s};
   AttentionMasks masks;
   masks.is_causal = c.causal;
   if (c.lengths) masks.key_lengths = TensorView(lengths.data(), DType::kInt64, Shape{b});
@@ -292,15 +295,18 @@ TEST_P(ChunkedFlow, MatchesNaiveBaseline) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, ChunkedFlow,
-    ::testing::Values(ChunkedCase{"causal_values_in_output", true, false, true, 0, 11000},
-                      ChunkedCase{"causal_lengths_values_in_output", true, true, true, 0,
-                                  11000},
-                      ChunkedCase{"budget_sized_chunks", true, false, true, 0, 22920},
-                      // V rows narrower than output rows span batches: reverse order.
-                      ChunkedCase{"mqa_values_in_output", true, false, true, 0, 11000, 1},
-                      ChunkedCase{"dense", false, false, true, 0, 11000},
-                      ChunkedCase{"no_output_projection", true, false, false, 0, 11000},
-                      ChunkedCase{"other_output_width", true, true, true, 9, 11000}),
+    ::testing::Values(
+        ChunkedCase{"causal_values_in_output", true, false, true, 48, 11000, 0, 16, 256},
+        ChunkedCase{"causal_lengths_values_in_output", true, true, true, 48, 11000, 0, 16,
+                    256},
+        ChunkedCase{"causal_pages_wider_than_rows", true, false, true, 0, 11000},
+        ChunkedCase{"causal_lengths_pages_wider_than_rows", true, true, true, 0, 11000},
+        ChunkedCase{"budget_sized_chunks", true, false, true, 0, 22920},
+        // V rows narrower than output rows span batches: reverse order.
+        ChunkedCase{"mqa_values_in_output", true, false, true, 48, 11000, 1, 16, 256},
+        ChunkedCase{"dense", false, false, true, 0, 11000},
+        ChunkedCase{"no_output_projection", true, false, false, 0, 11000},
+        ChunkedCase{"other_output_width", true, true, true, 9, 11000}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

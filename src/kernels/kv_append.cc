@@ -1,4 +1,4 @@
-// AppendToPages, compiled once per SIMD target: the head split of head_layout-inl.h
+// AppendToPages, compiled once per SIMD target: the panel copy of kv_panels-inl.h
 // (keys rotated on the way in for rotary layers) aimed at positions inside a KV
 // cache's pages, or symmetric int8 quantisation with one scale per row, into the
 // same panel layout (src/cache/kv_pages.h).
@@ -11,8 +11,8 @@
 #include <limits>
 
 #include "hwy/highway.h"
-#include "src/kernels/head_layout-inl.h"
 #include "src/kernels/kv_append.h"
+#include "src/kernels/kv_panels-inl.h"
 #include "src/kernels/rotary-inl.h"
 
 HWY_BEFORE_NAMESPACE();

@@ -16,10 +16,10 @@ constexpr size_t kPanelWidth = 16;
 constexpr size_t kTileRows = 6;
 // Query rows AttendHead takes per block.
 constexpr size_t kQueryBlock = 8 * kTileRows;
-// Keys per tile when AttendHead splits K and V itself, and the contiguous KvCache's
-// page size.
+// Keys per page of the contiguous KvCache and of the pages a forward writes its K/V
+// into: the kernel's key tile.
 constexpr size_t kKeyBlock = 128;
-// Keys rotated at a time as they are split into panels.
+// Keys rotated at a time as they are written into pages.
 constexpr size_t kRotationRows = 128;
 
 // n rounded up to a whole number of `multiple`s: panel and tile padding.

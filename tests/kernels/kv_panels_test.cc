@@ -1,17 +1,17 @@
-// head_layout-inl.h on every SIMD target this CPU supports: keys split into K^T key
+// kv_panels-inl.h on every SIMD target this CPU supports: keys split into K^T key
 // blocks and values into V pages (column panels, src/cache/kv_pages.h), as float and
 // as bfloat16, read back element by element through PanelOffset. Odd head sizes,
 // block sizes of 16 to 64, ranges that start inside a block, empty ranges and zeroed
 // tails; nothing outside [first, zero_end) is written.
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "tests/kernels/head_layout_test.cc"
+#define HWY_TARGET_INCLUDE "tests/kernels/kv_panels_test.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include <cstring>
 #include <vector>
 
 #include "hwy/highway.h"
-#include "src/kernels/head_layout-inl.h"
+#include "src/kernels/kv_panels-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mha {
@@ -127,10 +127,10 @@ std::vector<Split> Splits() {
   return splits;
 }
 
-class HeadLayout : public hwy::TestWithParamTarget {};
-HWY_TARGET_INSTANTIATE_TEST_SUITE_P(HeadLayout);
+class KvPanels : public hwy::TestWithParamTarget {};
+HWY_TARGET_INSTANTIATE_TEST_SUITE_P(KvPanels);
 
-TEST_P(HeadLayout, FloatPanelsHoldTheRowsAndZeros) {
+TEST_P(KvPanels, FloatPanelsHoldTheRowsAndZeros) {
   for (const Split& s : Splits()) {
     const size_t stride = s.head_dim + 3;
     const std::vector<float> src =
@@ -148,7 +148,7 @@ TEST_P(HeadLayout, FloatPanelsHoldTheRowsAndZeros) {
   }
 }
 
-TEST_P(HeadLayout, Bf16PanelsHoldTheRoundedRows) {
+TEST_P(KvPanels, Bf16PanelsHoldTheRoundedRows) {
   for (const Split& s : Splits()) {
     const size_t stride = s.head_dim;
     const std::vector<float> src =

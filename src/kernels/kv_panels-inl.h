@@ -1,17 +1,17 @@
-// Per-target head split: copies one head's key and value rows out of the projection
-// matrices [S, num_heads * head_dim] into per-head pages shaped for the tile
-// products (src/cache/kv_pages.h): K^T in key blocks of [head_dim, block] (scores =
-// Q K^T streams one block) and V in pages of [block, padded head_dim]. Padding is
-// zero so padded lanes add nothing. Panels hold float, or bfloat16 for bf16 KV caches. Q
-// needs no copy (the tile product broadcasts its elements in place), and the head merge
-// needs none either: context rows are written straight into their head's columns of the
-// matrix the output projection reads.
+// Per-target K/V panels: copies one head's key and value rows (projection rows, or
+// the core API's tensors) into pages shaped for the tile products
+// (src/cache/kv_pages.h): K^T in key blocks of [head_dim, block] (scores = Q K^T
+// streams one block) and V in pages of [block, padded head_dim]. Padding is zero so
+// padded lanes add nothing. Panels hold float, or bfloat16 for bf16 KV caches. Q
+// needs no copy (the tile product broadcasts its elements in place), and the head
+// merge needs none either: context rows are written straight into their head's
+// columns of the matrix the output projection reads.
 
-#if defined(MHA_KERNELS_HEAD_LAYOUT_INL_H_) == defined(HWY_TARGET_TOGGLE)
-#ifdef MHA_KERNELS_HEAD_LAYOUT_INL_H_
-#undef MHA_KERNELS_HEAD_LAYOUT_INL_H_
+#if defined(MHA_KERNELS_KV_PANELS_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef MHA_KERNELS_KV_PANELS_INL_H_
+#undef MHA_KERNELS_KV_PANELS_INL_H_
 #else
-#define MHA_KERNELS_HEAD_LAYOUT_INL_H_
+#define MHA_KERNELS_KV_PANELS_INL_H_
 #endif
 
 #include <algorithm>
@@ -132,4 +132,4 @@ HWY_INLINE void SplitValues(D /*d*/, const float* HWY_RESTRICT src, size_t src_s
 }  // namespace mha
 HWY_AFTER_NAMESPACE();
 
-#endif  // MHA_KERNELS_HEAD_LAYOUT_INL_H_
+#endif  // MHA_KERNELS_KV_PANELS_INL_H_
