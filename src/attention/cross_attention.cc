@@ -67,21 +67,21 @@ void MultiheadAttention::Impl::ProjectMemory(const TensorView& memory,
       Fail("memory_lengths[", b, "]: must be in [0, ", length, "], got ", counts[b]);
     }
   }
-  // Everything is checked: from here on the cache is written.
-  const int64_t rows = batch * length, kv_dim = config.kv_dim();
+  // Everything is checked. The projections come first: if one fails, the cache is
+  // still as it was.
+  const int64_t rows = batch * length, kv_dim = config.kv_dim(),
+                head_dim = config.head_dim;
   float* keys = Workspace::Reserve(workspace->projections, 2 * rows * kv_dim);
+  float* values = keys + rows * kv_dim;
   Linear(kKeyLinear, memory, 0, rows, keys, *workspace);
-  Linear(kValueLinear, memory, 0, rows, keys + rows * kv_dim, *workspace);
-  for (int64_t b = 0; b < batch; ++b) {
-    cache.Truncate(b, 0);
-  }
+  Linear(kValueLinear, memory, 0, rows, values, *workspace);
+  for (int64_t b = 0; b < batch; ++b) cache.Truncate(b, 0);
   const auto pages = [&cache](int64_t b, int64_t kv_head) {
     return cache.Pages(b, kv_head);
   };
-  const int64_t head_dim = config.head_dim;
-  internal::KvWrite write =
-      LayerKvWrite({keys, length * kv_dim, head_dim, kv_dim},
-                   {keys + rows * kv_dim, length * kv_dim, head_dim, kv_dim}, nullptr, 0);
+  internal::KvWrite write = LayerKvWrite(nullptr, 0);
+  write.key = {keys, length * kv_dim, head_dim, kv_dim};
+  write.value = {values, length * kv_dim, head_dim, kv_dim};
   write.batch_end = batch;
   write.counts = counts;
   write.pages = pages;
@@ -118,23 +118,15 @@ void MultiheadAttention::Impl::ForwardCrossAttention(
   const internal::WorkspacePool::Lease workspace = workspaces.Acquire();
   const MutableTensorView staged = StageOutput(output, *workspace);
   const internal::ScopedThreadCount thread_count(ThreadsFor(problem, options));
-  const int64_t model_dim = config.model_dim();
-  const int64_t rows = problem.batch_size * problem.query_len;
-  float* queries = Workspace::Reserve(workspace->projections, rows * model_dim);
-  Linear(kQueryLinear, query, 0, rows, queries, *workspace);
-  CoreCall call = BaseCall(problem, nullptr);
-  call.query = {queries, problem.query_len * model_dim, config.head_dim, model_dim};
-  float* context = has_output
-                       ? Workspace::Reserve(workspace->merged_heads, rows * model_dim)
-                       : staged.floats();
-  call.context = {context, problem.query_len * model_dim, config.head_dim, model_dim};
   const auto pages = [&cache](int64_t b, int64_t kv_head) {
     return cache.Pages(b, kv_head);
   };
+  CoreCall call = BaseCall(problem, nullptr);
   call.pages = pages;
   call.page_size = cache.page_size;
-  internal::RunAttentionCore(call, plan, workspace->core);
-  if (has_output) Linear(kOutputLinear, context, rows, staged.floats(), *workspace);
+  RunQueries({&query, 0, problem.batch_size * problem.query_len, problem.query_len,
+              nullptr, nullptr, staged.floats()},
+             call, plan, *workspace);
   FinishOutput(staged, output);
 }
 

@@ -75,42 +75,25 @@ void MultiheadAttention::Impl::ForwardWithCache(const TensorView& query,
   const MutableTensorView staged = StageOutput(output, *workspace);
   // Everything is checked: from here on the cache and output are written.
   const internal::ScopedThreadCount thread_count(ThreadsFor(problem, options));
-  const int64_t model_dim = config.model_dim(), sq = problem.query_len;
-  const int64_t rows = problem.batch_size * sq, width = model_dim + 2 * config.kv_dim();
+  const int64_t sq = problem.query_len;
   const int64_t* counts = workspace->new_lengths.data();
-  float* qkv = Workspace::Reserve(workspace->projections, rows * width);
-  Linear(kFusedLinear, query, 0, rows, qkv, *workspace);
   const auto pages = [&cache](int64_t b, int64_t kv_head) {
     return cache.Pages(b, kv_head);
   };
-  internal::KvWrite write = FusedKvWrite(qkv, sq, nullptr, rotary_positions);
+  internal::KvWrite write = LayerKvWrite(rotary_positions, sq);
   write.batch_end = problem.batch_size;
   write.counts = counts;
   write.first_positions = workspace->positions.data();
   write.pages = pages;
-  internal::WriteKvPages(write, workspace->core.rotation_scratch);
-
   CoreCall call = BaseCall(problem, rotary_positions);
-  call.query = {qkv, sq * width, config.head_dim, width};
   call.pages = pages;
   call.page_size = cache.page_size;
   call.query_counts = counts;
-  // Padding rows are never attended: start from zeros so they stay zero.
-  float* context = has_output
-                       ? Workspace::Reserve(workspace->merged_heads, rows * model_dim)
-                       : staged.floats();
-  std::fill(context, context + rows * model_dim, 0.0f);
-  call.context = {context, sq * model_dim, config.head_dim, model_dim};
   const internal::MaskPlan masks = internal::MaskPlan::ForCache(
       workspace->positions.data(), cache.capacity, config.features);
-  internal::RunAttentionCore(call, masks, workspace->core);
-  if (has_output) {
-    Linear(kOutputLinear, context, rows, staged.floats(), *workspace);
-    for (int64_t b = 0; b < problem.batch_size; ++b) {  // padding gets 0, not the bias
-      std::fill(staged.floats() + (b * sq + counts[b]) * output_dim,
-                staged.floats() + (b + 1) * sq * output_dim, 0.0f);
-    }
-  }
+  RunQueries({&query, 0, problem.batch_size * sq, sq, nullptr, &write, staged.floats(),
+              /*padded=*/true},
+             call, masks, *workspace);
   for (int64_t b = 0; b < problem.batch_size; ++b) cache.lengths[b] += counts[b];
   FinishOutput(staged, output);
 }

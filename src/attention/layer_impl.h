@@ -41,11 +41,6 @@ struct MultiheadAttention::Impl {
                        const internal::CoreCall& base, bool values_in_output,
                        int64_t chunk_rows, const AttentionOutputs& outputs,
                        internal::Workspace& workspace) const;
-  void ProjectKeysInChunks(const internal::Problem& problem, const int64_t* key_counts,
-                           float* chunk, int64_t chunk_rows,
-                           const int64_t* rotary_positions,
-                           const internal::PageSource& pages,
-                           internal::Workspace& workspace) const;
   // A core call with the layer's sizes, logit features and rotary table; queries,
   // keys, values and context laid out as projections are: [B, S, heads * head_dim]
   // rows of the given widths.
@@ -94,19 +89,40 @@ struct MultiheadAttention::Impl {
   const int64_t* PackedRotaryPositions(const internal::Problem& problem, int64_t tokens,
                                        const TensorView& position_ids,
                                        internal::Workspace& workspace) const;
-  // Writes keys and values of this layer's heads, rotated to rotary_positions for
-  // rotary layers; the caller says which sequences, rows and pages.
-  internal::KvWrite LayerKvWrite(const internal::HeadRows<const float>& key,
-                                 const internal::HeadRows<const float>& value,
-                                 const int64_t* rotary_positions,
+  // The pipeline (pipeline.cc): project -> write pages -> attention core -> output
+  // projection.
+  struct QueryPass {
+    // Query rows [first_row, first_row + rows) of `input`; sequence b's start at
+    // b * rows_per_batch (0: the call's one sequence), or (packed) batch_rows[b].
+    const TensorView* input = nullptr;
+    int64_t first_row = 0, rows = 0, rows_per_batch = 0;
+    const int64_t* batch_rows = nullptr;
+    // Self-attention: one fused QKV projection, whose keys and values `kv` writes
+    // into the pages (its rows are set here). Null: the pages hold K/V already.
+    const internal::KvWrite* kv = nullptr;
+    float* output = nullptr;  // rows of output_dim floats
+    bool padded = false;      // rows past call.query_counts[b] are padding: zeros
+  };
+  void RunQueries(const QueryPass& pass, internal::CoreCall call,
+                  const internal::MaskPlan& masks, internal::Workspace& workspace) const;
+  // Keys and values projected apart from the queries: the first key_counts[b] rows
+  // of each sequence of `key` and `value` ([B, key_len, .]), chunk_rows at a time.
+  struct KeyPass {
+    const TensorView* key = nullptr;
+    const TensorView* value = nullptr;
+    int64_t batch_size = 0, key_len = 0, chunk_rows = 0;
+    const int64_t* key_counts = nullptr;
+    const int64_t* rotary_positions = nullptr;  // [B, key_len], rotary layers
+    bool zero_padding = false;                  // workspace pages (write_kv_pages.h)
+    internal::PageSource pages;
+  };
+  void ProjectKeys(const KeyPass& pass, internal::Workspace& workspace) const;
+  // A KvWrite of this layer's heads, rotated to rotary_positions for rotary layers;
+  // the caller sets the rows, sequences and pages.
+  internal::KvWrite LayerKvWrite(const int64_t* rotary_positions,
                                  int64_t positions_per_sequence) const;
-  // The same from fused QKV projection rows: sequence b's rows from
-  // b * rows_per_batch, or (packed) batch_rows[b].
-  internal::KvWrite FusedKvWrite(const float* qkv, int64_t rows_per_batch,
-                                 const int64_t* batch_rows,
-                                 const int64_t* rotary_positions) const;
-  // Sizes the workspace pages for the problem's keys and points `call` at them.
-  internal::ContiguousPages& UseWorkspacePages(const internal::Problem& problem,
+  // Sizes the workspace pages and points `call` at them.
+  internal::ContiguousPages& UseWorkspacePages(int64_t batch_size, int64_t key_len,
                                                internal::CoreCall& call,
                                                internal::Workspace& workspace) const;
   // Projects `rows` rows of `input` with linears[index] into `output`.

@@ -101,46 +101,6 @@ CoreCall MultiheadAttention::Impl::BaseCall(const Problem& problem,
   return call;
 }
 
-internal::KvWrite MultiheadAttention::Impl::LayerKvWrite(
-    const internal::HeadRows<const float>& key,
-    const internal::HeadRows<const float>& value, const int64_t* rotary_positions,
-    int64_t positions_per_sequence) const {
-  internal::KvWrite write;
-  write.key = key;
-  write.value = value;
-  write.num_kv_heads = config.resolved_num_kv_heads();
-  write.head_dim = config.head_dim;
-  if (rotary) {
-    write.rotary = &*rotary;
-    write.rotary_positions = rotary_positions;
-    write.positions_per_sequence = positions_per_sequence;
-  }
-  return write;
-}
-
-internal::KvWrite MultiheadAttention::Impl::FusedKvWrite(
-    const float* qkv, int64_t rows_per_batch, const int64_t* batch_rows,
-    const int64_t* rotary_positions) const {
-  const int64_t width = config.model_dim() + 2 * config.kv_dim();
-  const float* keys = qkv + packed.FusedColumn(PackedWeights::kKey);
-  const float* values = qkv + packed.FusedColumn(PackedWeights::kValue);
-  const int64_t batch_stride = rows_per_batch * width, head_dim = config.head_dim;
-  return LayerKvWrite({keys, batch_stride, head_dim, width, batch_rows},
-                      {values, batch_stride, head_dim, width, batch_rows},
-                      rotary_positions, rows_per_batch);
-}
-
-internal::ContiguousPages& MultiheadAttention::Impl::UseWorkspacePages(
-    const Problem& problem, CoreCall& call, Workspace& workspace) const {
-  internal::ContiguousPages& pages = workspace.core.kv_pages;
-  call.page_size = internal::WorkspacePageSize(problem.key_len);
-  pages.Reset(internal::BlockLayout(call.page_size, config.resolved_num_kv_heads(),
-                                    config.head_dim, internal::KvStorage::kFloat32),
-              problem.batch_size, problem.key_len);
-  call.pages = pages;
-  return pages;
-}
-
 const int64_t* MultiheadAttention::Impl::RotaryPositions(const Problem& problem,
                                                          const TensorView& position_ids,
                                                          const int64_t* offsets,
@@ -159,59 +119,35 @@ const int64_t* MultiheadAttention::Impl::RotaryPositions(const Problem& problem,
   return positions;
 }
 
-// All queries at once: one fused QKV GEMM for self-attention, then attention into the
-// merged-heads matrix, then the output projection.
+// All queries at once: self-attention projects Q, K and V in one fused GEMM and
+// writes K/V into the pages on the way; other shapes project K/V first.
 void MultiheadAttention::Impl::ForwardWhole(const Problem& problem,
                                             const internal::MaskPlan& masks,
                                             const CoreCall& base,
                                             const AttentionOutputs& outputs, bool average,
                                             Workspace& workspace) const {
-  const int64_t model_dim = config.model_dim(), kv_dim = config.kv_dim();
-  const int64_t sq = problem.query_len, sk = problem.key_len, head_dim = config.head_dim;
-  const int64_t query_rows = problem.batch_size * sq, key_rows = problem.batch_size * sk;
+  const int64_t sq = problem.query_len, sk = problem.key_len;
   CoreCall call = base;
   call.probabilities = outputs.attn_weights.floats();
-  internal::HeadRows<const float> key, value;
-  internal::HeadRows<const float>* parts[3] = {&call.query, &key, &value};
-  if (problem.self_attention && packed.qkv_fused()) {
-    const int64_t width = model_dim + 2 * kv_dim;
-    float* qkv = Workspace::Reserve(workspace.projections, query_rows * width);
-    Linear(kFusedLinear, problem.query, 0, query_rows, qkv, workspace);
-    for (int input = 0; input < 3; ++input) {
-      const int64_t column = packed.FusedColumn(static_cast<PackedWeights::Input>(input));
-      *parts[input] = {qkv + column, sq * width, head_dim, width};
-    }
-  } else {
-    const TensorView* sources[3] = {&problem.query, &problem.key, &problem.value};
-    const int64_t lengths[3] = {sq, sk, sk}, widths[3] = {model_dim, kv_dim, kv_dim};
-    float* next = Workspace::Reserve(workspace.projections,
-                                     query_rows * model_dim + 2 * key_rows * kv_dim);
-    for (int input = 0; input < 3; ++input) {
-      const int64_t rows = problem.batch_size * lengths[input];
-      Linear(input, *sources[input], 0, rows, next, workspace);
-      *parts[input] = {next, lengths[input] * widths[input], head_dim, widths[input]};
-      next += rows * widths[input];
-    }
+  if (average) {
+    call.probabilities = Workspace::Reserve(
+        workspace.per_head_weights, problem.batch_size * config.num_heads * sq * sk);
   }
-  internal::KvWrite write = LayerKvWrite(key, value, call.query_positions, sk);
-  write.pages = UseWorkspacePages(problem, call, workspace);
+  internal::KvWrite write = LayerKvWrite(call.query_positions, sk);
+  write.pages = UseWorkspacePages(problem.batch_size, sk, call, workspace);
   write.batch_end = problem.batch_size;
   write.counts = internal::VisibleKeyCounts(masks, problem.batch_size, sq,
                                             workspace.core.key_counts);
   write.zero_padding = true;
-  internal::WriteKvPages(write, workspace.core.rotation_scratch);
-  // Without an output projection the heads merge straight into the output.
-  float* context =
-      has_output ? Workspace::Reserve(workspace.merged_heads, query_rows * model_dim)
-                 : outputs.output.floats();
-  call.context = {context, sq * model_dim, head_dim, model_dim};
-  if (average) {
-    call.probabilities = Workspace::Reserve(workspace.per_head_weights,
-                                            query_rows * config.num_heads * sk);
+  const bool fused = problem.self_attention && packed.qkv_fused();
+  if (!fused) {
+    ProjectKeys({&problem.key, &problem.value, problem.batch_size, sk, sk, write.counts,
+                 call.query_positions, true, write.pages},
+                workspace);
   }
-  internal::RunAttentionCore(call, masks, workspace.core);
-  if (has_output)
-    Linear(kOutputLinear, context, query_rows, outputs.output.floats(), workspace);
+  RunQueries({&problem.query, 0, problem.batch_size * sq, sq, nullptr,
+              fused ? &write : nullptr, outputs.output.floats()},
+             call, masks, workspace);
   if (average) {
     AverageHeads(call.probabilities, problem.batch_size, config.num_heads, sq * sk,
                  outputs.attn_weights.floats());
@@ -219,77 +155,42 @@ void MultiheadAttention::Impl::ForwardWhole(const Problem& problem,
 }
 
 // Bounded memory for long sequences: K and V projected chunk_rows rows at a time
-// into the workspace pages, then queries in chunks of chunk_rows (Q projection,
-// attention, output projection). For causal self-attention shapes the V pages can
-// live in the output buffer (see RunFlow): chunks then run last to first over all
-// (batch, row) positions, so every output row written covers only values that no
-// query still to come can see.
+// into the workspace pages, then queries in chunks of chunk_rows. For causal
+// self-attention shapes the V pages can live in the output buffer (see RunFlow):
+// chunks then run last to first over all (batch, row) positions, so every output row
+// written covers only values that no query still to come can see.
 void MultiheadAttention::Impl::ForwardInChunks(const Problem& problem,
                                                const internal::MaskPlan& masks,
                                                const CoreCall& base,
                                                bool values_in_output, int64_t chunk_rows,
                                                const AttentionOutputs& outputs,
                                                Workspace& workspace) const {
-  const int64_t model_dim = config.model_dim();
-  const int64_t sq = problem.query_len, head_dim = config.head_dim;
-  float* chunk = Workspace::Reserve(workspace.chunks, 2 * chunk_rows * model_dim);
+  const int64_t sq = problem.query_len;
   CoreCall call = base;
-  internal::ContiguousPages& pages = UseWorkspacePages(problem, call, workspace);
+  internal::ContiguousPages& pages =
+      UseWorkspacePages(problem.batch_size, problem.key_len, call, workspace);
   if (values_in_output) {
     pages.PlaceValues(static_cast<uint8_t*>(outputs.output.data),
                       sq * output_dim * static_cast<int64_t>(sizeof(float)));
   }
-  const int64_t* key_counts = internal::VisibleKeyCounts(
-      masks, problem.batch_size, problem.query_len, workspace.core.key_counts);
-  ProjectKeysInChunks(problem, key_counts, chunk, chunk_rows, base.query_positions, pages,
-                      workspace);
-  call.query = {chunk, 0, head_dim, model_dim};
+  ProjectKeys(
+      {&problem.key, &problem.value, problem.batch_size, problem.key_len, chunk_rows,
+       internal::VisibleKeyCounts(masks, problem.batch_size, sq,
+                                  workspace.core.key_counts),
+       base.query_positions, true, pages},
+      workspace);
   const int64_t per_batch = (sq + chunk_rows - 1) / chunk_rows;
   const int64_t chunks = problem.batch_size * per_batch;
   for (int64_t n = 0; n < chunks; ++n) {
     const int64_t index = values_in_output ? chunks - 1 - n : n;
     const int64_t b = index / per_batch, first = index % per_batch * chunk_rows;
-    const int64_t count = std::min(chunk_rows, sq - first);
-    float* out = outputs.output.floats() + (b * sq + first) * output_dim;
-    Linear(kQueryLinear, problem.query, b * sq + first, count, chunk, workspace);
     call.batch_begin = b;
     call.batch_end = b + 1;
     call.first_query = first;
-    call.query_count = count;
-    call.context = has_output ? internal::HeadRows<float>{chunk + chunk_rows * model_dim,
-                                                          0, head_dim, model_dim}
-                              : internal::HeadRows<float>{out, 0, head_dim, output_dim};
-    internal::RunAttentionCore(call, masks, workspace.core);
-    if (has_output) Linear(kOutputLinear, call.context.data, count, out, workspace);
-  }
-}
-
-// K and V of every batch (its first key_counts[b] rows), chunk_rows rows at a time
-// through `chunk`, into the pages.
-void MultiheadAttention::Impl::ProjectKeysInChunks(const Problem& problem,
-                                                   const int64_t* key_counts,
-                                                   float* chunk, int64_t chunk_rows,
-                                                   const int64_t* rotary_positions,
-                                                   const internal::PageSource& pages,
-                                                   Workspace& workspace) const {
-  const int64_t kv_dim = config.kv_dim(), sk = problem.key_len,
-                head_dim = config.head_dim;
-  float* values = chunk + chunk_rows * kv_dim;
-  internal::KvWrite write = LayerKvWrite({chunk, 0, head_dim, kv_dim},
-                                         {values, 0, head_dim, kv_dim}, nullptr, sk);
-  write.pages = pages;
-  for (int64_t b = 0; b < problem.batch_size; ++b) {
-    for (int64_t first = 0; first < key_counts[b]; first += chunk_rows) {
-      write.count = std::min(chunk_rows, key_counts[b] - first);
-      Linear(kKeyLinear, problem.key, b * sk + first, write.count, chunk, workspace);
-      Linear(kValueLinear, problem.value, b * sk + first, write.count, values, workspace);
-      write.batch_begin = b;
-      write.batch_end = b + 1;
-      write.first_position = first;
-      write.zero_padding = first + write.count == key_counts[b];
-      if (rotary) write.rotary_positions = rotary_positions + first;
-      internal::WriteKvPages(write, workspace.core.rotation_scratch);
-    }
+    call.query_count = std::min(chunk_rows, sq - first);
+    RunQueries({&problem.query, b * sq + first, call.query_count, 0, nullptr, nullptr,
+                outputs.output.floats() + (b * sq + first) * output_dim},
+               call, masks, workspace);
   }
 }
 

@@ -173,34 +173,24 @@ void MultiheadAttention::Impl::ForwardPacked(const TensorView& query,
   sizes.batch_size = 1;  // the thread heuristic sees T rows against the longest keys
   sizes.query_len = tokens;
   const internal::ScopedThreadCount thread_count(ThreadsFor(sizes, options));
-  const int64_t model_dim = config.model_dim(), width = model_dim + 2 * config.kv_dim();
   const int64_t* rows = workspace->batch_rows.data();
   const int64_t* ids = workspace->sequence_ids.data();
-  float* qkv = Workspace::Reserve(workspace->projections, tokens * width);
-  Linear(kFusedLinear, query, 0, tokens, qkv, *workspace);
   const auto pages = [&cache, ids, layer](int64_t b, int64_t kv_head) {
     return cache.Pages(ids[b], layer, kv_head);
   };
-  internal::KvWrite write = FusedKvWrite(qkv, 0, rows, rotary_positions);
+  internal::KvWrite write = LayerKvWrite(rotary_positions, 0);
   write.batch_end = problem.batch_size;
   write.counts = workspace->new_lengths.data();
   write.first_positions = workspace->positions.data();
   write.pages = pages;
-  internal::WriteKvPages(write, workspace->core.rotation_scratch);
-
   CoreCall call = BaseCall(problem, rotary_positions);
-  call.query = {qkv, 0, config.head_dim, width, rows};
-  float* context = has_output
-                       ? Workspace::Reserve(workspace->merged_heads, tokens * model_dim)
-                       : staged.floats();
-  call.context = {context, 0, config.head_dim, model_dim, rows};
   call.pages = pages;
   call.page_size = cache.options.block_size;
   call.query_counts = workspace->new_lengths.data();
   const internal::MaskPlan masks = internal::MaskPlan::ForCache(
       workspace->positions.data(), problem.key_len, config.features);
-  internal::RunAttentionCore(call, masks, workspace->core);
-  if (has_output) Linear(kOutputLinear, context, tokens, staged.floats(), *workspace);
+  RunQueries({&query, 0, tokens, 0, rows, &write, staged.floats()}, call, masks,
+             *workspace);
   FinishOutput(staged, output);
 }
 
