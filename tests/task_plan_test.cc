@@ -41,14 +41,14 @@ const PlanCase kCases[] = {
 };
 
 struct Planned {
-  CoreCall call;
+  AttentionParams call;
   std::vector<int64_t> first_positions, key_lengths;
   AttentionMasks masks;
   std::optional<MaskPlan> plan;
 };
 
 void Describe(const PlanCase& c, Planned& p) {
-  CoreCall& call = p.call;
+  AttentionParams& call = p.call;
   call.num_heads = c.num_heads;
   call.num_kv_heads = c.num_kv_heads;
   call.head_dim = 64;
@@ -123,7 +123,7 @@ TEST(TaskPlan, CoversEveryQueryOnceInShortTiles) {
 // Decoding splits at fixed multiples of 256 keys on every thread count (the same
 // cuts: the same bits); a prefill chunk is never split.
 TEST(TaskPlan, SplitsDecodeKeysTheSameOnEveryThreadCount) {
-  CoreCall call;
+  AttentionParams call;
   call.num_heads = 8;
   call.num_kv_heads = 8;
   call.head_dim = 64;

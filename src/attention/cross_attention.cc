@@ -9,7 +9,7 @@
 
 namespace mha {
 
-using internal::CoreCall;
+using internal::AttentionParams;
 using internal::Fail;
 using internal::Problem;
 using internal::Workspace;
@@ -121,12 +121,12 @@ void MultiheadAttention::Impl::ForwardCrossAttention(
   const auto pages = [&cache](int64_t b, int64_t kv_head) {
     return cache.Pages(b, kv_head);
   };
-  CoreCall call = BaseCall(problem, nullptr);
-  call.pages = pages;
-  call.page_size = cache.page_size;
+  AttentionParams params = BaseParams(problem, nullptr);
+  params.pages = pages;
+  params.page_size = cache.page_size;
   RunQueries({&query, 0, problem.batch_size * problem.query_len, problem.query_len,
               nullptr, nullptr, staged.floats()},
-             call, plan, *workspace);
+             params, plan, *workspace);
   FinishOutput(staged, output);
 }
 

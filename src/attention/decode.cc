@@ -9,7 +9,7 @@
 
 namespace mha {
 
-using internal::CoreCall;
+using internal::AttentionParams;
 using internal::PackedWeights;
 using internal::Problem;
 using internal::Workspace;
@@ -85,15 +85,15 @@ void MultiheadAttention::Impl::ForwardWithCache(const TensorView& query,
   write.counts = counts;
   write.first_positions = workspace->positions.data();
   write.pages = pages;
-  CoreCall call = BaseCall(problem, rotary_positions);
-  call.pages = pages;
-  call.page_size = cache.page_size;
-  call.query_counts = counts;
+  AttentionParams params = BaseParams(problem, rotary_positions);
+  params.pages = pages;
+  params.page_size = cache.page_size;
+  params.query_counts = counts;
   const internal::MaskPlan masks = internal::MaskPlan::ForCache(
       workspace->positions.data(), cache.capacity, config.features);
   RunQueries({&query, 0, problem.batch_size * sq, sq, nullptr, &write, staged.floats(),
               /*padded=*/true},
-             call, masks, *workspace);
+             params, masks, *workspace);
   for (int64_t b = 0; b < problem.batch_size; ++b) cache.lengths[b] += counts[b];
   FinishOutput(staged, output);
 }

@@ -35,24 +35,25 @@ struct MultiheadAttention::Impl {
   void Forward(const AttentionInputs& inputs, const AttentionMasks& masks,
                const AttentionOutputs& outputs, const ForwardOptions& options) const;
   void ForwardWhole(const internal::Problem& problem, const internal::MaskPlan& masks,
-                    const internal::CoreCall& base, const AttentionOutputs& outputs,
-                    bool average, internal::Workspace& workspace) const;
+                    const internal::AttentionParams& base,
+                    const AttentionOutputs& outputs, bool average,
+                    internal::Workspace& workspace) const;
   void ForwardInChunks(const internal::Problem& problem, const internal::MaskPlan& masks,
-                       const internal::CoreCall& base, bool values_in_output,
+                       const internal::AttentionParams& base, bool values_in_output,
                        int64_t chunk_rows, const AttentionOutputs& outputs,
                        internal::Workspace& workspace) const;
-  // A core call with the layer's sizes, logit features and rotary table; queries,
+  // Attention params with the layer's sizes, logit features and rotary table; queries,
   // keys, values and context laid out as projections are: [B, S, heads * head_dim]
   // rows of the given widths.
-  internal::CoreCall BaseCall(const internal::Problem& problem,
-                              const int64_t* rotary_positions) const;
+  internal::AttentionParams BaseParams(const internal::Problem& problem,
+                                       const int64_t* rotary_positions) const;
   // Rotary positions of the query tokens into workspace.rotary_positions (null
   // without rotary embeddings); offsets[b] + i by default (offsets null: i).
   const int64_t* RotaryPositions(const internal::Problem& problem,
                                  const TensorView& position_ids, const int64_t* offsets,
                                  internal::Workspace& workspace) const;
   void RunFlow(const internal::Problem& problem, const internal::MaskPlan& mask_plan,
-               const internal::CoreCall& base, bool is_causal,
+               const internal::AttentionParams& base, bool is_causal,
                const AttentionOutputs& outputs, const ForwardOptions& options,
                internal::Workspace& workspace) const;
   MutableTensorView StageOutput(const MutableTensorView& output,
@@ -101,9 +102,9 @@ struct MultiheadAttention::Impl {
     // into the pages (its rows are set here). Null: the pages hold K/V already.
     const internal::KvWrite* kv = nullptr;
     float* output = nullptr;  // rows of output_dim floats
-    bool padded = false;      // rows past call.query_counts[b] are padding: zeros
+    bool padded = false;      // rows past params.query_counts[b] are padding: zeros
   };
-  void RunQueries(const QueryPass& pass, internal::CoreCall call,
+  void RunQueries(const QueryPass& pass, internal::AttentionParams params,
                   const internal::MaskPlan& masks, internal::Workspace& workspace) const;
   // Keys and values projected apart from the queries: the first key_counts[b] rows
   // of each sequence of `key` and `value` ([B, key_len, .]), chunk_rows at a time.
@@ -121,9 +122,9 @@ struct MultiheadAttention::Impl {
   // the caller sets the rows, sequences and pages.
   internal::KvWrite LayerKvWrite(const int64_t* rotary_positions,
                                  int64_t positions_per_sequence) const;
-  // Sizes the workspace pages and points `call` at them.
+  // Sizes the workspace pages and points `params` at them.
   internal::ContiguousPages& UseWorkspacePages(int64_t batch_size, int64_t key_len,
-                                               internal::CoreCall& call,
+                                               internal::AttentionParams& params,
                                                internal::Workspace& workspace) const;
   // Projects `rows` rows of `input` with linears[index] into `output`.
   void Linear(int index, const float* input, int64_t rows, float* output,

@@ -15,7 +15,7 @@
 
 namespace mha {
 
-using internal::CoreCall;
+using internal::AttentionParams;
 using internal::LinearPrimitive;
 using internal::PackedProjection;
 using internal::PackedWeights;
@@ -83,22 +83,22 @@ MultiheadAttention::Impl::Impl(const AttentionConfig& layer_config,
   }
 }
 
-CoreCall MultiheadAttention::Impl::BaseCall(const Problem& problem,
-                                            const int64_t* rotary_positions) const {
-  CoreCall call;
-  call.num_heads = config.num_heads;
-  call.num_kv_heads = config.resolved_num_kv_heads();
-  call.head_dim = config.head_dim;
-  call.query_len = problem.query_len;
-  call.key_len = problem.key_len;
-  call.batch_end = problem.batch_size;
-  call.query_count = problem.query_len;
-  call.SetLogits(logits);
+AttentionParams MultiheadAttention::Impl::BaseParams(
+    const Problem& problem, const int64_t* rotary_positions) const {
+  AttentionParams params;
+  params.num_heads = config.num_heads;
+  params.num_kv_heads = config.resolved_num_kv_heads();
+  params.head_dim = config.head_dim;
+  params.query_len = problem.query_len;
+  params.key_len = problem.key_len;
+  params.batch_end = problem.batch_size;
+  params.query_count = problem.query_len;
+  internal::SetLogits(logits, params);
   if (rotary) {
-    call.rotary = &*rotary;
-    call.query_positions = rotary_positions;
+    params.rotary = &*rotary;
+    params.query_positions = rotary_positions;
   }
-  return call;
+  return params;
 }
 
 const int64_t* MultiheadAttention::Impl::RotaryPositions(const Problem& problem,
@@ -123,18 +123,18 @@ const int64_t* MultiheadAttention::Impl::RotaryPositions(const Problem& problem,
 // writes K/V into the pages on the way; other shapes project K/V first.
 void MultiheadAttention::Impl::ForwardWhole(const Problem& problem,
                                             const internal::MaskPlan& masks,
-                                            const CoreCall& base,
+                                            const AttentionParams& base,
                                             const AttentionOutputs& outputs, bool average,
                                             Workspace& workspace) const {
   const int64_t sq = problem.query_len, sk = problem.key_len;
-  CoreCall call = base;
-  call.probabilities = outputs.attn_weights.floats();
+  AttentionParams params = base;
+  params.probabilities = outputs.attn_weights.floats();
   if (average) {
-    call.probabilities = Workspace::Reserve(
+    params.probabilities = Workspace::Reserve(
         workspace.per_head_weights, problem.batch_size * config.num_heads * sq * sk);
   }
-  internal::KvWrite write = LayerKvWrite(call.query_positions, sk);
-  write.pages = UseWorkspacePages(problem.batch_size, sk, call, workspace);
+  internal::KvWrite write = LayerKvWrite(params.query_positions, sk);
+  write.pages = UseWorkspacePages(problem.batch_size, sk, params, workspace);
   write.batch_end = problem.batch_size;
   write.counts = internal::VisibleKeyCounts(masks, problem.batch_size, sq,
                                             workspace.core.key_counts);
@@ -142,14 +142,14 @@ void MultiheadAttention::Impl::ForwardWhole(const Problem& problem,
   const bool fused = problem.self_attention && packed.qkv_fused();
   if (!fused) {
     ProjectKeys({&problem.key, &problem.value, problem.batch_size, sk, sk, write.counts,
-                 call.query_positions, true, write.pages},
+                 params.query_positions, true, write.pages},
                 workspace);
   }
   RunQueries({&problem.query, 0, problem.batch_size * sq, sq, nullptr,
               fused ? &write : nullptr, outputs.output.floats()},
-             call, masks, workspace);
+             params, masks, workspace);
   if (average) {
-    AverageHeads(call.probabilities, problem.batch_size, config.num_heads, sq * sk,
+    AverageHeads(params.probabilities, problem.batch_size, config.num_heads, sq * sk,
                  outputs.attn_weights.floats());
   }
 }
@@ -161,14 +161,14 @@ void MultiheadAttention::Impl::ForwardWhole(const Problem& problem,
 // written covers only values that no query still to come can see.
 void MultiheadAttention::Impl::ForwardInChunks(const Problem& problem,
                                                const internal::MaskPlan& masks,
-                                               const CoreCall& base,
+                                               const AttentionParams& base,
                                                bool values_in_output, int64_t chunk_rows,
                                                const AttentionOutputs& outputs,
                                                Workspace& workspace) const {
   const int64_t sq = problem.query_len;
-  CoreCall call = base;
+  AttentionParams params = base;
   internal::ContiguousPages& pages =
-      UseWorkspacePages(problem.batch_size, problem.key_len, call, workspace);
+      UseWorkspacePages(problem.batch_size, problem.key_len, params, workspace);
   if (values_in_output) {
     pages.PlaceValues(static_cast<uint8_t*>(outputs.output.data),
                       sq * output_dim * static_cast<int64_t>(sizeof(float)));
@@ -184,13 +184,13 @@ void MultiheadAttention::Impl::ForwardInChunks(const Problem& problem,
   for (int64_t n = 0; n < chunks; ++n) {
     const int64_t index = values_in_output ? chunks - 1 - n : n;
     const int64_t b = index / per_batch, first = index % per_batch * chunk_rows;
-    call.batch_begin = b;
-    call.batch_end = b + 1;
-    call.first_query = first;
-    call.query_count = std::min(chunk_rows, sq - first);
-    RunQueries({&problem.query, b * sq + first, call.query_count, 0, nullptr, nullptr,
+    params.batch_begin = b;
+    params.batch_end = b + 1;
+    params.first_query = first;
+    params.query_count = std::min(chunk_rows, sq - first);
+    RunQueries({&problem.query, b * sq + first, params.query_count, 0, nullptr, nullptr,
                 outputs.output.floats() + (b * sq + first) * output_dim},
-               call, masks, workspace);
+               params, masks, workspace);
   }
 }
 
@@ -216,7 +216,7 @@ void MultiheadAttention::Impl::Forward(const AttentionInputs& inputs,
                    problem.key_len);
   }
   const internal::WorkspacePool::Lease workspace = workspaces.Acquire();
-  const CoreCall base = BaseCall(
+  const AttentionParams base = BaseParams(
       problem, RotaryPositions(problem, options.position_ids, nullptr, *workspace));
   // Everything is checked: from here on outputs are written.
   const internal::ScopedThreadCount thread_count(ThreadsFor(problem, options));
@@ -247,7 +247,7 @@ void MultiheadAttention::Impl::FinishOutput(const MutableTensorView& staged,
 // Picks the whole or the chunked flow for the workspace budget.
 void MultiheadAttention::Impl::RunFlow(const Problem& problem,
                                        const internal::MaskPlan& mask_plan,
-                                       const CoreCall& base, bool is_causal,
+                                       const AttentionParams& base, bool is_causal,
                                        const AttentionOutputs& outputs,
                                        const ForwardOptions& options,
                                        Workspace& workspace) const {

@@ -11,7 +11,7 @@
 
 namespace mha {
 
-using internal::CoreCall;
+using internal::AttentionParams;
 using internal::Fail;
 using internal::Problem;
 using internal::Workspace;
@@ -183,13 +183,13 @@ void MultiheadAttention::Impl::ForwardPacked(const TensorView& query,
   write.counts = workspace->new_lengths.data();
   write.first_positions = workspace->positions.data();
   write.pages = pages;
-  CoreCall call = BaseCall(problem, rotary_positions);
-  call.pages = pages;
-  call.page_size = cache.options.block_size;
-  call.query_counts = workspace->new_lengths.data();
+  AttentionParams params = BaseParams(problem, rotary_positions);
+  params.pages = pages;
+  params.page_size = cache.options.block_size;
+  params.query_counts = workspace->new_lengths.data();
   const internal::MaskPlan masks = internal::MaskPlan::ForCache(
       workspace->positions.data(), problem.key_len, config.features);
-  RunQueries({&query, 0, tokens, 0, rows, &write, staged.floats()}, call, masks,
+  RunQueries({&query, 0, tokens, 0, rows, &write, staged.floats()}, params, masks,
              *workspace);
   FinishOutput(staged, output);
 }

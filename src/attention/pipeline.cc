@@ -9,7 +9,7 @@
 
 namespace mha {
 
-using internal::CoreCall;
+using internal::AttentionParams;
 using internal::KvWrite;
 using internal::PackedWeights;
 using internal::Workspace;
@@ -28,13 +28,14 @@ KvWrite MultiheadAttention::Impl::LayerKvWrite(const int64_t* rotary_positions,
 }
 
 internal::ContiguousPages& MultiheadAttention::Impl::UseWorkspacePages(
-    int64_t batch_size, int64_t key_len, CoreCall& call, Workspace& workspace) const {
+    int64_t batch_size, int64_t key_len, AttentionParams& params,
+    Workspace& workspace) const {
   internal::ContiguousPages& pages = workspace.core.kv_pages;
-  call.page_size = internal::WorkspacePageSize(key_len);
-  pages.Reset(internal::BlockLayout(call.page_size, config.resolved_num_kv_heads(),
+  params.page_size = internal::WorkspacePageSize(key_len);
+  pages.Reset(internal::BlockLayout(params.page_size, config.resolved_num_kv_heads(),
                                     config.head_dim, internal::KvStorage::kFloat32),
               batch_size, key_len);
-  call.pages = pages;
+  params.pages = pages;
   return pages;
 }
 
@@ -64,7 +65,7 @@ void MultiheadAttention::Impl::ProjectKeys(const KeyPass& pass,
   }
 }
 
-void MultiheadAttention::Impl::RunQueries(const QueryPass& pass, CoreCall call,
+void MultiheadAttention::Impl::RunQueries(const QueryPass& pass, AttentionParams params,
                                           const internal::MaskPlan& masks,
                                           Workspace& workspace) const {
   const int64_t model_dim = config.model_dim(), head_dim = config.head_dim;
@@ -84,7 +85,7 @@ void MultiheadAttention::Impl::RunQueries(const QueryPass& pass, CoreCall call,
     write.value = columns(packed.FusedColumn(PackedWeights::kValue));
     internal::WriteKvPages(write, workspace.core.rotation_scratch);
   }
-  call.query = columns(fused ? packed.FusedColumn(PackedWeights::kQuery) : 0);
+  params.query = columns(fused ? packed.FusedColumn(PackedWeights::kQuery) : 0);
   // Without an output projection the heads merge straight into the output.
   const int64_t context_width = has_output ? model_dim : output_dim;
   float* context = has_output
@@ -92,15 +93,16 @@ void MultiheadAttention::Impl::RunQueries(const QueryPass& pass, CoreCall call,
                        : pass.output;
   // Padding rows are never attended: they start and stay zero.
   if (pass.padded) std::fill(context, context + pass.rows * context_width, 0.0f);
-  call.context = {context, pass.rows_per_batch * context_width, head_dim, context_width,
-                  pass.batch_rows};
-  internal::RunAttentionCore(call, masks, workspace.core);
+  params.context = {context, pass.rows_per_batch * context_width, head_dim, context_width,
+                    pass.batch_rows};
+  internal::RunAttentionCore(params, masks, workspace.core);
   if (!has_output) return;
   Linear(kOutputLinear, context, pass.rows, pass.output, workspace);
   if (!pass.padded) return;
-  for (int64_t b = call.batch_begin; b < call.batch_end; ++b) {  // 0, not the bias
-    std::fill(pass.output + (b * pass.rows_per_batch + call.query_counts[b]) * output_dim,
-              pass.output + (b + 1) * pass.rows_per_batch * output_dim, 0.0f);
+  for (int64_t b = params.batch_begin; b < params.batch_end; ++b) {  // 0, not the bias
+    std::fill(
+        pass.output + (b * pass.rows_per_batch + params.query_counts[b]) * output_dim,
+        pass.output + (b + 1) * pass.rows_per_batch * output_dim, 0.0f);
   }
 }
 

@@ -34,28 +34,28 @@ void ScaledDotProductAttention(const AttentionTensor& query, const AttentionTens
                                             workspace.key_counts);
   write.zero_padding = true;
   write.pages = pages;
-  internal::CoreCall call;
-  call.num_heads = args.num_heads;
-  call.num_kv_heads = args.num_kv_heads;
-  call.head_dim = args.head_dim;
-  call.query_len = call.query_count = args.query_len;
-  call.key_len = args.key_len;
-  call.batch_end = args.batch;
-  call.query = args.query;
-  call.context = args.output;
-  call.logsumexp = logsumexp.floats();
-  call.query_scale = args.scale;
-  call.SetLogits(args.logits);
-  call.pages = pages;
-  call.page_size = page_size;
+  internal::AttentionParams params;
+  params.num_heads = args.num_heads;
+  params.num_kv_heads = args.num_kv_heads;
+  params.head_dim = args.head_dim;
+  params.query_len = params.query_count = args.query_len;
+  params.key_len = args.key_len;
+  params.batch_end = args.batch;
+  params.query = args.query;
+  params.context = args.output;
+  params.logsumexp = logsumexp.floats();
+  params.query_scale = args.scale;
+  internal::SetLogits(args.logits, params);
+  params.pages = pages;
+  params.page_size = page_size;
   if (args.rotary) {
-    write.rotary = call.rotary = args.rotary;
+    write.rotary = params.rotary = args.rotary;
     write.rotary_positions = args.key_positions.data();
     write.positions_per_sequence = args.key_len;
-    call.query_positions = args.query_positions.data();
+    params.query_positions = args.query_positions.data();
   }
   internal::WriteKvPages(write, workspace.rotation_scratch);
-  internal::RunAttentionCore(call, *args.masks, workspace);
+  internal::RunAttentionCore(params, *args.masks, workspace);
 }
 
 }  // namespace mha

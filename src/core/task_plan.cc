@@ -5,7 +5,6 @@
 #include <functional>
 #include <tuple>
 
-#include "src/core/attention_core.h"
 #include "src/kernels/tile_sizes.h"
 
 namespace mha::internal {
@@ -22,23 +21,24 @@ constexpr int64_t kMaxTasksPerThread = 16;
 // merge of its rows' context, under 1/250 of reading its keys and values.
 constexpr int64_t kSplitKeys = 256;
 
-int64_t QueryCount(const CoreCall& call, int64_t batch) {
-  return call.query_counts ? call.query_counts[batch] : call.query_count;
+int64_t QueryCount(const AttentionParams& params, int64_t batch) {
+  return params.query_counts ? params.query_counts[batch] : params.query_count;
 }
 
-int64_t VisibleKeys(const CoreCall& call, const MaskPlan& masks, int64_t batch,
+int64_t VisibleKeys(const AttentionParams& params, const MaskPlan& masks, int64_t batch,
                     int64_t row) {
-  const int64_t query = call.first_query + row;
+  const int64_t query = params.first_query + row;
   return std::max<int64_t>(0, masks.KeyEnd(batch, query) - masks.KeyBegin(batch, query));
 }
 
 // Cost model: rows x visible keys (a trapezoid: the key range moves linearly with
 // the query under causal and window masks).
-int64_t TaskCost(const CoreCall& call, const MaskPlan& masks, const CoreTask& task) {
-  if (task.heads > 1) return task.heads * VisibleKeys(call, masks, task.batch, 0);
+int64_t TaskCost(const AttentionParams& params, const MaskPlan& masks,
+                 const CoreTask& task) {
+  if (task.heads > 1) return task.heads * VisibleKeys(params, masks, task.batch, 0);
   const int64_t last = task.first_row + task.rows - 1;
-  const int64_t first_keys = VisibleKeys(call, masks, task.batch, task.first_row),
-                last_keys = VisibleKeys(call, masks, task.batch, last);
+  const int64_t first_keys = VisibleKeys(params, masks, task.batch, task.first_row),
+                last_keys = VisibleKeys(params, masks, task.batch, last);
   return std::max<int64_t>(1, task.rows * (first_keys + last_keys) / 2);
 }
 
@@ -52,15 +52,15 @@ void SortLongestFirst(std::vector<CoreTask>& tasks) {
 
 // Tasks for every head (or KV group, decoding) of every batch, each head's queries
 // cut into `pieces` tiles differing by at most one row.
-void AddTasks(const CoreCall& call, const MaskPlan& masks, int64_t pieces,
+void AddTasks(const AttentionParams& params, const MaskPlan& masks, int64_t pieces,
               std::vector<CoreTask>& tasks) {
   tasks.clear();
-  for (int64_t batch = call.batch_begin; batch < call.batch_end; ++batch) {
-    const int64_t count = QueryCount(call, batch);
-    const int64_t heads = count == 1 ? call.num_heads / call.num_kv_heads : 1;
+  for (int64_t batch = params.batch_begin; batch < params.batch_end; ++batch) {
+    const int64_t count = QueryCount(params, batch);
+    const int64_t heads = count == 1 ? params.num_heads / params.num_kv_heads : 1;
     const int64_t fewest = (count + kMaxTileRows - 1) / kMaxTileRows;
     const int64_t tiles = std::min(count, std::max(pieces, fewest));
-    for (int64_t head = 0; head < call.num_heads; head += heads) {
+    for (int64_t head = 0; head < params.num_heads; head += heads) {
       for (int64_t tile = 0; tile < tiles; ++tile) {
         CoreTask task;
         task.batch = batch;
@@ -68,7 +68,7 @@ void AddTasks(const CoreCall& call, const MaskPlan& masks, int64_t pieces,
         task.heads = heads;
         task.first_row = tile * count / tiles;
         task.rows = (tile + 1) * count / tiles - task.first_row;
-        task.cost = TaskCost(call, masks, task);
+        task.cost = TaskCost(params, masks, task);
         tasks.push_back(task);
       }
     }
@@ -78,12 +78,13 @@ void AddTasks(const CoreCall& call, const MaskPlan& masks, int64_t pieces,
 
 // Plans 1, 2, ... tiles per head (tiles of at least kTileRows rows) and keeps the
 // plan whose busiest simulated thread is least loaded, stopping at a balanced one.
-void PlanTiles(const CoreCall& call, const MaskPlan& masks, int threads, TaskPlan& plan) {
+void PlanTiles(const AttentionParams& params, const MaskPlan& masks, int threads,
+               TaskPlan& plan) {
   int64_t longest = 0;
-  for (int64_t batch = call.batch_begin; batch < call.batch_end; ++batch) {
-    longest = std::max(longest, QueryCount(call, batch));
+  for (int64_t batch = params.batch_begin; batch < params.batch_end; ++batch) {
+    longest = std::max(longest, QueryCount(params, batch));
   }
-  AddTasks(call, masks, 1, plan.tasks);
+  AddTasks(params, masks, 1, plan.tasks);
   if (threads <= 1) return;
   int64_t best = LongestFirstMakespan(plan.tasks, threads, plan.thread_loads);
   for (int64_t pieces = 2; longest / pieces >= static_cast<int64_t>(kTileRows);
@@ -91,7 +92,7 @@ void PlanTiles(const CoreCall& call, const MaskPlan& masks, int threads, TaskPla
     int64_t total = 0;
     for (const CoreTask& task : plan.tasks) total += task.cost;
     if (best <= kBalanced * static_cast<double>(total) / threads) return;
-    AddTasks(call, masks, pieces, plan.candidate);
+    AddTasks(params, masks, pieces, plan.candidate);
     // Beyond kMaxTasksPerThread tasks per thread tiling only adds overhead.
     if (static_cast<int64_t>(plan.candidate.size()) > kMaxTasksPerThread * threads)
       return;
@@ -115,6 +116,7 @@ void Split(const CoreTask& whole, int64_t key_begin, int64_t key_end, int64_t st
     part.key_begin = std::max(begin, key_begin);
     part.key_end = std::min(key_end, begin + step);
     part.partial = plan.partial_floats;
+    part.sink = group.splits == 0;
     part.group = static_cast<int64_t>(plan.groups.size());
     part.cost = rows * (part.key_end - part.key_begin);
     plan.partial_floats += rows * (head_dim + 1);
@@ -127,33 +129,34 @@ void Split(const CoreTask& whole, int64_t key_begin, int64_t key_end, int64_t st
 // Decoding (one query position per sequence) reads long key ranges for few tasks, so
 // those ranges are split (flash-decoding). Where the cuts fall depends on the shape
 // alone, never on the thread count: every thread count gives the same bits.
-void SplitLongKeys(const CoreCall& call, const MaskPlan& masks, TaskPlan& plan) {
-  if (call.probabilities) return;
-  const int64_t page = call.page_size;
+void SplitLongKeys(const AttentionParams& params, const MaskPlan& masks, TaskPlan& plan) {
+  if (params.probabilities) return;
+  const int64_t page = params.page_size;
   const int64_t step = (kSplitKeys + page - 1) / page * page;
   plan.unsplit.swap(plan.tasks);
   plan.tasks.clear();
   for (const CoreTask& task : plan.unsplit) {
     const int64_t key_begin =
-        masks.KeyBegin(task.batch, call.first_query + task.first_row);
+        masks.KeyBegin(task.batch, params.first_query + task.first_row);
     const int64_t key_end =
-        masks.KeyEnd(task.batch, call.first_query + task.first_row + task.rows - 1);
-    if (QueryCount(call, task.batch) != 1 || key_end <= key_begin ||
+        masks.KeyEnd(task.batch, params.first_query + task.first_row + task.rows - 1);
+    if (QueryCount(params, task.batch) != 1 || key_end <= key_begin ||
         (key_end - 1) / step == key_begin / step) {  // one piece: nothing to merge
       plan.tasks.push_back(task);
       continue;
     }
-    Split(task, key_begin, key_end, step, call.head_dim, plan, plan.tasks);
+    Split(task, key_begin, key_end, step, params.head_dim, plan, plan.tasks);
   }
 }
 
 }  // namespace
 
-void PlanTasks(const CoreCall& call, const MaskPlan& masks, int threads, TaskPlan& plan) {
+void PlanTasks(const AttentionParams& params, const MaskPlan& masks, int threads,
+               TaskPlan& plan) {
   plan.groups.clear();
   plan.partial_floats = 0;
-  PlanTiles(call, masks, threads, plan);
-  SplitLongKeys(call, masks, plan);
+  PlanTiles(params, masks, threads, plan);
+  SplitLongKeys(params, masks, plan);
   SortLongestFirst(plan.tasks);
 }
 

@@ -13,22 +13,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "src/kernels/attention_params.h"
 #include "src/masks/mask_plan.h"
 
 namespace mha::internal {
-
-struct CoreCall;
-
-struct CoreTask {
-  int64_t batch = 0, head = 0;
-  int64_t heads = 1;                // > 1: the rows are query heads at one position
-  int64_t first_row = 0, rows = 0;  // of the batch's queries in the call
-  int64_t key_begin = 0, key_end = INT64_MAX;
-  // Split key ranges: partial results at partials + partial (-1: none), merged with
-  // the other splits of the same group.
-  int64_t partial = -1, group = -1;
-  int64_t cost = 0;  // multiply-adds, roughly: the order tasks are run in
-};
 
 // Splits of one task's key range, to be merged: splits x (rows x head_dim context,
 // then rows log-sum-exps), from partials + offset.
@@ -45,12 +33,8 @@ struct TaskPlan {
   int64_t partial_floats = 0;
 };
 
-// Rows AttendHead sees for a task: its query heads or its queries.
-inline int64_t KernelRows(const CoreTask& task) {
-  return task.heads > 1 ? task.heads : task.rows;
-}
-
-void PlanTasks(const CoreCall& call, const MaskPlan& masks, int threads, TaskPlan& plan);
+void PlanTasks(const AttentionParams& params, const MaskPlan& masks, int threads,
+               TaskPlan& plan);
 
 // The largest per-thread cost when `threads` threads take `tasks` (sorted longest
 // first) in order, each task going to the least loaded thread; `loads` receives

@@ -10,7 +10,7 @@
 
 #include "mha/rotary.hpp"
 #include "src/cache/page_source.h"
-#include "src/core/head_rows.h"
+#include "src/kernels/head_rows.h"
 #include "src/masks/mask_plan.h"
 
 namespace mha::internal {

@@ -7,6 +7,7 @@
 
 #include "mha/features.hpp"
 #include "mha/tensor.hpp"
+#include "src/kernels/attention_params.h"
 
 namespace mha::internal {
 
@@ -29,5 +30,14 @@ struct LogitFeatures {
   float softcap = 0.0f;
   std::vector<float> alibi_slopes, sinks;  // empty: none
 };
+
+// The kernel's soft-cap, ALiBi slopes and sinks from checked features (`logits` must
+// outlive the call).
+inline void SetLogits(const LogitFeatures& logits, AttentionParams& params) {
+  params.softcap = logits.softcap;
+  params.alibi_slopes =
+      logits.alibi_slopes.empty() ? nullptr : logits.alibi_slopes.data();
+  params.sinks = logits.sinks.empty() ? nullptr : logits.sinks.data();
+}
 
 }  // namespace mha::internal

@@ -39,9 +39,12 @@ using mha::HWY_NAMESPACE::TileMatMul;
 template <typename T>
 class QueryBlock {
  public:
-  QueryBlock(const HeadTask& task, const MaskPlan& masks, const HeadScratch& layout,
+  QueryBlock(const AttentionParams& params, const CoreTask& task,
+             const TaskRows& task_rows, const MaskPlan& masks, const HeadScratch& layout,
              float* scratch, const KvPages& pages, int64_t first_row, size_t rows)
-      : task_(task),
+      : params_(params),
+        task_(task),
+        task_rows_(task_rows),
         masks_(masks),
         layout_(layout),
         first_row_(first_row),
@@ -57,8 +60,8 @@ class QueryBlock {
   void Run(D d) {
     std::fill(context_, context_ + rows_ * layout_.padded_head_dim, 0.0f);
     for (size_t i = 0; i < rows_; ++i) {  // a sink is a logit with no value
-      const bool sink = task_.sinks != nullptr;
-      maxes_[i] = sink ? task_.sinks[Head(i)] : kNegInf;
+      const bool sink = params_.sinks && task_.sink;
+      maxes_[i] = sink ? params_.sinks[Head(i)] : kNegInf;
       sums_[i] = sink ? 1.0f : 0.0f;
     }
     const QueryRows query = StageQueries(d);
@@ -71,14 +74,14 @@ class QueryBlock {
       KeyBlock(d, query, first_key, std::min<int64_t>(block, key_limit - first_key));
     }
     Finish();
-    if (task_.probabilities) WriteProbabilities(d, query, key_start, key_limit);
+    if (task_rows_.probabilities) WriteProbabilities(d, query, key_start, key_limit);
   }
 
  private:
   // Position in the sequence of the block's row i, as the masks see it.
   int64_t Absolute(size_t i) const {
-    return task_.first_query +
-           (first_row_ + static_cast<int64_t>(i)) * task_.position_step;
+    return task_rows_.first_query +
+           (first_row_ + static_cast<int64_t>(i)) * task_rows_.position_step;
   }
   // Row i's key range: the masks' and the task's split.
   int64_t KeyBegin(size_t i) const {
@@ -88,12 +91,7 @@ class QueryBlock {
     return std::min(task_.key_end, masks_.KeyEnd(task_.batch, Absolute(i)));
   }
   int64_t Head(size_t i) const {
-    return task_.head + (first_row_ + static_cast<int64_t>(i)) * task_.head_step;
-  }
-  int64_t RotaryPosition(size_t i) const {
-    const int64_t query = Absolute(i);
-    return task_.query_positions ? task_.query_positions[query]
-                                 : task_.query_position_offset + query;
+    return task_.head + (first_row_ + static_cast<int64_t>(i)) * task_rows_.head_step;
   }
 
   // The block's query rows: scaled and rotated into the query tile when asked,
@@ -104,15 +102,16 @@ class QueryBlock {
   };
   template <class D>
   QueryRows StageQueries(D d) {
-    const float* source = task_.query + first_row_ * task_.query_stride;
-    if (task_.query_scale == 1.0f && !task_.rotary) {
-      return {source, static_cast<size_t>(task_.query_stride)};
+    const int64_t stride = task_rows_.query_stride;
+    const float* source = task_rows_.query + first_row_ * stride;
+    if (params_.query_scale == 1.0f && !params_.rotary) {
+      return {source, static_cast<size_t>(stride)};
     }
-    const size_t head_dim = static_cast<size_t>(task_.head_dim);
+    const size_t head_dim = static_cast<size_t>(params_.head_dim);
     for (size_t i = 0; i < rows_; ++i) {
-      RotateRow(d, source + i * task_.query_stride, head_dim, task_.rotary,
-                task_.rotary ? RotaryPosition(i) : 0, task_.query_scale,
-                query_tile_ + i * layout_.padded_head_dim);
+      RotateRow(d, source + i * stride, head_dim, params_.rotary,
+                params_.rotary ? task_rows_.query_positions[Absolute(i)] : 0,
+                params_.query_scale, query_tile_ + i * layout_.padded_head_dim);
     }
     return {query_tile_, layout_.padded_head_dim};
   }
@@ -124,9 +123,10 @@ class QueryBlock {
               size_t padded) {
     const size_t stride = layout_.key_block;
     const int64_t page = first_key / pages_.page_size;
-    TileMatMul(d, rows_, padded, static_cast<size_t>(task_.head_dim), query.data,
-               query.stride, reinterpret_cast<const T*>(pages_.KeyPage(page)),
-               static_cast<size_t>(task_.head_dim), scores_, stride,
+    const size_t head_dim = static_cast<size_t>(params_.head_dim);
+    TileMatMul(d, rows_, padded, head_dim, query.data, query.stride,
+               reinterpret_cast<const T*>(pages_.KeyPage(page)), head_dim, scores_,
+               stride,
                /*accumulate=*/false);
     for (size_t i = 0; i < rows_; ++i) {
       float* row = scores_ + i * stride;
@@ -161,9 +161,9 @@ class QueryBlock {
     const int64_t query = Absolute(i), head = Head(i);
     const int64_t begin = std::clamp<int64_t>(KeyBegin(i) - first_key, 0, count);
     const int64_t end = std::clamp<int64_t>(KeyEnd(i) - first_key, begin, count);
-    if (task_.softcap > 0.0f) SoftCap(d, row, padded, task_.softcap);
-    if (task_.alibi_slopes) {
-      AddAlibi(d, row, padded, task_.alibi_slopes[head],
+    if (params_.softcap > 0.0f) SoftCap(d, row, padded, params_.softcap);
+    if (params_.alibi_slopes) {
+      AddAlibi(d, row, padded, params_.alibi_slopes[head],
                first_key - masks_.QueryPosition(task_.batch, query));
     }
     if (masks_.has_tensor_masks()) {
@@ -181,11 +181,11 @@ class QueryBlock {
       // row attends to) stays NaN, never zeros that would hide it.
       const float inverse = sum == 0.0f ? 0.0f : 1.0f / sum;
       const int64_t row_index = first_row_ + static_cast<int64_t>(i);
-      float* out = task_.context + row_index * task_.context_stride;
+      float* out = task_rows_.context + row_index * task_rows_.context_stride;
       const float* acc = context_ + i * layout_.padded_head_dim;
-      for (int64_t k = 0; k < task_.head_dim; ++k) out[k] = acc[k] * inverse;
-      if (task_.logsumexp) {
-        task_.logsumexp[row_index * task_.logsumexp_stride] = LogSumExp(i);
+      for (int64_t k = 0; k < params_.head_dim; ++k) out[k] = acc[k] * inverse;
+      if (task_rows_.logsumexp) {
+        task_rows_.logsumexp[row_index * task_rows_.logsumexp_stride] = LogSumExp(i);
       }
     }
   }
@@ -203,7 +203,7 @@ class QueryBlock {
                           int64_t key_limit) {
     for (size_t i = 0; i < rows_; ++i) {
       float* probs = Probabilities(i);
-      std::fill(probs, probs + task_.key_len, std::isnan(sums_[i]) ? sums_[i] : 0.0f);
+      std::fill(probs, probs + params_.key_len, std::isnan(sums_[i]) ? sums_[i] : 0.0f);
     }
     const int64_t block = static_cast<int64_t>(layout_.key_block);
     for (int64_t first_key = key_start; first_key < key_limit; first_key += block) {
@@ -221,10 +221,13 @@ class QueryBlock {
   }
 
   float* Probabilities(size_t i) const {
-    return task_.probabilities + (first_row_ + static_cast<int64_t>(i)) * task_.key_len;
+    return task_rows_.probabilities +
+           (first_row_ + static_cast<int64_t>(i)) * params_.key_len;
   }
 
-  const HeadTask& task_;
+  const AttentionParams& params_;
+  const CoreTask& task_;
+  const TaskRows& task_rows_;
   const MaskPlan& masks_;
   const HeadScratch& layout_;
   const int64_t first_row_;
@@ -239,25 +242,29 @@ class QueryBlock {
 };
 
 template <typename T, class D>
-void AttendRows(D d, const HeadTask& task, const MaskPlan& masks,
-                const HeadScratch& layout, float* scratch, const KvPages& pages) {
-  for (int64_t first = 0; first < task.query_len;
-       first += static_cast<int64_t>(kQueryBlock)) {
-    const size_t rows = std::min<size_t>(kQueryBlock, task.query_len - first);
-    QueryBlock<T>(task, masks, layout, scratch, pages, first, rows).Run(d);
+void AttendRows(D d, const AttentionParams& params, const CoreTask& task,
+                const TaskRows& rows, const MaskPlan& masks, const HeadScratch& layout,
+                float* scratch, const KvPages& pages) {
+  const int64_t count = KernelRows(task);
+  for (int64_t first = 0; first < count; first += static_cast<int64_t>(kQueryBlock)) {
+    const size_t block = std::min<size_t>(kQueryBlock, count - first);
+    QueryBlock<T>(params, task, rows, masks, layout, scratch, pages, first, block).Run(d);
   }
 }
 
-void AttendHead(const HeadTask& task, const MaskPlan& masks, const HeadScratch& layout,
+void AttendHead(const AttentionParams& params, const CoreTask& task, const KvPages& pages,
+                const MaskPlan& masks, const HeadScratch& layout, float* partials,
                 float* scratch) {
   const hn::ScalableTag<float> d;
-  switch (task.pages->storage) {
+  const TaskRows rows(params, task, partials);
+  switch (pages.storage) {
     case KvStorage::kFloat32:
-      return AttendRows<float>(d, task, masks, layout, scratch, *task.pages);
+      return AttendRows<float>(d, params, task, rows, masks, layout, scratch, pages);
     case KvStorage::kBFloat16:
-      return AttendRows<hwy::bfloat16_t>(d, task, masks, layout, scratch, *task.pages);
+      return AttendRows<hwy::bfloat16_t>(d, params, task, rows, masks, layout, scratch,
+                                         pages);
     case KvStorage::kInt8:
-      return AttendRows<int8_t>(d, task, masks, layout, scratch, *task.pages);
+      return AttendRows<int8_t>(d, params, task, rows, masks, layout, scratch, pages);
   }
 }
 
@@ -281,9 +288,10 @@ HeadScratch::HeadScratch(int64_t page_size, int64_t head_dim)
   total_floats = row_stats + 2 * kQueryBlock;
 }
 
-void AttendHead(const HeadTask& task, const MaskPlan& masks, const HeadScratch& layout,
+void AttendHead(const AttentionParams& params, const CoreTask& task, const KvPages& pages,
+                const MaskPlan& masks, const HeadScratch& layout, float* partials,
                 float* scratch) {
-  HWY_DYNAMIC_DISPATCH(AttendHead)(task, masks, layout, scratch);
+  HWY_DYNAMIC_DISPATCH(AttendHead)(params, task, pages, masks, layout, partials, scratch);
 }
 
 }  // namespace mha::internal

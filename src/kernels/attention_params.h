@@ -1,0 +1,62 @@
+// AttentionParams and CoreTask: everything the attention kernel is told, in the
+// spirit of flash-attention's params struct plus per-block info. The attention core
+// fills one AttentionParams per call (the layer's flows and the public API alike);
+// the task planner cuts it into CoreTasks; AttendHead reads both, nothing copied.
+#pragma once
+
+#include <cstdint>
+
+#include "mha/rotary.hpp"
+#include "src/cache/page_source.h"
+#include "src/kernels/head_rows.h"
+
+namespace mha::internal {
+
+struct AttentionParams {
+  int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0;
+  int64_t query_len = 0, key_len = 0;  // of the whole problem (the longest sequence)
+  // This call: queries [first_query, first_query + query_count) of batches
+  // [batch_begin, batch_end); query/context Row(b, h, 0) is first_query's.
+  int64_t batch_begin = 0, batch_end = 0, first_query = 0, query_count = 0;
+  HeadRows<const float> query;
+  HeadRows<float> context;
+  float* probabilities = nullptr;  // [B, num_heads, Sq, Sk], or null
+  float* logsumexp = nullptr;      // [B, num_heads, Sq], or null
+  // The pages of (batch, KV head), one key tile each, and per-batch query counts
+  // (null: query_count; packed batches: query_start_loc differences).
+  PageSource pages;
+  int64_t page_size = 0;
+  const int64_t* query_counts = nullptr;
+  // Logits: query scale (1 when folded into weights), soft-cap (0: none), ALiBi
+  // slopes and sinks per query head (null: none).
+  float query_scale = 1.0f, softcap = 0.0f;
+  const float* alibi_slopes = nullptr;
+  const float* sinks = nullptr;
+  // Rotary embedding of the queries (keys were rotated when written into pages):
+  // positions per query row, laid out like the query rows ([B, query_len], or
+  // packed).
+  const RotaryEmbedding* rotary = nullptr;
+  const int64_t* query_positions = nullptr;
+};
+
+// One task: a tile of query rows of one head (or, decoding, the query heads of one
+// KV group at one position) over a range of keys.
+struct CoreTask {
+  int64_t batch = 0, head = 0;
+  int64_t heads = 1;                // > 1: the rows are query heads at one position
+  int64_t first_row = 0, rows = 0;  // of the batch's queries in the call
+  int64_t key_begin = 0, key_end = INT64_MAX;
+  // Split key ranges: partial results at partials + partial (-1: none), merged with
+  // the other splits of the same group.
+  int64_t partial = -1, group = -1;
+  // The row's sink logit (if any) counts once: in its group's first split.
+  bool sink = true;
+  int64_t cost = 0;  // multiply-adds, roughly: the order tasks are run in
+};
+
+// Rows AttendHead sees for a task: its query heads or its queries.
+inline int64_t KernelRows(const CoreTask& task) {
+  return task.heads > 1 ? task.heads : task.rows;
+}
+
+}  // namespace mha::internal
