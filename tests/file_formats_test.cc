@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "tools/io/npy.h"
-#include "tools/io/safetensors.h"
+#include "src/io/npy.h"
+#include "src/io/safetensors.h"
 
 namespace mha::io {
 namespace {

@@ -13,8 +13,8 @@
 namespace mha::testing {
 namespace {
 
+using internal::CallSizes;
 using internal::MaskPlan;
-using internal::Problem;
 
 struct RangeCase {
   int64_t batch, query_len, key_len;
@@ -55,10 +55,9 @@ TEST(MaskPlan, KeyRangesAreExactlyTheOpenKeys) {
     AttentionFeatures features;
     if (c.window > 0) features.sliding_window = c.window;
     if (c.window_right >= 0) features.sliding_window_right = c.window_right;
-    Problem problem;
-    problem.batch_size = c.batch, problem.query_len = c.query_len,
-    problem.key_len = c.key_len;
-    const MaskPlan plan(masks, features, problem, 2);
+    CallSizes sizes;
+    sizes.batch_size = c.batch, sizes.query_len = c.query_len, sizes.key_len = c.key_len;
+    const MaskPlan plan(masks, features, sizes, 2);
     for (int64_t b = 0; b < c.batch; ++b) {
       const int64_t length = c.lengths ? lengths[b] : c.key_len;
       for (int64_t i = 0; i < c.query_len; ++i) {
@@ -90,15 +89,15 @@ TEST(MaskPlan, CachePositionsAreCausalFromEachSequencesOffset) {
 }
 
 TEST(MaskPlan, TensorMasksBroadcastAndFollowTheirConvention) {
-  Problem problem;
-  problem.batch_size = 2, problem.query_len = 3, problem.key_len = 4;
+  CallSizes sizes;
+  sizes.batch_size = 2, sizes.query_len = 3, sizes.key_len = 4;
   // [1, H=2, 1, Sk] float: broadcast over batch and queries.
   const std::vector<float> attn = {0.5f, -INFINITY, 0.0f, 2.0f, 1.0f, 1.0f, -1.0f, 0.0f};
   const uint8_t padding[8] = {0, 0, 0, 1, 1, 0, 0, 0};  // [B, Sk] bool: true = masked
   AttentionMasks masks;
   masks.attn_mask = TensorView(attn.data(), Shape{1, 2, 1, 4});
   masks.key_padding_mask = TensorView(padding, DType::kBool, Shape{2, 4});
-  const MaskPlan plan(masks, {}, problem, 2);
+  const MaskPlan plan(masks, {}, sizes, 2);
   ASSERT_TRUE(plan.has_tensor_masks());
   for (int64_t b = 0; b < 2; ++b) {
     for (int64_t h = 0; h < 2; ++h) {
@@ -112,7 +111,7 @@ TEST(MaskPlan, TensorMasksBroadcastAndFollowTheirConvention) {
   }
   // Zero means masked: non-zero floats and true bools attend (add 0).
   masks.convention = MaskConvention::kZeroMeansMasked;
-  const MaskPlan zero(masks, {}, problem, 2);
+  const MaskPlan zero(masks, {}, sizes, 2);
   EXPECT_EQ(zero.TensorMaskAt(0, 0, 0, 0), -INFINITY);  // padding false: masked
   EXPECT_EQ(zero.TensorMaskAt(0, 0, 1, 3), 0.0f);       // 2.0 and true: open
   EXPECT_EQ(zero.TensorMaskAt(1, 0, 2, 2), -INFINITY);  // attn 0.0: masked

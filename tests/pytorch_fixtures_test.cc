@@ -8,8 +8,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "src/io/npy.h"
 #include "tests/test_util.h"
-#include "tools/io/npy.h"
 #include "tools/mha_run/cli.h"
 
 namespace mha::testing {

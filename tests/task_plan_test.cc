@@ -64,16 +64,16 @@ void Describe(const PlanCase& c, Planned& p) {
     p.plan = MaskPlan::ForCache(p.first_positions.data(), c.key_len, AttentionFeatures{});
     return;
   }
-  Problem problem;
-  problem.batch_size = c.batch;
-  problem.query_len = call.query_len;
-  problem.key_len = c.key_len;
+  CallSizes sizes;
+  sizes.batch_size = c.batch;
+  sizes.query_len = call.query_len;
+  sizes.key_len = c.key_len;
   p.masks.is_causal = c.causal;
   if (c.key_length > 0) {
     p.key_lengths.assign(c.batch, c.key_length);
     p.masks.key_lengths = TensorView(p.key_lengths.data(), DType::kInt64, Shape{c.batch});
   }
-  p.plan = MaskPlan(p.masks, AttentionFeatures{}, problem, c.num_heads);
+  p.plan = MaskPlan(p.masks, AttentionFeatures{}, sizes, c.num_heads);
 }
 
 TEST(TaskPlan, BalancesWorkOverTwoToSixtyFourThreads) {

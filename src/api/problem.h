@@ -5,14 +5,11 @@
 #include <cstdint>
 
 #include "mha/attention.hpp"
+#include "src/masks/mask_plan.h"
 
 namespace mha::internal {
 
-struct Problem {
-  int64_t batch_size = 0;
-  int64_t query_len = 0;         // Sq
-  int64_t key_len = 0;           // Sk
-  bool batched = true;           // false: [S, dim] inputs, outputs without the batch axis
+struct Problem : CallSizes {
   bool self_attention = false;   // key and value are the query tensor itself
   TensorView query, key, value;  // key/value resolved to query when absent
 };

@@ -121,11 +121,11 @@ void CoreArguments::Check(const AttentionTensor& query_view,
   if (!std::isfinite(scale) || scale == 0.0f) {
     Fail("options.scale: must be finite and non-zero, got ", scale);
   }
-  problem.batch_size = batch;
-  problem.query_len = query_len;
-  problem.key_len = key_len;
+  sizes.batch_size = batch;
+  sizes.query_len = query_len;
+  sizes.key_len = key_len;
   ValidateFeatures(options.features, num_heads);
-  masks.emplace(mask_views, options.features, problem, num_heads);
+  masks.emplace(mask_views, options.features, sizes, num_heads);
   logits.Set(options.features, options.sinks, num_heads, "options.sinks");
   ResolveRotary(options, mask_views.causal_alignment);
 }

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "mha/scaled_dot_product_attention.hpp"
-#include "src/api/problem.h"
 #include "src/core/attention_core.h"
 #include "src/features/logit_features.h"
 #include "src/masks/mask_plan.h"
@@ -33,7 +32,7 @@ struct CoreArguments {
   float scale;
   HeadRows<const float> query, key, value;
   HeadRows<float> output;
-  Problem problem;  // for the masks
+  CallSizes sizes;  // for the masks
   std::optional<MaskPlan> masks;
   LogitFeatures logits;
   const RotaryEmbedding* rotary = nullptr;

@@ -65,30 +65,30 @@ float MaskPlan::StridedMask::At(int64_t offset, MaskConvention convention) const
 }
 
 MaskPlan::MaskPlan(const AttentionMasks& masks, const AttentionFeatures& features,
-                   const Problem& problem, int64_t num_heads)
+                   const CallSizes& sizes, int64_t num_heads)
     : is_causal_(masks.is_causal),
-      key_len_(problem.key_len),
+      key_len_(sizes.key_len),
       convention_(masks.convention) {
   if (convention_ != MaskConvention::kTorch &&
       convention_ != MaskConvention::kZeroMeansMasked) {
     Fail("masks.convention: unknown value ", static_cast<int>(convention_));
   }
   if (masks.causal_alignment == CausalAlignment::kBottomRight) {
-    query_offset_ = problem.key_len - problem.query_len;
+    query_offset_ = sizes.key_len - sizes.query_len;
   } else if (masks.causal_alignment != CausalAlignment::kTopLeft) {
     Fail("masks.causal_alignment: unknown value ",
          static_cast<int>(masks.causal_alignment));
   }
   PlanWindow(features);
   if (masks.attn_mask.present()) {
-    attn_ = PlanAttnMask(masks.attn_mask, problem, num_heads);
+    attn_ = PlanAttnMask(masks.attn_mask, sizes, num_heads);
     CheckMaskValues("masks.attn_mask", masks.attn_mask, convention_);
   }
   if (masks.key_padding_mask.present()) {
-    padding_ = PlanKeyPaddingMask(masks.key_padding_mask, problem);
+    padding_ = PlanKeyPaddingMask(masks.key_padding_mask, sizes);
     CheckMaskValues("masks.key_padding_mask", masks.key_padding_mask, convention_);
   }
-  if (masks.key_lengths.present()) PlanKeyLengths(masks.key_lengths, problem);
+  if (masks.key_lengths.present()) PlanKeyLengths(masks.key_lengths, sizes);
 }
 
 MaskPlan MaskPlan::ForCache(const int64_t* first_positions, int64_t key_capacity,
@@ -110,10 +110,10 @@ void MaskPlan::PlanWindow(const AttentionFeatures& features) {
 }
 
 MaskPlan::StridedMask MaskPlan::PlanAttnMask(const TensorView& mask,
-                                             const Problem& problem, int64_t num_heads) {
+                                             const CallSizes& sizes, int64_t num_heads) {
   CheckMaskDType("masks.attn_mask", mask);
-  const int64_t b = problem.batch_size, h = num_heads, sq = problem.query_len,
-                sk = problem.key_len;
+  const int64_t b = sizes.batch_size, h = num_heads, sq = sizes.query_len,
+                sk = sizes.key_len;
   const Shape& shape = mask.shape;
   StridedMask plan{mask.data, mask.dtype, {0, 0, sk, 1}};
   if (shape.rank() == 2 && shape == Shape{sq, sk}) {
@@ -142,26 +142,26 @@ MaskPlan::StridedMask MaskPlan::PlanAttnMask(const TensorView& mask,
 }
 
 MaskPlan::StridedMask MaskPlan::PlanKeyPaddingMask(const TensorView& mask,
-                                                   const Problem& problem) {
+                                                   const CallSizes& sizes) {
   CheckMaskDType("masks.key_padding_mask", mask);
-  const Shape expected = problem.batched ? Shape{problem.batch_size, problem.key_len}
-                                         : Shape{problem.key_len};
+  const Shape expected =
+      sizes.batched ? Shape{sizes.batch_size, sizes.key_len} : Shape{sizes.key_len};
   CheckTensor("masks.key_padding_mask", mask, mask.dtype, expected);
-  return StridedMask{mask.data, mask.dtype, {problem.key_len, 0, 0, 1}};
+  return StridedMask{mask.data, mask.dtype, {sizes.key_len, 0, 0, 1}};
 }
 
-void MaskPlan::PlanKeyLengths(const TensorView& lengths, const Problem& problem) {
+void MaskPlan::PlanKeyLengths(const TensorView& lengths, const CallSizes& sizes) {
   if (lengths.dtype != DType::kInt32 && lengths.dtype != DType::kInt64) {
     Fail("masks.key_lengths: expected dtype int32 or int64, got ",
          DTypeName(lengths.dtype));
   }
-  CheckTensor("masks.key_lengths", lengths, lengths.dtype, Shape{problem.batch_size});
+  CheckTensor("masks.key_lengths", lengths, lengths.dtype, Shape{sizes.batch_size});
   key_lengths_ = lengths.data;
   key_lengths_dtype_ = lengths.dtype;
-  for (int64_t b = 0; b < problem.batch_size; ++b) {
+  for (int64_t b = 0; b < sizes.batch_size; ++b) {
     const int64_t length = KeyLength(b);
-    if (length < 0 || length > problem.key_len) {
-      Fail("masks.key_lengths[", b, "]: must be in [0, ", problem.key_len, "], got ",
+    if (length < 0 || length > sizes.key_len) {
+      Fail("masks.key_lengths[", b, "]: must be in [0, ", sizes.key_len, "], got ",
            length);
     }
   }

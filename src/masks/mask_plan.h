@@ -9,15 +9,24 @@
 
 #include "mha/features.hpp"
 #include "mha/masks.hpp"
-#include "src/api/problem.h"
+#include "mha/tensor.hpp"
 
 namespace mha::internal {
+
+// The sizes masks are checked against: B, Sq and Sk, and whether the call's tensors
+// have a batch axis.
+struct CallSizes {
+  int64_t batch_size = 0;
+  int64_t query_len = 0;  // Sq
+  int64_t key_len = 0;    // Sk
+  bool batched = true;    // false: [S, dim] inputs, outputs without the batch axis
+};
 
 class MaskPlan {
  public:
   // features: the sliding window (checked by ValidateFeatures).
   MaskPlan(const AttentionMasks& masks, const AttentionFeatures& features,
-           const Problem& problem, int64_t num_heads);
+           const CallSizes& sizes, int64_t num_heads);
 
   // Decoding over a KV cache: causal, bottom-right aligned. Query i of batch b sits at
   // position first_positions[b] + i and sees keys 0 .. first_positions[b] + i (and
@@ -69,10 +78,10 @@ class MaskPlan {
     float At(int64_t offset, MaskConvention convention) const;
   };
 
-  static StridedMask PlanAttnMask(const TensorView& mask, const Problem& problem,
+  static StridedMask PlanAttnMask(const TensorView& mask, const CallSizes& sizes,
                                   int64_t num_heads);
-  static StridedMask PlanKeyPaddingMask(const TensorView& mask, const Problem& problem);
-  void PlanKeyLengths(const TensorView& lengths, const Problem& problem);
+  static StridedMask PlanKeyPaddingMask(const TensorView& mask, const CallSizes& sizes);
+  void PlanKeyLengths(const TensorView& lengths, const CallSizes& sizes);
   int64_t KeyLength(int64_t batch) const;  // key_lengths[batch], or Sk without them
 
   void PlanWindow(const AttentionFeatures& features);

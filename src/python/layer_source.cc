@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "tools/io/state_dict.h"
+#include "src/io/state_dict.h"
 
 namespace mha::python {
 namespace {

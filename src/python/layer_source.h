@@ -25,7 +25,7 @@ struct ProjectionArrays {
 
 LayerSource FromArrays(const AttentionConfig& config, const ProjectionArrays& arrays);
 
-// The names mha-run reads (tools/io/state_dict.h). The sizes (num_heads, head_dim,
+// The names mha-run reads (src/io/state_dict.h). The sizes (num_heads, head_dim,
 // query/key/value dims, num_kv_heads) come from the weights; `config` gives the rest.
 LayerSource FromStateDict(const py::dict& state_dict, int64_t num_heads,
                           int64_t num_kv_heads, const AttentionConfig& config);

@@ -3,8 +3,8 @@
 // std::bad_alloc as MemoryError.
 #include <pybind11/pybind11.h>
 
+#include "src/io/array.h"
 #include "src/python/bindings.h"
-#include "tools/io/array.h"
 
 PYBIND11_MODULE(mha, m) {
   m.doc() = "mha: fast multi-head attention for CPUs";

@@ -1,6 +1,6 @@
 // libFuzzer target: the .npy reader on any file.
+#include "src/io/npy.h"
 #include "tests/fuzz/fuzz_input.h"
-#include "tools/io/npy.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = mha::fuzz::WriteTemp(

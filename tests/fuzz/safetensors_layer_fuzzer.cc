@@ -1,7 +1,7 @@
 // libFuzzer target: a safetensors file read and loaded as a layer, then one forward.
 // The first byte picks num_heads and num_kv_heads; the rest is the file.
+#include "src/io/layer_file.h"
 #include "tests/fuzz/fuzz_input.h"
-#include "tools/io/layer_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   mha::fuzz::FuzzInput input(data, size);

@@ -8,8 +8,8 @@
 #include <set>
 
 #include "mha/mha.hpp"
-#include "tools/io/layer_file.h"
-#include "tools/io/npy.h"
+#include "src/io/layer_file.h"
+#include "src/io/npy.h"
 
 namespace mha::cli {
 namespace {

@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "mha/mha.hpp"
-#include "tools/io/layer_file.h"
-#include "tools/io/npy.h"
+#include "src/io/layer_file.h"
+#include "src/io/npy.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // LoadLayer: the state_dict names of a safetensors file.
-#include "tools/io/layer_file.h"
+#include "src/io/layer_file.h"
 
 namespace mha::io {
 

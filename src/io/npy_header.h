@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "tools/io/array.h"
+#include "src/io/array.h"
 
 namespace mha::io {
 

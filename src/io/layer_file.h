@@ -5,8 +5,8 @@
 #include <string>
 
 #include "mha/mha.hpp"
-#include "tools/io/safetensors.h"
-#include "tools/io/state_dict.h"
+#include "src/io/safetensors.h"
+#include "src/io/state_dict.h"
 
 namespace mha::io {
 

@@ -2,7 +2,7 @@
 // at most kMaxHeaderBytes and nesting depth 3, unique tensor names, and data_offsets
 // that tile the data exactly (sorted, no overlap, no gap). Unaligned offsets are
 // allowed by the format and harmless here: each tensor is copied into its own array.
-#include "tools/io/safetensors.h"
+#include "src/io/safetensors.h"
 
 #include <algorithm>
 #include <fstream>

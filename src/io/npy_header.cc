@@ -1,6 +1,6 @@
 // ParseNpyHeader: a recursive-descent reader of the one Python literal an .npy header
 // holds, {'key': value, ...}, with values a string, True/False or a tuple of ints.
-#include "tools/io/npy_header.h"
+#include "src/io/npy_header.h"
 
 #include <cctype>
 #include <map>

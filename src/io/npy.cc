@@ -1,12 +1,12 @@
 // .npy reading and writing: the header parsed as the literal it is (npy_header.cc),
 // the data length checked against its shape.
-#include "tools/io/npy.h"
+#include "src/io/npy.h"
 
 #include <cstring>
 #include <fstream>
 #include <iterator>
 
-#include "tools/io/npy_header.h"
+#include "src/io/npy_header.h"
 
 namespace mha::io {
 namespace {

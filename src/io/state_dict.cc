@@ -1,7 +1,7 @@
 // Maps PyTorch state_dict names onto mha::AttentionWeights.
-#include "tools/io/state_dict.h"
+#include "src/io/state_dict.h"
 
-#include "tools/io/array.h"
+#include "src/io/array.h"
 
 namespace mha::io {
 namespace {

@@ -1,5 +1,5 @@
 // Array size checks.
-#include "tools/io/array.h"
+#include "src/io/array.h"
 
 namespace mha::io {
 

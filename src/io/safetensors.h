@@ -5,7 +5,7 @@
 #include <map>
 #include <string>
 
-#include "tools/io/array.h"
+#include "src/io/array.h"
 
 namespace mha::io {
 
