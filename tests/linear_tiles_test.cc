@@ -1,4 +1,4 @@
-// The projections' tiles (src/planning/linear_tiles.h): every output element and
+// The projections' tiles (src/projection/linear_tiles.h): every output element and
 // every product of the reduction covered exactly once, sizes within the stated
 // bounds, over odd shapes. (That the tiles make the bits thread-independent is
 // determinism_test's job.)
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "src/planning/linear_tiles.h"
+#include "src/projection/linear_tiles.h"
 
 namespace mha::internal {
 namespace {

@@ -3,9 +3,9 @@
 // then projects only its queries and attends over the cache's pages.
 #include <algorithm>
 
-#include "src/api/check.h"
 #include "src/attention/layer_impl.h"
 #include "src/threading/parallel_for.h"
+#include "src/validation/check.h"
 
 namespace mha {
 

@@ -3,9 +3,9 @@
 // attend causally (bottom-right aligned) over everything cached.
 #include <algorithm>
 
-#include "src/api/check.h"
 #include "src/attention/layer_impl.h"
 #include "src/threading/parallel_for.h"
+#include "src/validation/check.h"
 
 namespace mha {
 

@@ -8,7 +8,6 @@
 #include <optional>
 
 #include "mha/attention.hpp"
-#include "src/api/problem.h"
 #include "src/attention/workspace.h"
 #include "src/cache/kv_cache_storage.h"
 #include "src/cache/paged_kv_cache_storage.h"
@@ -16,8 +15,9 @@
 #include "src/core/write_kv_pages.h"
 #include "src/features/logit_features.h"
 #include "src/masks/mask_plan.h"
-#include "src/planning/linear_primitive.h"
-#include "src/planning/packed_weights.h"
+#include "src/projection/linear_primitive.h"
+#include "src/projection/packed_weights.h"
+#include "src/validation/problem.h"
 
 namespace mha {
 

@@ -4,10 +4,10 @@
 // attention core attends each sequence's queries over its blocks in place.
 #include <algorithm>
 
-#include "src/api/check.h"
 #include "src/attention/layer_impl.h"
 #include "src/cache/paged_kv_cache_storage.h"
 #include "src/threading/parallel_for.h"
+#include "src/validation/check.h"
 
 namespace mha {
 

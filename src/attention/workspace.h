@@ -9,7 +9,7 @@
 
 #include "oneapi/dnnl/dnnl.hpp"
 #include "src/core/attention_core.h"
-#include "src/planning/linear_primitive.h"
+#include "src/projection/linear_primitive.h"
 
 namespace mha::internal {
 

@@ -4,10 +4,10 @@
 #include <algorithm>
 #include <cstring>
 
-#include "src/api/check.h"
-#include "src/api/problem.h"
 #include "src/cache/kv_cache_storage.h"
 #include "src/kernels/tile_sizes.h"
+#include "src/validation/check.h"
+#include "src/validation/problem.h"
 
 namespace mha {
 namespace internal {

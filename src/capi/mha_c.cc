@@ -8,7 +8,7 @@
 #include <string>
 
 #include "mha/mha.hpp"
-#include "src/api/problem.h"
+#include "src/validation/problem.h"
 
 struct mha_layer {
   mha::MultiheadAttention attention;

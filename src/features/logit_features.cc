@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "src/api/check.h"
+#include "src/validation/check.h"
 
 namespace mha::internal {
 

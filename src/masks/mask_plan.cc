@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "src/api/check.h"
+#include "src/validation/check.h"
 
 namespace mha::internal {
 namespace {

@@ -9,7 +9,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "src/planning/weight_layout.h"
+#include "src/projection/weight_layout.h"
 #include "src/python/bindings.h"
 #include "src/python/layer_source.h"
 

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "mha/rotary.hpp"
-#include "src/api/check.h"
+#include "src/validation/check.h"
 
 namespace mha {
 namespace {

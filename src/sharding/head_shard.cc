@@ -6,8 +6,8 @@
 #include <utility>
 #include <vector>
 
-#include "src/api/check.h"
-#include "src/planning/weight_layout.h"
+#include "src/projection/weight_layout.h"
+#include "src/validation/check.h"
 
 namespace mha {
 namespace {

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "oneapi/dnnl/dnnl.hpp"
-#include "src/planning/linear_tiles.h"
-#include "src/planning/packed_weights.h"
+#include "src/projection/linear_tiles.h"
+#include "src/projection/packed_weights.h"
 
 namespace mha::internal {
 

@@ -1,6 +1,6 @@
 // FromPackedInProjection: views into nn.MultiheadAttention's packed in_proj tensors.
 #include "mha/weights.hpp"
-#include "src/api/check.h"
+#include "src/validation/check.h"
 
 namespace mha {
 

@@ -1,10 +1,10 @@
 // Validation of configs and forward-call arguments.
-#include "src/api/problem.h"
+#include "src/validation/problem.h"
 
 #include <cmath>
 
-#include "src/api/check.h"
 #include "src/features/logit_features.h"
+#include "src/validation/check.h"
 
 namespace mha::internal {
 namespace {

@@ -3,7 +3,7 @@
 // 768 x 768 int8 tile on AVX2, so large inputs take rows in tiles of up to 512, while
 // keeping at least 8 row tiles for the threads; depth pieces of 192 rows of W beat
 // oneDNN's own threading for one decode row.
-#include "src/planning/linear_tiles.h"
+#include "src/projection/linear_tiles.h"
 
 namespace mha::internal {
 namespace {

@@ -1,6 +1,6 @@
 // LinearPrimitive on oneDNN 2.6's matmul (v2 desc API), executed through the C API
 // with a fixed argument array: the C++ API builds a map per call.
-#include "src/planning/linear_primitive.h"
+#include "src/projection/linear_primitive.h"
 
 #include <omp.h>
 

@@ -1,8 +1,8 @@
 // WeightLayout addressing and shape checks; the one place that knows the layouts.
-#include "src/planning/weight_layout.h"
+#include "src/projection/weight_layout.h"
 
-#include "src/api/check.h"
-#include "src/api/problem.h"
+#include "src/validation/check.h"
+#include "src/validation/problem.h"
 
 namespace mha::internal {
 

@@ -1,11 +1,11 @@
 // Weight packing: any WeightLayout in, [in, out] row-major out.
-#include "src/planning/packed_weights.h"
+#include "src/projection/packed_weights.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "src/kernels/bf16_convert.h"
-#include "src/planning/weight_layout.h"
+#include "src/projection/weight_layout.h"
 
 namespace mha::internal {
 
