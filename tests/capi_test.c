@@ -118,6 +118,23 @@ static void CheckCore(void) {
   Check(Close(out, expected, S * 2 * D) < 1e-5f, "core output");
   Check(Close(lse, expected_lse, 2 * S) < 1e-5f, "core logsumexp");
 
+  /* The growing struct gives the same bits; a wrong struct_size is refused, naming
+   * it, with the output untouched. */
+  float out_ex[S * 2 * D];
+  mha_attention_ex_args ex;
+  memset(&ex, 0, sizeof ex);
+  ex.struct_size = sizeof ex;
+  ex.call = args;
+  ex.call.output = Bshd(out_ex, 2);
+  ex.call.logsumexp = NULL;
+  Check(mha_scaled_dot_product_attention_ex(&ex) == MHA_OK, "core call, _ex");
+  Check(memcmp(out, out_ex, sizeof out) == 0, "core output, _ex: the same bits");
+  ex.struct_size = sizeof ex + 8;
+  memset(out_ex, 0, sizeof out_ex);
+  Check(mha_scaled_dot_product_attention_ex(&ex) == MHA_INVALID_ARGUMENT &&
+            strstr(mha_last_error(), "struct_size") != NULL && out_ex[0] == 0.0f,
+        "core struct_size refused");
+
   /* A bad window is refused, naming it, with the output untouched. */
   args.features.sliding_window = -2;
   memset(out, 0, sizeof out);
@@ -178,9 +195,26 @@ static void CheckPaged(const mha_layer* layer, const float* x, const float* expe
     }
     Check(mha_paged_kv_cache_append_slots(cache, ids, firsts[step], 2) == MHA_OK,
           "slots");
-    Check(mha_forward_packed(layer, cache, 0, starts[2], packed, 2, ids, starts, NULL,
-                             out, 0) == MHA_OK,
-          "packed step");
+    if (step == 0) {
+      Check(mha_forward_packed(layer, cache, 0, starts[2], packed, 2, ids, starts, NULL,
+                               out, 0) == MHA_OK,
+            "packed step");
+    } else { /* the same call through the growing struct */
+      mha_packed_forward_args args;
+      memset(&args, 0, sizeof args);
+      args.struct_size = sizeof args;
+      args.num_tokens = starts[2];
+      args.query = packed;
+      args.num_sequences = 2;
+      args.sequence_ids = ids;
+      args.query_start_loc = starts;
+      args.output = out;
+      Check(mha_forward_packed_ex(layer, cache, &args) == MHA_OK, "packed step, _ex");
+      args.struct_size = 0;
+      Check(mha_forward_packed_ex(layer, cache, &args) == MHA_INVALID_ARGUMENT &&
+                strstr(mha_last_error(), "struct_size") != NULL,
+            "packed struct_size refused");
+    }
     Check(Close(out, want, (int)starts[2] * E) < 1e-2f, "packed output (int8 bound)");
   }
   const int64_t one = 20;
@@ -280,9 +314,21 @@ int main(void) {
           memcpy(token + b * E, x + (b * S + t) * E, sizeof(float) * E);
           memcpy(want + b * E, expected + (b * S + t) * E, sizeof(float) * E);
         }
-        Check(mha_forward_with_cache(layer, cache, B, 1, token, NULL, NULL, step, 0) ==
-                  MHA_OK,
-              "decode step");
+        if (t % 2 == 0) {
+          Check(mha_forward_with_cache(layer, cache, B, 1, token, NULL, NULL, step, 0) ==
+                    MHA_OK,
+                "decode step");
+        } else { /* the same call through the growing struct */
+          mha_cache_forward_args args;
+          memset(&args, 0, sizeof args);
+          args.struct_size = sizeof args;
+          args.batch = B;
+          args.new_tokens = 1;
+          args.query = token;
+          args.output = step;
+          Check(mha_forward_with_cache_ex(layer, cache, &args) == MHA_OK,
+                "decode step, _ex");
+        }
         Check(Close(step, want, B * E) < 1e-4f, "decode output");
       }
       Check(mha_kv_cache_length(cache, 1) == S, "cache length");

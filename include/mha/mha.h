@@ -5,6 +5,7 @@
 #ifndef MHA_MHA_H_
 #define MHA_MHA_H_
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -75,7 +76,8 @@ typedef struct {
   int64_t num_kv_heads;                  /* 0: num_heads */
   float scale;                           /* 0: 1 / sqrt(head_dim) */
   int bf16_weights; /* non-zero: projection weights stored as bfloat16 */
-  int int8_weights; /* non-zero: int8 projections, dynamic quantisation (mha/config.hpp) */
+  int int8_weights; /* non-zero: int8 projections, dynamic quantisation (mha/config.hpp)
+                     */
   mha_features features;
   mha_rope_config rope;
 } mha_config;
@@ -150,6 +152,24 @@ mha_status mha_forward_with_cache(const mha_layer* layer, mha_kv_cache* cache,
                                   const int64_t* new_lengths, const int64_t* position_ids,
                                   float* output, int num_threads);
 
+/* Argument structs that may grow (the _ex entry points): zero the struct, set
+ * struct_size = sizeof(it), then fill it. A library with a longer struct reads the
+ * fields your struct_size covers and takes 0 for the rest; a struct_size outside
+ * [the first release's size, this library's size] is refused (MHA_INVALID_ARGUMENT). */
+typedef struct {
+  size_t struct_size;
+  int64_t batch, new_tokens;
+  const float* query;          /* [batch, new_tokens, query_dim] */
+  const int64_t* new_lengths;  /* [batch] or NULL: all new_tokens real */
+  const int64_t* position_ids; /* [batch, new_tokens] or NULL: cache length + i */
+  float* output;               /* [batch, new_tokens, output_dim] */
+  int num_threads;
+} mha_cache_forward_args;
+
+/* mha_forward_with_cache with its arguments in a struct. */
+mha_status mha_forward_with_cache_ex(const mha_layer* layer, mha_kv_cache* cache,
+                                     const mha_cache_forward_args* args);
+
 /* Cross-attention over a cached memory (see MultiheadAttention::ProjectMemory):
  * memory [batch, memory_len, key_dim] is projected once into sequences 0..batch-1 of
  * `cache` (memory_lengths [batch] or NULL: all); each step then attends query
@@ -209,6 +229,23 @@ mha_status mha_forward_packed(const mha_layer* layer, mha_paged_kv_cache* cache,
                               const int64_t* query_start_loc, const int64_t* position_ids,
                               float* output, int num_threads);
 
+typedef struct {
+  size_t struct_size;
+  int64_t layer_index;
+  int64_t num_tokens;
+  const float* query; /* [num_tokens, query_dim] */
+  int64_t num_sequences;
+  const int64_t* sequence_ids;    /* [num_sequences] */
+  const int64_t* query_start_loc; /* [num_sequences + 1] */
+  const int64_t* position_ids;    /* [num_tokens] or NULL */
+  float* output;                  /* [num_tokens, output_dim] */
+  int num_threads;
+} mha_packed_forward_args;
+
+/* mha_forward_packed with its arguments in a struct. */
+mha_status mha_forward_packed_ex(const mha_layer* layer, mha_paged_kv_cache* cache,
+                                 const mha_packed_forward_args* args);
+
 /* The attention core (see mha/scaled_dot_product_attention.hpp). */
 typedef struct mha_rotary mha_rotary;
 /* The cos/sin table for a head_dim, built once. */
@@ -248,6 +285,14 @@ typedef struct {
 } mha_attention_args;
 
 mha_status mha_scaled_dot_product_attention(const mha_attention_args* args);
+
+/* The same, in a struct that may grow: fields added later follow `call`. */
+typedef struct {
+  size_t struct_size;
+  mha_attention_args call;
+} mha_attention_ex_args;
+
+mha_status mha_scaled_dot_product_attention_ex(const mha_attention_ex_args* args);
 
 #ifdef __cplusplus
 }

@@ -63,6 +63,21 @@ void Require(const void* pointer, const char* name) {
   if (!pointer) throw mha::Error(std::string("mha: ") + name + ": must not be NULL");
 }
 
+// A copy of a growing argument struct: the fields the caller's struct_size covers,
+// zeros after them. Every struct's first release is its size today.
+template <class Args>
+Args VersionedArgs(const Args* args) {
+  Require(args, "args");
+  if (args->struct_size != sizeof(Args)) {
+    throw mha::Error("mha: args.struct_size: must be " + std::to_string(sizeof(Args)) +
+                     " (sizeof the struct), got " + std::to_string(args->struct_size));
+  }
+  Args copy;
+  std::memset(&copy, 0, sizeof copy);
+  std::memcpy(&copy, args, args->struct_size);
+  return copy;
+}
+
 // The integer a C caller stored in an enum: read as bytes, because loading a value
 // outside the enumerators through the enum type is undefined behaviour in C++.
 template <class Enum>
@@ -345,23 +360,38 @@ mha_status mha_forward_with_cache(const mha_layer* layer, mha_kv_cache* cache,
                                   int64_t batch, int64_t new_tokens, const float* query,
                                   const int64_t* new_lengths, const int64_t* position_ids,
                                   float* output, int num_threads) {
+  const mha_cache_forward_args args = {sizeof(mha_cache_forward_args),
+                                       batch,
+                                       new_tokens,
+                                       query,
+                                       new_lengths,
+                                       position_ids,
+                                       output,
+                                       num_threads};
+  return mha_forward_with_cache_ex(layer, cache, &args);
+}
+
+mha_status mha_forward_with_cache_ex(const mha_layer* layer, mha_kv_cache* cache,
+                                     const mha_cache_forward_args* versioned) {
   return Guard([&] {
     Require(layer, "layer");
     Require(cache, "cache");
+    const mha_cache_forward_args a = VersionedArgs(versioned);
     const int64_t dim = layer->attention.config().query_dim;
     mha::ForwardOptions options;
-    options.num_threads = num_threads;
-    if (position_ids) {
-      options.position_ids = mha::TensorView(position_ids, mha::DType::kInt64,
-                                             mha::Shape{batch, new_tokens});
+    options.num_threads = a.num_threads;
+    if (a.position_ids) {
+      options.position_ids = mha::TensorView(a.position_ids, mha::DType::kInt64,
+                                             mha::Shape{a.batch, a.new_tokens});
     }
     layer->attention.ForwardWithCache(
-        mha::TensorView(query, mha::Shape{batch, new_tokens, dim}),
-        new_lengths ? mha::TensorView(new_lengths, mha::DType::kInt64, mha::Shape{batch})
-                    : mha::TensorView(),
+        mha::TensorView(a.query, mha::Shape{a.batch, a.new_tokens, dim}),
+        a.new_lengths
+            ? mha::TensorView(a.new_lengths, mha::DType::kInt64, mha::Shape{a.batch})
+            : mha::TensorView(),
         cache->cache,
         mha::MutableTensorView(
-            output, mha::Shape{batch, new_tokens, layer->attention.output_dim()}),
+            a.output, mha::Shape{a.batch, a.new_tokens, layer->attention.output_dim()}),
         options);
   });
 }
@@ -486,30 +516,46 @@ mha_status mha_forward_packed(const mha_layer* layer, mha_paged_kv_cache* cache,
                               int64_t num_sequences, const int64_t* sequence_ids,
                               const int64_t* query_start_loc, const int64_t* position_ids,
                               float* output, int num_threads) {
+  const mha_packed_forward_args args = {sizeof(mha_packed_forward_args),
+                                        layer_index,
+                                        num_tokens,
+                                        query,
+                                        num_sequences,
+                                        sequence_ids,
+                                        query_start_loc,
+                                        position_ids,
+                                        output,
+                                        num_threads};
+  return mha_forward_packed_ex(layer, cache, &args);
+}
+
+mha_status mha_forward_packed_ex(const mha_layer* layer, mha_paged_kv_cache* cache,
+                                 const mha_packed_forward_args* versioned) {
   return Guard([&] {
     Require(layer, "layer");
     Require(cache, "cache");
+    const mha_packed_forward_args a = VersionedArgs(versioned);
     // Checked before num_sequences + 1 is formed.
-    if (num_sequences < 0 || num_sequences == INT64_MAX) {
+    if (a.num_sequences < 0 || a.num_sequences == INT64_MAX) {
       throw mha::Error("mha: num_sequences: must be in [0, 2^63 - 1), got " +
-                       std::to_string(num_sequences));
+                       std::to_string(a.num_sequences));
     }
     mha::ForwardOptions options;
-    options.num_threads = num_threads;
-    if (position_ids) {
+    options.num_threads = a.num_threads;
+    if (a.position_ids) {
       options.position_ids =
-          mha::TensorView(position_ids, mha::DType::kInt64, mha::Shape{num_tokens});
+          mha::TensorView(a.position_ids, mha::DType::kInt64, mha::Shape{a.num_tokens});
     }
     const mha::PackedBatch batch{
-        mha::TensorView(sequence_ids, mha::DType::kInt64, mha::Shape{num_sequences}),
-        mha::TensorView(query_start_loc, mha::DType::kInt64,
-                        mha::Shape{num_sequences + 1})};
+        mha::TensorView(a.sequence_ids, mha::DType::kInt64, mha::Shape{a.num_sequences}),
+        mha::TensorView(a.query_start_loc, mha::DType::kInt64,
+                        mha::Shape{a.num_sequences + 1})};
     layer->attention.ForwardPacked(
-        mha::TensorView(query,
-                        mha::Shape{num_tokens, layer->attention.config().query_dim}),
-        batch, cache->cache, layer_index,
-        mha::MutableTensorView(output,
-                               mha::Shape{num_tokens, layer->attention.output_dim()}),
+        mha::TensorView(a.query,
+                        mha::Shape{a.num_tokens, layer->attention.config().query_dim}),
+        batch, cache->cache, a.layer_index,
+        mha::MutableTensorView(a.output,
+                               mha::Shape{a.num_tokens, layer->attention.output_dim()}),
         options);
   });
 }
@@ -526,8 +572,18 @@ mha_status mha_rotary_create(const mha_rope_config* config, int64_t head_dim,
 void mha_rotary_destroy(mha_rotary* rotary) { delete rotary; }
 
 mha_status mha_scaled_dot_product_attention(const mha_attention_args* args) {
+  if (!args) return Guard([] { Require(nullptr, "args"); });
+  mha_attention_ex_args versioned;
+  std::memset(&versioned, 0, sizeof versioned);
+  versioned.struct_size = sizeof versioned;
+  versioned.call = *args;
+  return mha_scaled_dot_product_attention_ex(&versioned);
+}
+
+mha_status mha_scaled_dot_product_attention_ex(const mha_attention_ex_args* versioned) {
   return Guard([&] {
-    Require(args, "args");
+    const mha_attention_ex_args copy = VersionedArgs(versioned);
+    const mha_attention_args* args = &copy.call;
     const mha::AttentionTensor query = ToTensor(args->query, "query");
     const mha::AttentionTensor key = ToTensor(args->key, "key");
     const mha::AttentionTensor value = ToTensor(args->value, "value");
