@@ -256,6 +256,9 @@ void AttendHead(const AttentionParams& params, const CoreTask& task, const KvPag
                 const MaskPlan& masks, const HeadScratch& layout, float* partials,
                 float* scratch) {
   const hn::ScalableTag<float> d;
+  HWY_DASSERT(pages.page_size == static_cast<int64_t>(layout.key_block));
+  HWY_DASSERT(KernelRows(task) > 0 && task.key_begin <= task.key_end);
+  HWY_DASSERT(!params.rotary || params.query_positions);
   const TaskRows rows(params, task, partials);
   switch (pages.storage) {
     case KvStorage::kFloat32:

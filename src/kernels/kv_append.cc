@@ -101,6 +101,8 @@ void AppendInt8(const PanelAppend& a) {
 }
 
 void AppendToPages(const PanelAppend& a) {
+  HWY_DASSERT(a.pages && a.rows >= 0 && a.first >= 0 && a.pad_to >= a.first + a.rows);
+  HWY_DASSERT(!a.rotary || (a.positions && a.rotation_scratch && a.rotation_rows > 0));
   switch (a.pages->storage) {
     case KvStorage::kFloat32:
       return AppendSplit<float>(a);

@@ -42,6 +42,8 @@ HWY_INLINE void SplitKeysTransposed(D /*d*/, const float* HWY_RESTRICT src,
                                     size_t zero_end, size_t head_dim,
                                     T* HWY_RESTRICT panel, size_t block) {
   constexpr size_t kWidth = internal::kPanelWidth;
+  HWY_DASSERT(first + rows <= zero_end && block % kWidth == 0);
+  HWY_DASSERT(rows == 0 || src_stride >= head_dim);
   const size_t copy_end = first + rows;
   // One panel of kWidth keys at a time: its rows are contiguous runs of keys.
   for (size_t begin = first; begin < zero_end;) {
@@ -113,6 +115,8 @@ HWY_INLINE void SplitValues(D /*d*/, const float* HWY_RESTRICT src, size_t src_s
                             size_t padded_head_dim, T* HWY_RESTRICT pages,
                             size_t page_rows) {
   constexpr size_t kWidth = internal::kPanelWidth;
+  HWY_DASSERT(first + rows <= zero_end && head_dim <= padded_head_dim);
+  HWY_DASSERT(padded_head_dim % kWidth == 0 && page_rows % kWidth == 0);
   for (size_t j = first; j < zero_end; ++j) {
     T* tile = pages + j / page_rows * page_rows * padded_head_dim;
     const float* value = src + (j - first) * src_stride;

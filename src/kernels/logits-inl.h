@@ -25,6 +25,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 // row = cap * tanh(row / cap); n % Lanes(d) == 0.
 template <class D>
 HWY_INLINE void SoftCap(D d, float* HWY_RESTRICT row, size_t n, float cap) {
+  HWY_DASSERT(n % hn::Lanes(d) == 0 && cap > 0.0f);
   const auto scale = hn::Set(d, cap), inverse = hn::Set(d, 1.0f / cap);
   for (size_t i = 0; i < n; i += hn::Lanes(d)) {
     const auto x = hn::Mul(hn::LoadU(d, row + i), inverse);
@@ -38,6 +39,7 @@ template <class D>
 HWY_INLINE void AddAlibi(D d, float* HWY_RESTRICT row, size_t n, float slope,
                          int64_t distance) {
   const size_t lanes = hn::Lanes(d);
+  HWY_DASSERT(n % lanes == 0);
   auto offsets = hn::Add(hn::Iota(d, 0.0f), hn::Set(d, static_cast<float>(distance)));
   const auto step = hn::Set(d, static_cast<float>(lanes)), slopes = hn::Set(d, slope);
   for (size_t i = 0; i < n; i += lanes) {

@@ -51,6 +51,8 @@ HWY_INLINE void RotateRow(D d, const float* HWY_RESTRICT src, size_t head_dim,
                           const RotaryEmbedding* rotary, int64_t position, float scale,
                           float* HWY_RESTRICT dst) {
   size_t rotated = 0;
+  HWY_DASSERT(!rotary || (static_cast<size_t>(rotary->head_dim()) == head_dim &&
+                          position >= 0 && position < rotary->max_positions()));
   if (rotary) {
     rotated = static_cast<size_t>(rotary->rotary_dim());
     const size_t half = rotated / 2;

@@ -39,6 +39,7 @@ template <class D>
 HWY_INLINE void MaskOutside(D d, float* HWY_RESTRICT row, size_t begin, size_t end,
                             size_t n) {
   const size_t lanes = hn::Lanes(d);
+  HWY_DASSERT(begin <= end && end <= n && n % lanes == 0);
   const auto neg_inf = hn::Set(d, kNegInf);
   for (size_t i = 0; i < begin; i += lanes) {
     const auto masked = hn::FirstN(d, begin - i);
@@ -123,6 +124,7 @@ HWY_INLINE void ScaleProbabilities(D d, float* HWY_RESTRICT row,
 template <class D>
 HWY_INLINE float OnlineSoftmaxBlock(D d, float* HWY_RESTRICT row, size_t n,
                                     float& running_max, float& running_sum) {
+  HWY_DASSERT(n % hn::Lanes(d) == 0);
   // A NaN max (from a NaN score) must not be dropped by std::max: it would read as
   // "every key masked" and zero the row.
   const float block_max = RowMax(d, row, n);

@@ -160,6 +160,8 @@ HWY_INLINE void TileMatMul(D d, size_t rows, size_t n, size_t depth,
                            const TB* HWY_RESTRICT b, size_t b_rows, float* HWY_RESTRICT c,
                            size_t ldc, bool accumulate) {
   const size_t lanes = hn::Lanes(d);
+  HWY_DASSERT(n % internal::kPanelWidth == 0 && internal::kPanelWidth % lanes == 0);
+  HWY_DASSERT(lda >= depth && ldc >= n && b_rows >= depth);
   const size_t vectors = n / lanes;
   size_t v = 0;
   for (; v + kTileCols <= vectors; v += kTileCols) {
