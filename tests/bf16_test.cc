@@ -12,8 +12,8 @@
 namespace mha::testing {
 namespace {
 
-// Stated in README: max |out - ref| <= kBf16Bound * max(1, max |ref|). Observed at
-// most 3.6e-3 over these cases (bf16 matmul), 2.2e-3 with the fp32 fallback.
+// Stated in docs/serving.md: max |out - ref| <= kBf16Bound * max(1, max |ref|). Observed
+// at most 3.6e-3 over these cases (bf16 matmul), 2.2e-3 with the fp32 fallback.
 constexpr double kBf16Bound = 1e-2;
 
 class Bf16Weights : public ::testing::TestWithParam<WeightDtypeCase> {};

@@ -102,7 +102,7 @@ std::vector<float> Rows(const std::vector<float>& x, int64_t first, int64_t coun
   return {x.begin() + first * kEmbed, x.begin() + (first + count) * kEmbed};
 }
 
-// The bounds the README states for each storage, on these layers' data.
+// The bounds docs/serving.md states for each storage, on these layers' data.
 double Bound(DType storage) { return storage == DType::kFloat32 ? 1e-4 : 3e-2; }
 
 void DecodeContiguous(const Combination& c, const OwnedLayer& layer,

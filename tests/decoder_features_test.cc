@@ -130,7 +130,8 @@ TEST_P(LayerFeatures, CacheMatchesCausalForward) {
   causal.is_causal = true;
   attention.Forward({TensorView(x.data(), Shape{b, total, e}), {}, {}}, causal,
                     {MutableTensorView(full.data(), Shape{b, total, e}), {}});
-  // bf16 storage rounds the cached (rotated) keys and values: the README's bf16 bound.
+  // bf16 storage rounds the cached (rotated) keys and values: the bf16 bound of
+  // docs/serving.md.
   for (const DType storage : {DType::kFloat32, DType::kBFloat16}) {
     KvCache cache(f.layer.config, b, 64, storage);
     int64_t done = 0;

@@ -1,5 +1,5 @@
-// Bitwise determinism (README, Determinism). The attention core gives the same bits
-// for every thread count, alone or in a batch, whole or in query chunks; the layer
+// Bitwise determinism (docs/errors.md, Determinism). The attention core gives the same
+// bits for every thread count, alone or in a batch, whole or in query chunks; the layer
 // and its cache steps the same bits for every thread count and with or without
 // attention weights, call after call. (The projections' bits still depend on the
 // row count, as oneDNN picks its kernels by it: not asserted here.)

@@ -1,5 +1,5 @@
 // int8 projections (dynamic quantisation): the layer against the fp32
-// double-precision baseline within the bound the README states, over self- and
+// double-precision baseline within the bound docs/serving.md states, over self- and
 // cross-attention, GQA, decoding through a cache, and inputs of zeros.
 #include <gtest/gtest.h>
 

@@ -55,7 +55,7 @@ struct Schedule {
   DType storage = DType::kFloat32;
 };
 
-// bf16 and int8 storage round keys and values: the bounds the README states.
+// bf16 and int8 storage round keys and values: the bounds docs/serving.md states.
 double Tolerance(DType storage) { return storage == DType::kFloat32 ? 1e-4 : 1e-2; }
 
 void PrintTo(const Schedule& s, std::ostream* os) { *os << s.name; }
@@ -379,11 +379,12 @@ TEST(CrossAttentionCache, RefusesRotaryLayersAndWrongShapes) {
       "rotary");
 }
 
-// The KV storage bounds the README states, each under its conditions: max |out - ref|
-// over max(1, max |ref|) against the double-precision layer, worst of 10 seeds, 2 heads
-// over 128 causal tokens. Quantising a K/V row moves the logits in proportion to their
-// spread and the values in proportion to the row's largest entry, so the bound depends
-// on the data: these regimes say how. (Seen: the measured worst, in the README.)
+// The KV storage bounds docs/serving.md states, each under its conditions: max |out -
+// ref| over max(1, max |ref|) against the double-precision layer, worst of 10 seeds, 2
+// heads over 128 causal tokens. Quantising a K/V row moves the logits in proportion to
+// their spread and the values in proportion to the row's largest entry, so the bound
+// depends on the data: these regimes say how. (Seen: the measured worst, in
+// docs/serving.md.)
 struct AccuracyRegime {
   const char* name;
   int64_t head_dim;

@@ -1,4 +1,4 @@
-// The NaN/Inf policy (README, Errors): a non-finite input reaches exactly the outputs
+// The NaN/Inf policy (docs/errors.md): a non-finite input reaches exactly the outputs
 // that attend to it, as NaN, never zeros; two finite masks never add up to a fully
 // masked row. (Masks holding NaN or +inf are errors: errors_test.)
 #include <gtest/gtest.h>
@@ -107,7 +107,7 @@ TEST_P(NonFiniteValue, InAKeyReachesTheRowsAttendingIt) {
 // Self-attention, causal: token 2 is a query, a key and a value. Later rows are NaN;
 // earlier rows never weigh it. (Their context may still be NaN: a masked value row
 // inside a key tile is multiplied by its weight 0, and 0 x NaN is NaN, as in
-// PyTorch's matmul; README, Errors.)
+// PyTorch's matmul; docs/errors.md.)
 TEST_P(NonFiniteValue, InACausalSelfAttentionTokenReachesLaterRows) {
   const std::vector<float> clean = RandomFloats(kBatch * kLen * kEmbed, 1);
   std::vector<float> query = clean;

@@ -26,7 +26,7 @@ struct PagedCase {
 };
 void PrintTo(const PagedCase& c, std::ostream* os) { *os << c.name; }
 
-// The accuracy bounds the README states (max error over max(1, max |output|)): bf16
+// The accuracy bounds docs/serving.md states (max error over max(1, max |output|)): bf16
 // rounds keys and values to 8 bits of mantissa; int8 stores each (token, KV head)
 // row as scale * q, |q| <= 127. Seen here: at most 1.1e-3 (bf16) and 2.9e-3 (int8).
 double Tolerance(DType storage) {

@@ -85,7 +85,7 @@ std::vector<std::string> LayerCases() {
 class PyTorchLayerFixture : public ::testing::TestWithParam<std::string> {};
 
 // int8 projections (dynamic quantisation) against PyTorch's fp32 layer, within the
-// bound the README states.
+// bound docs/serving.md states.
 TEST_P(PyTorchLayerFixture, Int8WeightsStayWithinTheStatedBound) {
   const fs::path dir = kDataDir / GetParam();
   const fs::path out = fs::path(::testing::TempDir()) / (GetParam() + "_int8.npy");

@@ -1,8 +1,8 @@
 // WriteKvPages into ContiguousPages, read back element by element through
 // PanelOffset: strided rows of several sequences and KV heads land at their page
 // positions (a run starting inside a page, across pages), the padding after the last
-// row (K and V) is zeroed, nothing else is written, and PlaceValues moves only the V
-// pages.
+// row (K and V) is zeroed, nothing else is written, and V pages placed elsewhere move
+// only the V pages.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -107,9 +107,10 @@ TEST(WriteKvPages, RowsLandAtTheirPositionsAndPaddingIsZero) {
   WriteAndCheck(pages, keys, values);
 
   // V pages elsewhere: sequence s's at the caller's memory + s * stride.
-  const int64_t stride = pages.sequence_value_bytes() + 256;
+  const int64_t stride = pages.run_value_bytes() + 256;
   std::vector<float> elsewhere(2 * stride / sizeof(float));
-  pages.PlaceValues(reinterpret_cast<uint8_t*>(elsewhere.data()), stride);
+  pages.Reset(BlockLayout(kPageSize, kKvHeads, kHeadDim, KvStorage::kFloat32), kSequences,
+              kCapacity, reinterpret_cast<uint8_t*>(elsewhere.data()), stride);
   EXPECT_EQ(reinterpret_cast<float*>(pages(1, 0).values),
             elsewhere.data() + stride / sizeof(float));
   Fill(pages);

@@ -38,7 +38,7 @@ struct AttentionConfig {
   // (7-bit without VNNI, where oneDNN's 16-bit pair sums would saturate); each
   // projection's input is quantised per call with one scale; the products accumulate
   // in int32 and oneDNN dequantises them as it writes fp32. Attention stays fp32.
-  // Bound (README): max |out - fp32 out| <= 5e-2 * max(1, max |fp32 out|).
+  // Bound (docs/serving.md): max |out - fp32 out| <= 5e-2 * max(1, max |fp32 out|).
   DType weight_dtype = DType::kFloat32;
   // Soft-capping, ALiBi and sliding windows, applied in every forward of the layer.
   AttentionFeatures features;

@@ -11,7 +11,7 @@ namespace mha {
 // output buffer and object it was given is left as it was.
 //
 // Running out of memory throws std::bad_alloc instead. The layer, the caches and the
-// inputs are then as they were, but outputs may be partly written (README, Errors).
+// inputs are then as they were, but outputs may be partly written (docs/errors.md).
 class Error : public std::invalid_argument {
  public:
   explicit Error(const std::string& message) : std::invalid_argument(message) {}

@@ -22,7 +22,7 @@ struct PagedKvCacheOptions {
   int64_t max_sequences = 0;  // sequence ids are 0 .. max_sequences - 1
   int64_t num_layers = 1;     // layers storing their K/V in each block
   // kFloat32; kBFloat16 (half the bytes); or kInt8: symmetric int8 with one fp32
-  // scale per (token, KV head), about a quarter of fp32's bytes (see the README for
+  // scale per (token, KV head), about a quarter of fp32's bytes (see docs/serving.md for
   // its accuracy). Attention and softmax run in fp32 for all three.
   DType storage = DType::kFloat32;
   // > 0: the layers using this cache attend over a sliding window of at most this

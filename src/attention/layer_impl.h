@@ -122,10 +122,13 @@ struct MultiheadAttention::Impl {
   // the caller sets the rows, sequences and pages.
   internal::KvWrite LayerKvWrite(const int64_t* rotary_positions,
                                  int64_t positions_per_sequence) const;
-  // Sizes the workspace pages and points `params` at them.
+  // Sizes the workspace pages and points `params` at them (V pages at values_at when
+  // given: see ContiguousPages::Reset).
   internal::ContiguousPages& UseWorkspacePages(int64_t batch_size, int64_t key_len,
                                                internal::AttentionParams& params,
-                                               internal::Workspace& workspace) const;
+                                               internal::Workspace& workspace,
+                                               uint8_t* values_at = nullptr,
+                                               int64_t sequence_value_bytes = 0) const;
   // Projects `rows` rows of `input` with linears[index] into `output`.
   void Linear(int index, const float* input, int64_t rows, float* output,
               internal::Workspace& workspace) const {

@@ -167,12 +167,10 @@ void MultiheadAttention::Impl::ForwardInChunks(const Problem& problem,
                                                Workspace& workspace) const {
   const int64_t sq = problem.query_len;
   AttentionParams params = base;
-  internal::ContiguousPages& pages =
-      UseWorkspacePages(problem.batch_size, problem.key_len, params, workspace);
-  if (values_in_output) {
-    pages.PlaceValues(static_cast<uint8_t*>(outputs.output.data),
-                      sq * output_dim * static_cast<int64_t>(sizeof(float)));
-  }
+  internal::ContiguousPages& pages = UseWorkspacePages(
+      problem.batch_size, problem.key_len, params, workspace,
+      values_in_output ? static_cast<uint8_t*>(outputs.output.data) : nullptr,
+      sq * output_dim * static_cast<int64_t>(sizeof(float)));
   ProjectKeys(
       {&problem.key, &problem.value, problem.batch_size, problem.key_len, chunk_rows,
        internal::VisibleKeyCounts(masks, problem.batch_size, sq,
@@ -260,9 +258,10 @@ void MultiheadAttention::Impl::RunFlow(const Problem& problem,
       double(problem.batch_size) * double((problem.key_len + page_size - 1) / page_size);
   const double key_page_bytes = page_bytes * block.block_key_bytes(),
                value_page_bytes = page_bytes * block.block_value_bytes();
+  // The budget bounds the projections (as documented); the whole flow's pages add
+  // about the K/V projections' size again.
   const double whole_bytes = problem.batch_size * (2.0 * row_bytes * problem.query_len +
-                                                   2.0 * kv_row_bytes * problem.key_len) +
-                             key_page_bytes + value_page_bytes;
+                                                   2.0 * kv_row_bytes * problem.key_len);
   if (whole_bytes <= options.workspace_budget_bytes || outputs.attn_weights.present()) {
     const bool average = outputs.attn_weights.present() && options.average_attn_weights;
     ForwardWhole(problem, mask_plan, base, outputs, average, workspace);

@@ -28,13 +28,13 @@ KvWrite MultiheadAttention::Impl::LayerKvWrite(const int64_t* rotary_positions,
 }
 
 internal::ContiguousPages& MultiheadAttention::Impl::UseWorkspacePages(
-    int64_t batch_size, int64_t key_len, AttentionParams& params,
-    Workspace& workspace) const {
+    int64_t batch_size, int64_t key_len, AttentionParams& params, Workspace& workspace,
+    uint8_t* values_at, int64_t sequence_value_bytes) const {
   internal::ContiguousPages& pages = workspace.core.kv_pages;
   params.page_size = internal::WorkspacePageSize(key_len);
   pages.Reset(internal::BlockLayout(params.page_size, config.resolved_num_kv_heads(),
                                     config.head_dim, internal::KvStorage::kFloat32),
-              batch_size, key_len);
+              batch_size, key_len, values_at, sequence_value_bytes);
   params.pages = pages;
   return pages;
 }

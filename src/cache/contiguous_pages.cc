@@ -4,14 +4,15 @@
 namespace mha::internal {
 
 void ContiguousPages::Reset(const BlockLayout& layout, int64_t sequences,
-                            int64_t capacity) {
+                            int64_t capacity, uint8_t* values_at,
+                            int64_t sequence_value_bytes) {
   layout_ = layout;
   blocks_ = (capacity + layout.page_size - 1) / layout.page_size;
   const size_t blocks = static_cast<size_t>(sequences * blocks_);
   if (key_storage_.size() < blocks * layout.block_key_bytes()) {
     key_storage_.resize(blocks * layout.block_key_bytes());
   }
-  if (value_storage_.size() < blocks * layout.block_value_bytes()) {
+  if (!values_at && value_storage_.size() < blocks * layout.block_value_bytes()) {
     value_storage_.resize(blocks * layout.block_value_bytes());
   }
   if (key_scale_storage_.size() < blocks * layout.block_scales()) {
@@ -19,10 +20,11 @@ void ContiguousPages::Reset(const BlockLayout& layout, int64_t sequences,
     value_scale_storage_.resize(blocks * layout.block_scales());
   }
   keys_ = key_storage_.data();
-  values_ = value_storage_.data();
+  values_ = values_at ? values_at : value_storage_.data();
   key_scales_ = key_scale_storage_.data();
   value_scales_ = value_scale_storage_.data();
-  sequence_value_bytes_ = sequence_value_bytes();
+  sequence_value_bytes_ =
+      values_at ? sequence_value_bytes : blocks_ * layout.block_value_bytes();
 }
 
 KvPages ContiguousPages::operator()(int64_t sequence, int64_t kv_head) const {

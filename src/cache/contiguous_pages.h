@@ -15,18 +15,16 @@ class ContiguousPages {
  public:
   // Room for `sequences` runs of `capacity` tokens (rounded up to whole blocks). Grows
   // and never shrinks; new memory reads as zero, reused memory keeps what it held.
-  void Reset(const BlockLayout& layout, int64_t sequences, int64_t capacity);
-  // Keeps sequence s's V pages at values + s * sequence_bytes instead (memory the
-  // caller owns, e.g. an output buffer not yet written; float pages only).
-  void PlaceValues(uint8_t* values, int64_t sequence_bytes) {
-    values_ = values;
-    sequence_value_bytes_ = sequence_bytes;
-  }
+  // With values_at, sequence s's V pages are at values_at + s * sequence_value_bytes
+  // instead: memory the caller owns (e.g. an output buffer not yet written), and
+  // none is kept here for them.
+  void Reset(const BlockLayout& layout, int64_t sequences, int64_t capacity,
+             uint8_t* values_at = nullptr, int64_t sequence_value_bytes = 0);
 
   // Sequence s's pages of one KV head: a PageSource lookup.
   KvPages operator()(int64_t sequence, int64_t kv_head) const;
   // Bytes one sequence's run of V pages takes.
-  int64_t sequence_value_bytes() const { return blocks_ * layout_.block_value_bytes(); }
+  int64_t run_value_bytes() const { return blocks_ * layout_.block_value_bytes(); }
   const BlockLayout& layout() const { return layout_; }
   int64_t capacity() const { return blocks_ * layout_.page_size; }
   size_t bytes() const;
@@ -36,7 +34,7 @@ class ContiguousPages {
   int64_t blocks_ = 0;  // per sequence
   std::vector<uint8_t> key_storage_, value_storage_;
   std::vector<float> key_scale_storage_, value_scale_storage_;
-  // Where the pages are: the storage above, or values_ where PlaceValues put them.
+  // Where the pages are: the storage above, or the V pages at Reset's values_at.
   uint8_t* keys_ = nullptr;
   uint8_t* values_ = nullptr;
   float* key_scales_ = nullptr;
