@@ -4,8 +4,8 @@
 #include <algorithm>
 
 #include "src/attention/layer_impl.h"
+#include "src/base/check.h"
 #include "src/threading/parallel_for.h"
-#include "src/validation/check.h"
 
 namespace mha {
 

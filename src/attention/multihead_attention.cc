@@ -6,12 +6,12 @@
 #include <algorithm>
 
 #include "src/attention/layer_impl.h"
+#include "src/base/check.h"
 #include "src/kernels/bf16_convert.h"
 #include "src/platform/isa_cap.h"
 #include "src/projection/weight_layout.h"
 #include "src/rotary/positions.h"
 #include "src/threading/parallel_for.h"
-#include "src/validation/check.h"
 
 namespace mha {
 

@@ -5,9 +5,9 @@
 #include <algorithm>
 
 #include "src/attention/layer_impl.h"
+#include "src/base/check.h"
 #include "src/cache/paged_kv_cache_storage.h"
 #include "src/threading/parallel_for.h"
-#include "src/validation/check.h"
 
 namespace mha {
 

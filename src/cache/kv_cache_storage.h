@@ -7,7 +7,7 @@
 
 #include "mha/kv_cache.hpp"
 #include "src/cache/contiguous_pages.h"
-#include "src/cache/kv_pages.h"
+#include "src/kernels/kv_pages.h"
 
 namespace mha::internal {
 // The storage type of a cache's pages for a public dtype (checked by the caller).

@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "src/base/check.h"
 #include "src/cache/kv_cache_storage.h"
 #include "src/cache/paged_kv_cache_storage.h"
 #include "src/kernels/tile_sizes.h"
-#include "src/validation/check.h"
 #include "src/validation/problem.h"
 
 namespace mha {

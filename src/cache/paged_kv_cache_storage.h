@@ -9,7 +9,7 @@
 
 #include "mha/paged_kv_cache.hpp"
 #include "src/cache/block_pool.h"
-#include "src/cache/kv_pages.h"
+#include "src/kernels/kv_pages.h"
 
 namespace mha {
 

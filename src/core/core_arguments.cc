@@ -5,8 +5,8 @@
 #include <cmath>
 #include <type_traits>
 
+#include "src/base/check.h"
 #include "src/rotary/positions.h"
-#include "src/validation/check.h"
 
 namespace mha::internal {
 namespace {

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "mha/rotary.hpp"
-#include "src/cache/page_source.h"
 #include "src/kernels/head_rows.h"
+#include "src/kernels/page_source.h"
 #include "src/masks/mask_plan.h"
 
 namespace mha::internal {

@@ -2,8 +2,8 @@
 #include <cmath>
 
 #include "mha/features.hpp"
+#include "src/base/check.h"
 #include "src/features/logit_features.h"
-#include "src/validation/check.h"
 
 namespace mha {
 

@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "src/validation/check.h"
+#include "src/base/check.h"
 
 namespace mha::internal {
 

@@ -4,14 +4,14 @@
 // unless the caller asks for the attention weights. Every feature (rotary
 // embeddings, soft-capping, ALiBi, sinks, sliding windows, masks, the storage type
 // of the pages) is an option of this one kernel. Keys and values always come from
-// pages (src/cache/kv_pages.h): a cache's, or those a forward wrote its K/V into.
+// pages (src/kernels/kv_pages.h): a cache's, or those a forward wrote its K/V into.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
-#include "src/cache/kv_pages.h"
 #include "src/kernels/attention_params.h"
+#include "src/kernels/kv_pages.h"
 #include "src/kernels/task_rows.h"
 #include "src/masks/mask_plan.h"
 

@@ -7,8 +7,8 @@
 #include <cstdint>
 
 #include "mha/rotary.hpp"
-#include "src/cache/page_source.h"
 #include "src/kernels/head_rows.h"
+#include "src/kernels/page_source.h"
 
 namespace mha::internal {
 

@@ -1,7 +1,7 @@
 // AppendToPages, compiled once per SIMD target: the panel copy of kv_panels-inl.h
 // (keys rotated on the way in for rotary layers) aimed at positions inside a KV
 // cache's pages, or symmetric int8 quantisation with one scale per row, into the
-// same panel layout (src/cache/kv_pages.h).
+// same panel layout (src/kernels/kv_pages.h).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/kernels/kv_append.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep

@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "mha/rotary.hpp"
-#include "src/cache/kv_pages.h"
+#include "src/kernels/kv_pages.h"
 
 namespace mha::internal {
 

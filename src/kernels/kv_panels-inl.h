@@ -1,6 +1,6 @@
 // Per-target K/V panels: copies one head's key and value rows (projection rows, or
 // the core API's tensors) into pages shaped for the tile products
-// (src/cache/kv_pages.h): K^T in key blocks of [head_dim, block] (scores = Q K^T
+// (src/kernels/kv_pages.h): K^T in key blocks of [head_dim, block] (scores = Q K^T
 // streams one block) and V in pages of [block, padded head_dim]. Padding is zero so
 // padded lanes add nothing. Panels hold float, or bfloat16 for bf16 KV caches. Q
 // needs no copy (the tile product broadcasts its elements in place), and the head
@@ -18,8 +18,8 @@
 #include <cstddef>
 
 #include "hwy/highway.h"
-#include "src/cache/kv_pages.h"
 #include "src/kernels/bf16_convert.h"
+#include "src/kernels/kv_pages.h"
 #include "src/kernels/rotary-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -33,7 +33,7 @@ inline void StoreAs(float value, hwy::bfloat16_t* out) {
 }
 
 // Key-blocked K^T panel: keys in blocks of `block`, each block a [head_dim, block]
-// tile in column panels (src/cache/kv_pages.h), so that the tile product streams
+// tile in column panels (src/kernels/kv_pages.h), so that the tile product streams
 // contiguous memory. Writes keys [first, first + rows) from src (row r is key
 // first + r) and zeros keys [first + rows, zero_end).
 template <class D, typename T>

@@ -1,6 +1,6 @@
 // Per-target register-blocked matrix multiply for the attention tiles:
 // C[rows, n] (+)= A[rows, depth] B[depth, n], A and C row-major with their own
-// strides, B a KV page tile in column panels (src/cache/kv_pages.h), n a multiple of
+// strides, B a KV page tile in column panels (src/kernels/kv_pages.h), n a multiple of
 // kPanelWidth. One kernel serves both tile products: scores = Q K^T (B = a K^T page)
 // and context += P V (B = a V page).
 //
@@ -20,7 +20,7 @@
 
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
-#include "src/cache/kv_pages.h"
+#include "src/kernels/kv_pages.h"
 #include "src/kernels/tile_sizes.h"
 
 HWY_BEFORE_NAMESPACE();

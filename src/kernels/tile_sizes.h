@@ -7,7 +7,7 @@
 
 namespace mha::internal {
 
-// Columns per panel of a K^T or V tile (src/cache/kv_pages.h): one cache line of
+// Columns per panel of a K^T or V tile (src/kernels/kv_pages.h): one cache line of
 // floats, a whole number of vectors on every target. Head dims and key tiles are
 // padded to it.
 constexpr size_t kPanelWidth = 16;

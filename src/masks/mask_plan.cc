@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "src/validation/check.h"
+#include "src/base/check.h"
 
 namespace mha::internal {
 namespace {

@@ -1,7 +1,7 @@
 // WeightLayout addressing and shape checks; the one place that knows the layouts.
 #include "src/projection/weight_layout.h"
 
-#include "src/validation/check.h"
+#include "src/base/check.h"
 #include "src/validation/problem.h"
 
 namespace mha::internal {

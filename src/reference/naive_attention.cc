@@ -7,13 +7,13 @@
 #include <vector>
 
 #include "mha/reference.hpp"
+#include "src/base/check.h"
 #include "src/features/logit_features.h"
 #include "src/kernels/bf16_convert.h"
 #include "src/masks/mask_plan.h"
 #include "src/projection/weight_layout.h"
 #include "src/reference/naive_core.h"
 #include "src/rotary/positions.h"
-#include "src/validation/check.h"
 #include "src/validation/problem.h"
 
 namespace mha {

@@ -1,7 +1,7 @@
 // ResolvePositions: checked rotary positions.
 #include "src/rotary/positions.h"
 
-#include "src/validation/check.h"
+#include "src/base/check.h"
 
 namespace mha::internal {
 

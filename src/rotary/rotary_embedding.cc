@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "mha/rotary.hpp"
-#include "src/validation/check.h"
+#include "src/base/check.h"
 
 namespace mha {
 namespace {

@@ -6,8 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "src/base/check.h"
 #include "src/projection/weight_layout.h"
-#include "src/validation/check.h"
 
 namespace mha {
 namespace {

@@ -1,6 +1,6 @@
 // FromPackedInProjection: views into nn.MultiheadAttention's packed in_proj tensors.
 #include "mha/weights.hpp"
-#include "src/validation/check.h"
+#include "src/base/check.h"
 
 namespace mha {
 

@@ -3,8 +3,8 @@
 
 #include <cmath>
 
+#include "src/base/check.h"
 #include "src/features/logit_features.h"
-#include "src/validation/check.h"
 
 namespace mha::internal {
 namespace {

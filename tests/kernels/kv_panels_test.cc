@@ -1,5 +1,5 @@
 // kv_panels-inl.h on every SIMD target this CPU supports: keys split into K^T key
-// blocks and values into V pages (column panels, src/cache/kv_pages.h), as float and
+// blocks and values into V pages (column panels, src/kernels/kv_pages.h), as float and
 // as bfloat16, read back element by element through PanelOffset. Odd head sizes,
 // block sizes of 16 to 64, ranges that start inside a block, empty ranges and zeroed
 // tails; nothing outside [first, zero_end) is written.

@@ -1,5 +1,5 @@
 // Argument checks shared by the layer, the reference and the weight packer.
-#include "src/validation/check.h"
+#include "src/base/check.h"
 
 #include "mha/config.hpp"
 

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "src/cache/kv_pages.h"
+#include "src/kernels/kv_pages.h"
 
 namespace mha::internal {
 
