@@ -10,8 +10,8 @@ size_t Workspace::bytes() const {
       (positions.capacity() + new_lengths.capacity() + rotary_positions.capacity() +
        batch_rows.capacity() + sequence_ids.capacity()) *
           sizeof(int64_t);
-  for (const std::vector<float>* buffer : {&projections, &merged_heads, &per_head_weights,
-                                           &head_scratch, &chunks, &staged_output}) {
+  for (const std::vector<float>* buffer :
+       {&projections, &merged_heads, &per_head_weights, &chunks, &staged_output}) {
     total += buffer->capacity() * sizeof(float);
   }
   total +=

@@ -24,8 +24,7 @@ struct Workspace {
   size_t bytes() const;
 
   LinearThreads linear_threads;  // the projections' streams and scratch
-  std::vector<float> projections, merged_heads, per_head_weights, head_scratch, chunks,
-      staged_output;
+  std::vector<float> projections, merged_heads, per_head_weights, chunks, staged_output;
   std::vector<int64_t> positions, new_lengths;    // per sequence, when decoding
   std::vector<int64_t> batch_rows, sequence_ids;  // per sequence, packed batches
   std::vector<int64_t> rotary_positions;          // per query token, [B, Sq]
