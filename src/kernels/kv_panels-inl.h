@@ -52,10 +52,13 @@ HWY_INLINE void SplitKeysTransposed(D /*d*/, const float* HWY_RESTRICT src,
     const size_t end = std::min(zero_end, panel_start + kWidth);
     T* tile = panel + block_start * head_dim +
               internal::PanelOffset(0, panel_start - block_start, head_dim);
-    for (size_t dim = 0; dim < head_dim; ++dim) {
-      T* row = tile + dim * kWidth - panel_start;  // row[j] for j in this panel
-      for (size_t j = begin; j < end; ++j) {
-        StoreAs(j < copy_end ? src[(j - first) * src_stride + dim] : 0.0f, row + j);
+    // Key by key: each source row is read in order (it may sit in a wide projection
+    // row), while the panel's kWidth-strided stores stay within a few KiB.
+    for (size_t j = begin; j < end; ++j) {
+      T* column = tile + (j - panel_start);  // column[dim * kWidth]
+      const float* key = j < copy_end ? src + (j - first) * src_stride : nullptr;
+      for (size_t dim = 0; dim < head_dim; ++dim) {
+        StoreAs(key ? key[dim] : 0.0f, column + dim * kWidth);
       }
     }
     begin = end;
@@ -123,9 +126,13 @@ HWY_INLINE void SplitValues(D /*d*/, const float* HWY_RESTRICT src, size_t src_s
     const size_t copied = j < first + rows ? head_dim : 0;
     for (size_t col = 0; col < padded_head_dim; col += kWidth) {
       T* out = tile + internal::PanelOffset(j % page_rows, col, page_rows);
-      // Staged at a fixed width, so the panel row is written by whole vectors.
-      T staged[kWidth] = {};
       const size_t n = std::min(kWidth, copied > col ? copied - col : 0);
+      if (n == kWidth) {  // a fixed count, which the compiler turns into vectors
+        for (size_t k = 0; k < kWidth; ++k) StoreAs(value[col + k], out + k);
+        continue;
+      }
+      // Staged, so the panel row is still written by whole vectors.
+      T staged[kWidth] = {};
       for (size_t k = 0; k < n; ++k) StoreAs(value[col + k], staged + k);
       std::copy_n(staged, kWidth, out);
     }
