@@ -44,6 +44,17 @@ PanelAppend AppendFor(const KvWrite& write, int64_t b, int64_t kv_head,
   return append;
 }
 
+// Below this many floats a write runs on the calling thread.
+constexpr int64_t kSerialWriteFloats = 1 << 14;
+
+int64_t WrittenFloats(const KvWrite& write) {
+  int64_t rows = 0;
+  for (int64_t b = write.batch_begin; b < write.batch_end; ++b) {
+    rows += write.counts ? write.counts[b] : write.count;
+  }
+  return 2 * rows * write.num_kv_heads * write.head_dim;
+}
+
 }  // namespace
 
 const int64_t* VisibleKeyCounts(const MaskPlan& masks, int64_t batch_size,
@@ -55,16 +66,23 @@ const int64_t* VisibleKeyCounts(const MaskPlan& masks, int64_t batch_size,
 
 void WriteKvPages(const KvWrite& write, std::vector<float>& rotation_scratch) {
   const int64_t kv_heads = write.num_kv_heads;
+  const int64_t units = (write.batch_end - write.batch_begin) * kv_heads;
   const size_t rotation_floats = write.rotary ? kRotationRows * write.head_dim : 0;
   const size_t floats = TeamSize() * rotation_floats;
   if (rotation_scratch.size() < floats) rotation_scratch.resize(floats);
-  ParallelFor((write.batch_end - write.batch_begin) * kv_heads, rotation_scratch.data(),
-              rotation_floats, [&](int64_t index, float* scratch) {
-                const int64_t b = write.batch_begin + index / kv_heads;
-                const int64_t kv_head = index % kv_heads;
-                const KvPages pages = write.pages(b, kv_head);
-                AppendToPages(AppendFor(write, b, kv_head, pages, scratch));
-              });
+  const auto write_unit = [&](int64_t index, float* scratch) {
+    const int64_t b = write.batch_begin + index / kv_heads;
+    const int64_t kv_head = index % kv_heads;
+    const KvPages pages = write.pages(b, kv_head);
+    AppendToPages(AppendFor(write, b, kv_head, pages, scratch));
+  };
+  if (WrittenFloats(write) < kSerialWriteFloats) {  // less than waking a team costs
+    for (int64_t index = 0; index < units; ++index) {
+      write_unit(index, rotation_scratch.data());
+    }
+    return;
+  }
+  ParallelFor(units, rotation_scratch.data(), rotation_floats, write_unit);
 }
 
 }  // namespace mha::internal
