@@ -107,7 +107,7 @@ void NaiveMultiheadAttention(const AttentionConfig& config,
   const int64_t output_dim = internal::ValidateLayer(config, weights);
   const Problem p =
       internal::ValidateForward(config, output_dim, inputs, outputs, options);
-  const internal::MaskPlan tensor_masks(masks, config.features, p, config.num_heads);
+  internal::MaskPlan(masks, config.features, p, config.num_heads);  // checks the masks
   const internal::LogitFeatures logits(config.features, weights.sinks, config.num_heads,
                                        "weights.sinks");
   const int64_t heads = config.num_heads, head_dim = config.head_dim;
@@ -142,7 +142,6 @@ void NaiveMultiheadAttention(const AttentionConfig& config,
   in.scale =
       config.scale ? *config.scale : 1.0 / std::sqrt(static_cast<double>(head_dim));
   in.masks = &masks;
-  in.tensor_masks = &tensor_masks;
   in.features = config.features;
   in.sinks = &logits.sinks;
   std::optional<RotaryEmbedding> rotary;

@@ -37,6 +37,49 @@ void RotateAll(const RotaryEmbedding& rotary, const int64_t* positions, int64_t 
                &x[((b * heads + h) * len + i) * head_dim]);
 }
 
+// One element of a bool or float mask as an additive value, read as masks.hpp
+// states the conventions (not through MaskPlan, which the fast path uses).
+double MaskValue(const TensorView& mask, int64_t offset, MaskConvention convention) {
+  const bool torch = convention == MaskConvention::kTorch;
+  if (mask.dtype == DType::kBool) {
+    const bool value = static_cast<const uint8_t*>(mask.data)[offset] != 0;
+    return value == torch ? -kInf : 0.0;
+  }
+  const double value = mask.floats()[offset];
+  if (torch) return value;
+  return value == 0.0 ? -kInf : 0.0;
+}
+
+// attn_mask's element for (b, h, i, j): [Sq, Sk], [B * H, Sq, Sk], or 4-D with
+// size-1 axes broadcast.
+int64_t AttnMaskOffset(const NaiveCoreInputs& in, const Shape& shape, int64_t b,
+                       int64_t h, int64_t i, int64_t j) {
+  if (shape.rank() == 2) return i * in.key_len + j;
+  if (shape.rank() == 3)
+    return ((b * in.num_heads + h) * in.query_len + i) * in.key_len + j;
+  const int64_t index[4] = {b, h, i, j};
+  int64_t offset = 0;
+  for (int axis = 0; axis < 4; ++axis) {
+    offset = offset * shape[axis] + (shape[axis] == 1 ? 0 : index[axis]);
+  }
+  return offset;
+}
+
+// attn_mask plus key_padding_mask ([B, Sk], or [Sk] unbatched) for one score.
+double TensorMasks(const NaiveCoreInputs& in, int64_t b, int64_t h, int64_t i,
+                   int64_t j) {
+  const AttentionMasks& m = *in.masks;
+  double value = 0.0;
+  if (m.attn_mask.present()) {
+    value += MaskValue(m.attn_mask, AttnMaskOffset(in, m.attn_mask.shape, b, h, i, j),
+                       m.convention);
+  }
+  if (m.key_padding_mask.present()) {
+    value += MaskValue(m.key_padding_mask, b * in.key_len + j, m.convention);
+  }
+  return value;
+}
+
 bool KeyMasked(const NaiveCoreInputs& in, int64_t b, int64_t position, int64_t j) {
   const AttentionMasks& m = *in.masks;
   if (m.key_lengths.present()) {
@@ -77,7 +120,7 @@ void Logits(const NaiveCoreInputs& in, const std::vector<double>& q,
       logit = cap * std::tanh(logit / cap);
     }
     if (in.features.alibi) logit += double{slopes[h]} * double(j - position);
-    row[j] = logit + in.tensor_masks->TensorMaskAt(b, h, i, j);
+    row[j] = logit + TensorMasks(in, b, h, i, j);
   }
 }
 
@@ -164,7 +207,6 @@ void NaiveScaledDotProductAttention(const AttentionTensor& query,
   in.scale =
       options.scale ? double{*options.scale} : 1.0 / std::sqrt(double(in.head_dim));
   in.masks = &masks;
-  in.tensor_masks = &*args.masks;
   in.features = options.features;
   in.sinks = &args.logits.sinks;
   in.rotary = options.rotary;

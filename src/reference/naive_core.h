@@ -10,7 +10,6 @@
 #include "mha/features.hpp"
 #include "mha/masks.hpp"
 #include "mha/rotary.hpp"
-#include "src/masks/mask_plan.h"
 
 namespace mha::internal {
 
@@ -19,8 +18,7 @@ struct NaiveCoreInputs {
           head_dim = 0;
   std::vector<double> query, key, value;  // [B, H, S, D] dense
   double scale = 1.0;
-  const AttentionMasks* masks = nullptr;
-  const MaskPlan* tensor_masks = nullptr;  // addressing of attn_mask / key padding
+  const AttentionMasks* masks = nullptr;  // checked by the caller
   AttentionFeatures features;
   const std::vector<float>* sinks = nullptr;  // [num_heads] or empty
   const RotaryEmbedding* rotary = nullptr;
