@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "src/base/aligned_vector.h"
 #include "src/kernels/kv_pages.h"
 
 namespace mha::internal {
@@ -32,7 +33,7 @@ class ContiguousPages {
  private:
   BlockLayout layout_;
   int64_t blocks_ = 0;  // per sequence
-  std::vector<uint8_t> key_storage_, value_storage_;
+  AlignedVector<uint8_t> key_storage_, value_storage_;
   std::vector<float> key_scale_storage_, value_scale_storage_;
   // Where the pages are: the storage above, or the V pages at Reset's values_at.
   uint8_t* keys_ = nullptr;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "mha/paged_kv_cache.hpp"
+#include "src/base/aligned_vector.h"
 #include "src/cache/block_pool.h"
 #include "src/kernels/kv_pages.h"
 
@@ -61,10 +62,10 @@ struct PagedKvCache::Impl {
   PagedKvCacheOptions options;
   int64_t num_kv_heads, head_dim, padded_head_dim;
   internal::KvStorage storage;
-  internal::BlockLayout layout;                  // of one layer's block
-  int64_t layer_keys_bytes, layer_values_bytes;  // one layer's storage
-  std::vector<uint8_t> keys, values;             // [layer, block, KV head, page]
-  std::vector<float> key_scales, value_scales;   // int8: [layer, block, KV head, token]
+  internal::BlockLayout layout;                   // of one layer's block
+  int64_t layer_keys_bytes, layer_values_bytes;   // one layer's storage
+  internal::AlignedVector<uint8_t> keys, values;  // [layer, block, KV head, page]
+  std::vector<float> key_scales, value_scales;    // int8: [layer, block, KV head, token]
   internal::BlockPool pool;
   std::vector<Sequence> sequences;          // by id
   mutable std::vector<uint64_t> id_stamps;  // by id: the CheckDistinct that saw it last

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "src/base/aligned_vector.h"
 #include "src/cache/contiguous_pages.h"
 #include "src/core/task_plan.h"
 #include "src/kernels/attention_params.h"
@@ -20,7 +21,8 @@ namespace mha::internal {
 // the partial results of split key ranges, and the pages a call without a cache
 // writes its keys and values into (with the scratch that rotates them).
 struct CoreWorkspace {
-  std::vector<float> scratch, partials, rotation_scratch;
+  AlignedVector<float> scratch;  // per thread, each a whole number of cache lines
+  std::vector<float> partials, rotation_scratch;
   std::vector<int64_t> key_counts;
   TaskPlan plan;
   ContiguousPages kv_pages;
