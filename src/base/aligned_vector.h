@@ -1,6 +1,6 @@
-// AlignedVector: a std::vector whose data start on a cache line. K/V pages, kernel
-// scratch and projection rows are read by whole SIMD vectors; from malloc they would
-// start 16 bytes past a line, and every 64-byte load would then touch two lines.
+// AlignedVector: a std::vector whose data start on a cache line. K/V pages and the
+// kernel's scratch are read by whole SIMD vectors; from malloc they would start 16
+// bytes past a line, and every 64-byte load would then touch two lines.
 #pragma once
 
 #include <cstddef>
