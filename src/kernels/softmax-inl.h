@@ -3,9 +3,12 @@
 // and the running sum rescaled, so a row's probabilities never need all keys at once.
 // A row whose keys are all masked (-inf) keeps sum 0 and ends as zeros, never NaN.
 //
-// Accuracy: Highway's Exp has a maximum error of 1 ULP on [-FLT_MAX, 104]; every
-// argument here is <= 0 after max-subtraction, and arguments below -104 give 0, as
-// float's exp does to within its smallest subnormal.
+// Accuracy: exp-inl.h's ExpNonPositive, within 2e-7 relative (every argument here is
+// <= 0 after max-subtraction).
+//
+// Non-finite scores: a NaN or +inf score makes its row's max non-finite, and the
+// whole row NaN from then on (every x - max would be NaN or exp(NaN)), so that a
+// non-finite input shows in every output it reaches; the exp never sees a NaN.
 
 // Include guard toggled per target, as Highway's own -inl.h headers do.
 #if defined(MHA_KERNELS_SOFTMAX_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -20,8 +23,8 @@
 #include <cstddef>
 #include <limits>
 
-#include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
+#include "src/kernels/exp-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mha {
@@ -67,18 +70,13 @@ HWY_INLINE float RowMax(D d, const float* HWY_RESTRICT row, size_t n) {
   return hn::GetLane(hn::MaxOfLanes(d, max));
 }
 
-// row = exp(row - max), returning the sum. Clamping keeps -inf out of Exp's integer
-// conversion; Exp(-200) is exactly 0. A NaN score stays NaN (the clamp and Exp would
-// both turn it into a number), so that a non-finite input shows in every output it
-// reaches.
+// row = exp(row - max), returning the sum; max is finite and >= every score.
 template <class D>
 HWY_INLINE float ExpAndSum(D d, float* HWY_RESTRICT row, size_t n, float max) {
   const auto neg_max = hn::Set(d, -max);
-  const auto lowest = hn::Set(d, -200.0f);
   auto sum = hn::Zero(d);
   for (size_t i = 0; i < n; i += hn::Lanes(d)) {
-    const auto x = hn::Add(hn::LoadU(d, row + i), neg_max);
-    const auto e = hn::IfThenElse(hn::IsNaN(x), x, hn::Exp(d, hn::Max(x, lowest)));
+    const auto e = ExpNonPositive(d, hn::Add(hn::LoadU(d, row + i), neg_max));
     sum = hn::Add(sum, e);
     hn::StoreU(e, d, row + i);
   }
@@ -134,7 +132,16 @@ HWY_INLINE float OnlineSoftmaxBlock(D d, float* HWY_RESTRICT row, size_t n,
     for (size_t i = 0; i < n; i += hn::Lanes(d)) hn::StoreU(hn::Zero(d), d, row + i);
     return 1.0f;
   }
-  const float rescale = running_max == kNegInf ? 0.0f : std::exp(running_max - new_max);
+  if (!std::isfinite(new_max)) {  // a NaN or +inf score: the row is NaN
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (size_t i = 0; i < n; i += hn::Lanes(d)) hn::StoreU(hn::Set(d, nan), d, row + i);
+    running_max = running_sum = nan;
+    return nan;
+  }
+  // Unchanged max: factor exactly 1, without the scalar exp.
+  const float rescale = running_max == new_max   ? 1.0f
+                        : running_max == kNegInf ? 0.0f
+                                                 : std::exp(running_max - new_max);
   running_sum = running_sum * rescale + ExpAndSum(d, row, n, new_max);
   running_max = new_max;
   return rescale;
