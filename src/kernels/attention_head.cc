@@ -66,10 +66,11 @@ class QueryBlock {
     }
     const QueryRows query = StageQueries(d);
     // Key ranges grow with the query, so the first row starts and the last row ends
-    // the keys the block can see; key blocks before and after are never computed.
+    // the keys the block can see; pages before and after are never read (a paged
+    // cache may have freed those before a window).
     const int64_t block = static_cast<int64_t>(layout_.key_block);
     const int64_t key_limit = KeyEnd(rows_ - 1);
-    const int64_t key_start = KeyBegin(0) / block * block;
+    const int64_t key_start = KeyBegin(0) / pages_.page_size * pages_.page_size;
     for (int64_t first_key = key_start; first_key < key_limit; first_key += block) {
       KeyBlock(d, query, first_key, std::min<int64_t>(block, key_limit - first_key));
     }
@@ -116,23 +117,39 @@ class QueryBlock {
     return {query_tile_, layout_.padded_head_dim};
   }
 
-  // The final logits of keys [first_key, first_key + count) (one page) into the
+  // Calls visit(page, column, keys) for each page of the key tile that starts at
+  // first_key (a page boundary): the page's first column in the score tile and its
+  // keys, padded; `padded` is the tile's.
+  template <class Visit>
+  void ForEachPage(int64_t first_key, size_t padded, const Visit& visit) const {
+    const size_t page_size = static_cast<size_t>(pages_.page_size);
+    const int64_t first_page = first_key / pages_.page_size;
+    for (size_t column = 0; column < padded; column += page_size) {
+      visit(first_page + static_cast<int64_t>(column / page_size), column,
+            std::min(page_size, padded - column));
+    }
+  }
+
+  // The final logits of keys [first_key, first_key + count) (one key tile) into the
   // scores, rows padded to `padded` with -inf.
   template <class D>
   void Logits(D d, const QueryRows& query, int64_t first_key, int64_t count,
               size_t padded) {
     const size_t stride = layout_.key_block;
-    const int64_t page = first_key / pages_.page_size;
     const size_t head_dim = static_cast<size_t>(params_.head_dim);
-    TileMatMul(d, rows_, padded, head_dim, query.data, query.stride,
-               reinterpret_cast<const T*>(pages_.KeyPage(page)), head_dim, scores_,
-               stride,
-               /*accumulate=*/false);
-    for (size_t i = 0; i < rows_; ++i) {
-      float* row = scores_ + i * stride;
+    ForEachPage(first_key, padded, [&](int64_t page, size_t column, size_t keys) {
+      TileMatMul(d, rows_, keys, head_dim, query.data, query.stride,
+                 reinterpret_cast<const T*>(pages_.KeyPage(page)), head_dim,
+                 scores_ + column, stride, /*accumulate=*/false);
       // int8 pages: q . (s_j k_j) = s_j (q . k_j), and p_j (s_j v_j) = (p_j s_j) v_j.
-      if constexpr (kInt8) MulRow(d, row, pages_.KeyScales(page), padded);
-      LogitRow(d, i, first_key, count, padded, row);
+      if constexpr (kInt8) {
+        for (size_t i = 0; i < rows_; ++i) {
+          MulRow(d, scores_ + i * stride + column, pages_.KeyScales(page), keys);
+        }
+      }
+    });
+    for (size_t i = 0; i < rows_; ++i) {
+      LogitRow(d, i, first_key, count, padded, scores_ + i * stride);
     }
   }
 
@@ -140,18 +157,25 @@ class QueryBlock {
   void KeyBlock(D d, const QueryRows& query, int64_t first_key, int64_t count) {
     const size_t padded = RoundUp(static_cast<size_t>(count), kPanelWidth);
     const size_t dim = layout_.padded_head_dim, stride = layout_.key_block;
-    const int64_t page = first_key / pages_.page_size;
     Logits(d, query, first_key, count, padded);
     for (size_t i = 0; i < rows_; ++i) {
       float* row = scores_ + i * stride;
       const bool has_context = sums_[i] > 0.0f;
       const float rescale = OnlineSoftmaxBlock(d, row, padded, maxes_[i], sums_[i]);
       if (has_context && rescale != 1.0f) ScaleRow(d, context_ + i * dim, dim, rescale);
-      if constexpr (kInt8) ScaleProbabilities(d, row, pages_.ValueScales(page), padded);
     }
-    TileMatMul(d, rows_, dim, padded, scores_, stride,
-               reinterpret_cast<const T*>(pages_.ValuePage(page)), stride, context_, dim,
-               /*accumulate=*/true);
+    ForEachPage(first_key, padded, [&](int64_t page, size_t column, size_t keys) {
+      if constexpr (kInt8) {
+        for (size_t i = 0; i < rows_; ++i) {
+          ScaleProbabilities(d, scores_ + i * stride + column, pages_.ValueScales(page),
+                             keys);
+        }
+      }
+      TileMatMul(d, rows_, dim, keys, scores_ + column, stride,
+                 reinterpret_cast<const T*>(pages_.ValuePage(page)),
+                 static_cast<size_t>(pages_.page_size), context_, dim,
+                 /*accumulate=*/true);
+    });
   }
 
   // Scores of row i to final logits: soft-cap, ALiBi, tensor masks, key range.
@@ -256,7 +280,7 @@ void AttendHead(const AttentionParams& params, const CoreTask& task, const KvPag
                 const MaskPlan& masks, const HeadScratch& layout, float* partials,
                 float* scratch) {
   const hn::ScalableTag<float> d;
-  HWY_DASSERT(pages.page_size == static_cast<int64_t>(layout.key_block));
+  HWY_DASSERT(static_cast<int64_t>(layout.key_block) % pages.page_size == 0);
   HWY_DASSERT(KernelRows(task) > 0 && task.key_begin <= task.key_end);
   HWY_DASSERT(!params.rotary || params.query_positions);
   const TaskRows rows(params, task, partials);
@@ -283,7 +307,9 @@ HWY_EXPORT(AttendHead);
 
 HeadScratch::HeadScratch(int64_t page_size, int64_t head_dim)
     : padded_head_dim(RoundUp(static_cast<size_t>(head_dim), kPanelWidth)),
-      key_block(static_cast<size_t>(page_size)) {
+      key_block(static_cast<size_t>(
+                    std::max<int64_t>(1, static_cast<int64_t>(kKeyBlock) / page_size)) *
+                static_cast<size_t>(page_size)) {
   scores = 0;
   context = scores + kQueryBlock * key_block;
   query_tile = context + kQueryBlock * padded_head_dim;

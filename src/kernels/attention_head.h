@@ -23,8 +23,9 @@ struct HeadScratch {
   HeadScratch(int64_t page_size, int64_t head_dim);
 
   size_t padded_head_dim;
-  // Keys per tile: a page, with or without probabilities, so that both give the
-  // same bits.
+  // Keys per tile: as many whole pages as fit kKeyBlock, or one larger page. Small
+  // pages (a paged cache's 16 tokens) share one softmax step and its fixed costs.
+  // The same with or without probabilities, so that both give the same bits.
   size_t key_block;
   // Offsets: the score tile, the context accumulators, the staged query tile, and
   // the running softmax max and sum per row.
