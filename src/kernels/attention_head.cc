@@ -72,7 +72,8 @@ class QueryBlock {
     const int64_t key_limit = KeyEnd(rows_ - 1);
     const int64_t key_start = KeyBegin(0) / pages_.page_size * pages_.page_size;
     for (int64_t first_key = key_start; first_key < key_limit; first_key += block) {
-      KeyBlock(d, query, first_key, std::min<int64_t>(block, key_limit - first_key));
+      KeyBlock(d, query, first_key, std::min<int64_t>(block, key_limit - first_key),
+               first_key + block < key_limit ? KeyPageOf(first_key + block) : nullptr);
     }
     Finish();
     if (task_rows_.probabilities) WriteProbabilities(d, query, key_start, key_limit);
@@ -117,6 +118,13 @@ class QueryBlock {
     return {query_tile_, layout_.padded_head_dim};
   }
 
+  const T* KeyPageOf(int64_t key) const {
+    return reinterpret_cast<const T*>(pages_.KeyPage(key / pages_.page_size));
+  }
+  const T* ValuePageOf(int64_t key) const {
+    return reinterpret_cast<const T*>(pages_.ValuePage(key / pages_.page_size));
+  }
+
   // Calls visit(page, column, keys) for each page of the key tile that starts at
   // first_key (a page boundary): the page's first column in the score tile and its
   // keys, padded; `padded` is the tile's.
@@ -137,10 +145,14 @@ class QueryBlock {
               size_t padded) {
     const size_t stride = layout_.key_block;
     const size_t head_dim = static_cast<size_t>(params_.head_dim);
+    const int64_t page_size = pages_.page_size;
     ForEachPage(first_key, padded, [&](int64_t page, size_t column, size_t keys) {
+      // Read next: the tile's next K page, or after its last, its first V page.
+      const T* after = column + keys < padded ? KeyPageOf((page + 1) * page_size)
+                                              : ValuePageOf(first_key);
       TileMatMul(d, rows_, keys, head_dim, query.data, query.stride,
-                 reinterpret_cast<const T*>(pages_.KeyPage(page)), head_dim,
-                 scores_ + column, stride, /*accumulate=*/false);
+                 KeyPageOf(page * page_size), head_dim, scores_ + column, stride,
+                 /*accumulate=*/false, after);
       // int8 pages: q . (s_j k_j) = s_j (q . k_j), and p_j (s_j v_j) = (p_j s_j) v_j.
       if constexpr (kInt8) {
         for (size_t i = 0; i < rows_; ++i) {
@@ -153,8 +165,10 @@ class QueryBlock {
     }
   }
 
+  // next_keys: the next key tile's first K page, or null after the last tile.
   template <class D>
-  void KeyBlock(D d, const QueryRows& query, int64_t first_key, int64_t count) {
+  void KeyBlock(D d, const QueryRows& query, int64_t first_key, int64_t count,
+                const T* next_keys) {
     const size_t padded = RoundUp(static_cast<size_t>(count), kPanelWidth);
     const size_t dim = layout_.padded_head_dim, stride = layout_.key_block;
     Logits(d, query, first_key, count, padded);
@@ -171,10 +185,12 @@ class QueryBlock {
                              keys);
         }
       }
+      const int64_t page_size = pages_.page_size;
+      const T* after =
+          column + keys < padded ? ValuePageOf((page + 1) * page_size) : next_keys;
       TileMatMul(d, rows_, dim, keys, scores_ + column, stride,
-                 reinterpret_cast<const T*>(pages_.ValuePage(page)),
-                 static_cast<size_t>(pages_.page_size), context_, dim,
-                 /*accumulate=*/true);
+                 ValuePageOf(page * page_size), static_cast<size_t>(page_size), context_,
+                 dim, /*accumulate=*/true, after);
     });
   }
 

@@ -33,19 +33,33 @@ using mha::internal::kTileRows;
 // 6 x 2 + 2 + 1 fit the 16 of AVX2 and SSE4.
 constexpr size_t kTileCols = HWY_TARGET <= HWY_AVX3 ? 4 : 2;
 
-// B rows prefetched ahead of the loads (0: none). A decode step streams KV pages from
-// memory in panels only 4-8 KiB long, too short for the hardware prefetchers to ramp
-// up. With AVX-512's four panels per strip, 32 rows ahead (1-2 KiB) made decoding
-// 1.15-1.24x faster on a Zen 5; the AVX2 kernel's two panels per strip gained nothing
-// there (docs/performance.md).
-constexpr size_t kPrefetchRows = HWY_TARGET <= HWY_AVX3 ? 32 : 0;
+// B rows prefetched ahead of the loads. A decode step streams KV pages from memory,
+// a paged cache's in scattered pages of 1-8 KiB, too short for the hardware
+// prefetchers to ramp up: the last strip of a page prefetches the start of the page
+// read after it, and short bands (under 2 x kPrefetchRows rows) their next strip.
+// Within a band only strips of several panels prefetch: a single panel is one
+// sequential stream the hardware follows, and on a Zen 4 prefetching it made the
+// contiguous cache's decode 1.15-1.35x slower with the AVX2 kernel.
+constexpr size_t kPrefetchRows = 32;
 
-// The address may lie past the tile (the last strip's next one): a prefetch never
+// float and bfloat16 rows are prefetched into L2, int8 rows (four to a cache line)
+// into L1. On a Zen 4, decoding fp32 with L1 prefetches ran 1.2x slower than
+// without any, and 1.5x faster with L2 ones; int8 gained most from L1 ones
+// (docs/performance.md). The address may lie past the tile: a prefetch never
 // faults, and integer arithmetic keeps the pointer arithmetic defined.
 template <typename T>
 HWY_INLINE void PrefetchAt(const T* base, size_t offset) {
-  hwy::Prefetch(
-      reinterpret_cast<const T*>(reinterpret_cast<uintptr_t>(base) + offset * sizeof(T)));
+  const uintptr_t address = reinterpret_cast<uintptr_t>(base) + offset * sizeof(T);
+#if HWY_ARCH_X86
+  const char* line = reinterpret_cast<const char*>(address);
+  if constexpr (sizeof(T) == 1) {
+    _mm_prefetch(line, _MM_HINT_T0);
+  } else {
+    _mm_prefetch(line, _MM_HINT_T1);
+  }
+#else
+  hwy::Prefetch(reinterpret_cast<const T*>(address));
+#endif
 }
 
 template <class D>
@@ -64,12 +78,14 @@ HWY_INLINE hn::Vec<D> LoadRow(D d, const int8_t* HWY_RESTRICT p) {
 }
 
 // B's tile: its data, its rows (>= depth: the product may use the first rows only)
-// and the strip's first column.
+// and the strip's first column. `after`: on the tile's last strip, what is read
+// next (another page), where its prefetches continue; null elsewhere.
 template <typename TB>
 struct BandOf {
   const TB* tile;
   size_t rows;
   size_t first_col;
+  const TB* after;
 };
 
 template <size_t kRows, size_t kCols, class D, typename TB>
@@ -91,15 +107,24 @@ HWY_INLINE void MicroTile(D d, const float* HWY_RESTRICT a, size_t lda, BandOf<T
       acc[r][col] = accumulate ? hn::LoadU(d, c + r * ldc + col * lanes) : hn::Zero(d);
     }
   }
-  // Past the band's last row, the prefetch moves on to the next strip's panels.
-  const size_t next_strip = (kCols - 1) * b.rows * internal::kPanelWidth;
+  // One prefetch per panel of the strip (AVX2's two vectors share one). Past the
+  // band's last row the prefetch moves on to the next strip's panels, or from the
+  // last strip to the start of `after`, one row per panel per step.
+  constexpr size_t kWidth = internal::kPanelWidth;
+  const size_t panels = HWY_MAX(size_t{1}, kCols * lanes / kWidth);
+  const size_t next_strip = panels * b.rows * kWidth;
   for (size_t k = 0; k < depth; ++k) {
-    if constexpr (kPrefetchRows > 0) {
-      const size_t ahead = k + kPrefetchRows;
-      const size_t offset =
-          ahead * internal::kPanelWidth + (ahead >= b.rows ? next_strip : 0);
-      HWY_UNROLL(4)
-      for (size_t col = 0; col < kCols; ++col) PrefetchAt(band[col], offset);
+    const size_t ahead = k + kPrefetchRows;
+    HWY_UNROLL(4)
+    for (size_t panel = 0; panel < panels; ++panel) {
+      const TB* start = band[0] + panel * b.rows * kWidth;
+      if (ahead < b.rows) {
+        if (panels > 1) PrefetchAt(start, ahead * kWidth);
+      } else if (b.after) {
+        PrefetchAt(b.after, ((ahead - b.rows) * panels + panel) * kWidth);
+      } else if (panels > 1 || b.rows < 2 * kPrefetchRows) {
+        PrefetchAt(start, (ahead - b.rows) * kWidth + next_strip);
+      }
     }
     V row[kCols];
     HWY_UNROLL(4)
@@ -153,22 +178,24 @@ HWY_INLINE void TileStrip(D d, size_t rows, const float* HWY_RESTRICT a, size_t 
 
 // C[rows, n] = (accumulate ? C : 0) + A[rows, depth] B[depth, n]; n % kPanelWidth == 0.
 // B: the first depth rows of a [b_rows, >= n] tile in column panels; float, or
-// bfloat16 or int8 (a KV cache) widened to float as it is loaded.
+// bfloat16 or int8 (a KV cache) widened to float as it is loaded. `after`: the tile
+// read next, if known; the last strip prefetches its start.
 template <class D, typename TB>
 HWY_INLINE void TileMatMul(D d, size_t rows, size_t n, size_t depth,
                            const float* HWY_RESTRICT a, size_t lda,
                            const TB* HWY_RESTRICT b, size_t b_rows, float* HWY_RESTRICT c,
-                           size_t ldc, bool accumulate) {
+                           size_t ldc, bool accumulate, const TB* after = nullptr) {
   const size_t lanes = hn::Lanes(d);
   HWY_DASSERT(n % internal::kPanelWidth == 0 && internal::kPanelWidth % lanes == 0);
   HWY_DASSERT(lda >= depth && ldc >= n && b_rows >= depth);
   const size_t vectors = n / lanes;
   size_t v = 0;
   for (; v + kTileCols <= vectors; v += kTileCols) {
-    TileStrip<kTileCols>(d, rows, a, lda, BandOf<TB>{b, b_rows, v * lanes}, depth,
+    const TB* next = v + kTileCols == vectors ? after : nullptr;
+    TileStrip<kTileCols>(d, rows, a, lda, BandOf<TB>{b, b_rows, v * lanes, next}, depth,
                          c + v * lanes, ldc, accumulate);
   }
-  const BandOf<TB> rest{b, b_rows, v * lanes};
+  const BandOf<TB> rest{b, b_rows, v * lanes, after};
   c += v * lanes;
   // Fewer than kTileCols vectors remain; only strips narrower than kTileCols exist.
   const size_t remaining = vectors - v;
