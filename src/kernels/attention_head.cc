@@ -73,7 +73,9 @@ class QueryBlock {
     const int64_t key_start = KeyBegin(0) / pages_.page_size * pages_.page_size;
     for (int64_t first_key = key_start; first_key < key_limit; first_key += block) {
       KeyBlock(d, query, first_key, std::min<int64_t>(block, key_limit - first_key),
-               first_key + block < key_limit ? KeyPageOf(first_key + block) : nullptr);
+               first_key + block < key_limit
+                   ? KeyTile((first_key + block) / pages_.page_size)
+                   : nullptr);
     }
     Finish();
     if (task_rows_.probabilities) WriteProbabilities(d, query, key_start, key_limit);
@@ -118,11 +120,12 @@ class QueryBlock {
     return {query_tile_, layout_.padded_head_dim};
   }
 
-  const T* KeyPageOf(int64_t key) const {
-    return reinterpret_cast<const T*>(pages_.KeyPage(key / pages_.page_size));
+  // Page `page`'s K^T and V tiles, as the kernel's element type.
+  const T* KeyTile(int64_t page) const {
+    return reinterpret_cast<const T*>(pages_.KeyPage(page));
   }
-  const T* ValuePageOf(int64_t key) const {
-    return reinterpret_cast<const T*>(pages_.ValuePage(key / pages_.page_size));
+  const T* ValueTile(int64_t page) const {
+    return reinterpret_cast<const T*>(pages_.ValuePage(page));
   }
 
   // Calls visit(page, column, keys) for each page of the key tile that starts at
@@ -145,14 +148,12 @@ class QueryBlock {
               size_t padded) {
     const size_t stride = layout_.key_block;
     const size_t head_dim = static_cast<size_t>(params_.head_dim);
-    const int64_t page_size = pages_.page_size;
     ForEachPage(first_key, padded, [&](int64_t page, size_t column, size_t keys) {
       // Read next: the tile's next K page, or after its last, its first V page.
-      const T* after = column + keys < padded ? KeyPageOf((page + 1) * page_size)
-                                              : ValuePageOf(first_key);
-      TileMatMul(d, rows_, keys, head_dim, query.data, query.stride,
-                 KeyPageOf(page * page_size), head_dim, scores_ + column, stride,
-                 /*accumulate=*/false, after);
+      const T* after = column + keys < padded ? KeyTile(page + 1)
+                                              : ValueTile(first_key / pages_.page_size);
+      TileMatMul(d, rows_, keys, head_dim, query.data, query.stride, KeyTile(page),
+                 head_dim, scores_ + column, stride, /*accumulate=*/false, after);
       // int8 pages: q . (s_j k_j) = s_j (q . k_j), and p_j (s_j v_j) = (p_j s_j) v_j.
       if constexpr (kInt8) {
         for (size_t i = 0; i < rows_; ++i) {
@@ -185,12 +186,10 @@ class QueryBlock {
                              keys);
         }
       }
-      const int64_t page_size = pages_.page_size;
-      const T* after =
-          column + keys < padded ? ValuePageOf((page + 1) * page_size) : next_keys;
-      TileMatMul(d, rows_, dim, keys, scores_ + column, stride,
-                 ValuePageOf(page * page_size), static_cast<size_t>(page_size), context_,
-                 dim, /*accumulate=*/true, after);
+      const T* after = column + keys < padded ? ValueTile(page + 1) : next_keys;
+      TileMatMul(d, rows_, dim, keys, scores_ + column, stride, ValueTile(page),
+                 static_cast<size_t>(pages_.page_size), context_, dim,
+                 /*accumulate=*/true, after);
     });
   }
 
