@@ -5,7 +5,8 @@
 // padded lanes add nothing. Panels hold float, or bfloat16 for bf16 KV caches. Q
 // needs no copy (the tile product broadcasts its elements in place), and the head
 // merge needs none either: context rows are written straight into their head's
-// columns of the matrix the output projection reads.
+// columns of the matrix the output projection reads. bfloat16 tiles pair their rows
+// (kv_pages.h).
 
 #if defined(MHA_KERNELS_KV_PANELS_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef MHA_KERNELS_KV_PANELS_INL_H_
@@ -33,32 +34,43 @@ inline void StoreAs(float value, hwy::bfloat16_t* out) {
 }
 
 // Key-blocked K^T panel: keys in blocks of `block`, each block a [head_dim, block]
-// tile in column panels (src/kernels/kv_pages.h), so that the tile product streams
-// contiguous memory. Writes keys [first, first + rows) from src (row r is key
-// first + r) and zeros keys [first + rows, zero_end).
+// tile in column panels (src/kernels/kv_pages.h; bfloat16 pairs its rows), so that
+// the tile product streams contiguous memory. Writes keys [first, first + rows) from
+// src (row r is key first + r) and zeros keys [first + rows, zero_end).
 template <class D, typename T>
 HWY_INLINE void SplitKeysTransposed(D /*d*/, const float* HWY_RESTRICT src,
                                     size_t src_stride, size_t first, size_t rows,
                                     size_t zero_end, size_t head_dim,
                                     T* HWY_RESTRICT panel, size_t block) {
   constexpr size_t kWidth = internal::kPanelWidth;
+  constexpr bool kPaired = internal::PairsRows(sizeof(T));
   HWY_DASSERT(first + rows <= zero_end && block % kWidth == 0);
   HWY_DASSERT(rows == 0 || src_stride >= head_dim);
   const size_t copy_end = first + rows;
+  const size_t stored_dims = internal::StoredRows(head_dim, sizeof(T));
   // One panel of kWidth keys at a time: its rows are contiguous runs of keys.
   for (size_t begin = first; begin < zero_end;) {
     const size_t block_start = begin / block * block;
     const size_t panel_start = begin / kWidth * kWidth;
     const size_t end = std::min(zero_end, panel_start + kWidth);
-    T* tile = panel + block_start * head_dim +
-              internal::PanelOffset(0, panel_start - block_start, head_dim);
+    T* tile = panel + block_start * stored_dims +
+              internal::TileOffset<T>(0, panel_start - block_start, head_dim);
     // Key by key: each source row is read in order (it may sit in a wide projection
-    // row), while the panel's kWidth-strided stores stay within a few KiB.
+    // row), while the panel's strided stores stay within a few KiB. Paired, a key's
+    // dims 2i and 2i + 1 are adjacent, and an odd head_dim ends in a zero.
     for (size_t j = begin; j < end; ++j) {
-      T* column = tile + (j - panel_start);  // column[dim * kWidth]
       const float* key = j < copy_end ? src + (j - first) * src_stride : nullptr;
-      for (size_t dim = 0; dim < head_dim; ++dim) {
-        StoreAs(key ? key[dim] : 0.0f, column + dim * kWidth);
+      if constexpr (kPaired) {
+        T* column = tile + (j - panel_start) * 2;  // column[dim / 2 * 2 kWidth + dim % 2]
+        for (size_t dim = 0; dim < stored_dims; ++dim) {
+          const bool real = key && dim < head_dim;
+          StoreAs(real ? key[dim] : 0.0f, column + dim / 2 * 2 * kWidth + dim % 2);
+        }
+      } else {
+        T* column = tile + (j - panel_start);  // column[dim * kWidth]
+        for (size_t dim = 0; dim < head_dim; ++dim) {
+          StoreAs(key ? key[dim] : 0.0f, column + dim * kWidth);
+        }
       }
     }
     begin = end;
@@ -110,14 +122,17 @@ HWY_INLINE void SplitRotatedKeys(D d, const float* HWY_RESTRICT src, size_t src_
 }
 
 // Values in pages of `page_rows` tokens, each a [page_rows, padded_head_dim] tile
-// in column panels: writes tokens [first, first + rows) from src (row r is token
-// first + r), zero beyond head_dim, and zeros tokens [first + rows, zero_end).
+// in column panels (bfloat16: token pairs): writes tokens [first, first + rows) from
+// src (row r is token first + r), zero beyond head_dim, and zeros tokens
+// [first + rows, zero_end).
 template <class D, typename T>
 HWY_INLINE void SplitValues(D /*d*/, const float* HWY_RESTRICT src, size_t src_stride,
                             size_t first, size_t rows, size_t zero_end, size_t head_dim,
                             size_t padded_head_dim, T* HWY_RESTRICT pages,
                             size_t page_rows) {
   constexpr size_t kWidth = internal::kPanelWidth;
+  // A paired tile's columns are two elements apart (the other token between them).
+  constexpr size_t kStep = internal::PairsRows(sizeof(T)) ? 2 : 1;
   HWY_DASSERT(first + rows <= zero_end && head_dim <= padded_head_dim);
   HWY_DASSERT(padded_head_dim % kWidth == 0 && page_rows % kWidth == 0);
   // Token j is row `row` of page `page`, stepped without a division per token.
@@ -128,16 +143,17 @@ HWY_INLINE void SplitValues(D /*d*/, const float* HWY_RESTRICT src, size_t src_s
     const float* value = src + (j - first) * src_stride;
     const size_t copied = j < first + rows ? head_dim : 0;
     for (size_t col = 0; col < padded_head_dim; col += kWidth) {
-      T* out = tile + internal::PanelOffset(row, col, page_rows);
+      T* out = tile + internal::TileOffset<T>(row, col, page_rows);
       const size_t n = std::min(kWidth, copied > col ? copied - col : 0);
       if (n == kWidth) {  // a fixed count, which the compiler turns into vectors
-        for (size_t k = 0; k < kWidth; ++k) StoreAs(value[col + k], out + k);
+        for (size_t k = 0; k < kWidth; ++k) StoreAs(value[col + k], out + k * kStep);
         continue;
       }
       // Straight into the page: staging it on the stack cost a failed store-to-load
       // forwarding per row (a third of this function's time in small calls).
-      for (size_t k = 0; k < n; ++k) StoreAs(value[col + k], out + k);
-      std::fill(out + n, out + kWidth, T{});
+      for (size_t k = 0; k < kWidth; ++k) {
+        StoreAs(k < n ? value[col + k] : 0.0f, out + k * kStep);
+      }
     }
   }
 }

@@ -66,9 +66,16 @@ template <class D>
 HWY_INLINE hn::Vec<D> LoadRow(D d, const float* HWY_RESTRICT p) {
   return hn::LoadU(d, p);
 }
+// Rows k and k + 1 of a bfloat16 tile (paired rows: kv_pages.h): each 32-bit lane
+// holds row k's element in its low half and row k + 1's in its high half, and a
+// bfloat16 is the high half of its float.
 template <class D>
-HWY_INLINE hn::Vec<D> LoadRow(D d, const hwy::bfloat16_t* HWY_RESTRICT p) {
-  return hn::PromoteTo(d, hn::LoadU(hn::Rebind<hwy::bfloat16_t, D>(), p));
+HWY_INLINE void LoadRowPair(D d, const hwy::bfloat16_t* HWY_RESTRICT p, hn::Vec<D>& even,
+                            hn::Vec<D>& odd) {
+  const hn::RebindToUnsigned<D> du;
+  const auto pairs = hn::LoadU(du, reinterpret_cast<const uint32_t*>(p));
+  even = hn::BitCast(d, hn::ShiftLeft<16>(pairs));
+  odd = hn::BitCast(d, hn::And(pairs, hn::Set(du, 0xFFFF0000u)));
 }
 
 template <class D>
@@ -88,16 +95,32 @@ struct BandOf {
   const TB* after;
 };
 
+// acc[r] += a[r * lda + k] * row, for every row r of the micro-tile.
+template <size_t kRows, size_t kCols, class D>
+HWY_INLINE void AddOuterProduct(D d, const float* HWY_RESTRICT a, size_t lda, size_t k,
+                                const hn::Vec<D>* row, hn::Vec<D> (*acc)[kCols]) {
+  HWY_UNROLL(6)
+  for (size_t r = 0; r < kRows; ++r) {
+    const hn::Vec<D> broadcast = hn::Set(d, a[r * lda + k]);
+    HWY_UNROLL(4)
+    for (size_t col = 0; col < kCols; ++col) {
+      acc[r][col] = hn::MulAdd(broadcast, row[col], acc[r][col]);
+    }
+  }
+}
+
 template <size_t kRows, size_t kCols, class D, typename TB>
 HWY_INLINE void MicroTile(D d, const float* HWY_RESTRICT a, size_t lda, BandOf<TB> b,
                           size_t depth, float* HWY_RESTRICT c, size_t ldc,
                           bool accumulate) {
   using V = hn::Vec<D>;
+  constexpr bool kPaired = internal::PairsRows(sizeof(TB));
+  constexpr size_t kStep = kPaired ? 2 : 1;  // rows of B per step
   const size_t lanes = hn::Lanes(d);
   const TB* HWY_RESTRICT band[kCols];  // row 0 of each vector's columns
   HWY_UNROLL(4)
   for (size_t col = 0; col < kCols; ++col) {
-    band[col] = b.tile + internal::PanelOffset(0, b.first_col + col * lanes, b.rows);
+    band[col] = b.tile + internal::TileOffset<TB>(0, b.first_col + col * lanes, b.rows);
   }
   V acc[kRows][kCols];
   HWY_UNROLL(6)
@@ -109,34 +132,50 @@ HWY_INLINE void MicroTile(D d, const float* HWY_RESTRICT a, size_t lda, BandOf<T
   }
   // One prefetch per panel of the strip (AVX2's two vectors share one). Past the
   // band's last row the prefetch moves on to the next strip's panels, or from the
-  // last strip to the start of `after`, one row per panel per step.
+  // last strip to the start of `after`, one row per panel per step. (Row k of a
+  // paired tile is within a line of k panel widths from its start, as unpaired.)
   constexpr size_t kWidth = internal::kPanelWidth;
+  const size_t rows = internal::StoredRows(b.rows, sizeof(TB));
   const size_t panels = HWY_MAX(size_t{1}, kCols * lanes / kWidth);
-  const size_t next_strip = panels * b.rows * kWidth;
-  for (size_t k = 0; k < depth; ++k) {
+  const size_t next_strip = panels * rows * kWidth;
+  size_t k = 0;
+  for (; k + kStep <= depth; k += kStep) {
     const size_t ahead = k + kPrefetchRows;
     HWY_UNROLL(4)
     for (size_t panel = 0; panel < panels; ++panel) {
-      const TB* start = band[0] + panel * b.rows * kWidth;
-      if (ahead < b.rows) {
+      const TB* start = band[0] + panel * rows * kWidth;
+      if (ahead < rows) {
         if (panels > 1) PrefetchAt(start, ahead * kWidth);
       } else if (b.after) {
-        PrefetchAt(b.after, ((ahead - b.rows) * panels + panel) * kWidth);
-      } else if (panels > 1 || b.rows < 2 * kPrefetchRows) {
-        PrefetchAt(start, (ahead - b.rows) * kWidth + next_strip);
+        PrefetchAt(b.after, ((ahead - rows) * panels + panel) * kWidth);
+      } else if (panels > 1 || rows < 2 * kPrefetchRows) {
+        PrefetchAt(start, (ahead - rows) * kWidth + next_strip);
       }
     }
     V row[kCols];
-    HWY_UNROLL(4)
-    for (size_t col = 0; col < kCols; ++col)
-      row[col] = LoadRow(d, band[col] + k * internal::kPanelWidth);
-    HWY_UNROLL(6)
-    for (size_t r = 0; r < kRows; ++r) {
-      const V broadcast = hn::Set(d, a[r * lda + k]);
+    if constexpr (kPaired) {
+      V odd[kCols];
       HWY_UNROLL(4)
       for (size_t col = 0; col < kCols; ++col) {
-        acc[r][col] = hn::MulAdd(broadcast, row[col], acc[r][col]);
+        LoadRowPair(d, band[col] + k * kWidth, row[col], odd[col]);
       }
+      AddOuterProduct<kRows, kCols>(d, a, lda, k, row, acc);
+      AddOuterProduct<kRows, kCols>(d, a, lda, k + 1, odd, acc);
+    } else {
+      HWY_UNROLL(4)
+      for (size_t col = 0; col < kCols; ++col)
+        row[col] = LoadRow(d, band[col] + k * kWidth);
+      AddOuterProduct<kRows, kCols>(d, a, lda, k, row, acc);
+    }
+  }
+  if constexpr (kPaired) {
+    if (k < depth) {  // an odd last row: the low halves alone
+      V row[kCols], odd[kCols];
+      HWY_UNROLL(4)
+      for (size_t col = 0; col < kCols; ++col) {
+        LoadRowPair(d, band[col] + k * kWidth, row[col], odd[col]);
+      }
+      AddOuterProduct<kRows, kCols>(d, a, lda, k, row, acc);
     }
   }
   HWY_UNROLL(6)
@@ -178,8 +217,8 @@ HWY_INLINE void TileStrip(D d, size_t rows, const float* HWY_RESTRICT a, size_t 
 
 // C[rows, n] = (accumulate ? C : 0) + A[rows, depth] B[depth, n]; n % kPanelWidth == 0.
 // B: the first depth rows of a [b_rows, >= n] tile in column panels; float, or
-// bfloat16 or int8 (a KV cache) widened to float as it is loaded. `after`: the tile
-// read next, if known; the last strip prefetches its start.
+// bfloat16 (paired rows) or int8 (a KV cache) widened to float as it is loaded. `after`:
+// the tile read next, if known; the last strip prefetches its start.
 template <class D, typename TB>
 HWY_INLINE void TileMatMul(D d, size_t rows, size_t n, size_t depth,
                            const float* HWY_RESTRICT a, size_t lda,

@@ -23,7 +23,7 @@ constexpr size_t kKeyBlock = 128;
 constexpr size_t kRotationRows = 128;
 
 // n rounded up to a whole number of `multiple`s: panel and tile padding.
-inline size_t RoundUp(size_t n, size_t multiple) {
+constexpr size_t RoundUp(size_t n, size_t multiple) {
   return (n + multiple - 1) / multiple * multiple;
 }
 

@@ -161,6 +161,7 @@ TEST_P(Kernels, TileMatMulMatchesPlainProduct) {
 TEST_P(Kernels, TileMatMulWidensBf16Panels) {
   for (size_t rows : {1, 4, 7}) {
     for (size_t n : {16, 48, 128}) {
+      // An odd depth: the paired tile's last row is half a pair.
       const size_t depth = 33, lda = depth, b_rows = depth, b_cols = n + 16, ldc = n;
       const std::vector<float> a = RandomFloats(rows * lda, 1);
       const std::vector<float> b = RandomFloats(b_rows * b_cols, 2);
@@ -173,7 +174,7 @@ TEST_P(Kernels, TileMatMulWidensBf16Panels) {
           double sum = 0.0;
           for (size_t k = 0; k < depth; ++k) {
             sum += double{a[i * lda + k]} *
-                   widened[mha::internal::PanelOffset(k, j, b_rows)];
+                   widened[mha::internal::PairedOffset(k, j, b_rows)];
           }
           expected[i * ldc + j] = static_cast<float>(sum);
         }
