@@ -1,7 +1,8 @@
 // ScaledDotProductAttention (the attention-core API) against the naive double
 // reference over every feature alone and combined: layouts and strided views, GQA,
 // causal alignment, sliding windows, soft-capping, ALiBi, sinks, rotary embeddings,
-// masks, log-sum-exp, odd head_dims, one and two threads.
+// masks, log-sum-exp, odd head_dims, one and two threads; each case again with
+// compute_dtype bfloat16 (AVX512_BF16 dot products where the CPU has them).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -165,6 +166,43 @@ TEST_P(CoreMatchesReference, OutputAndLogSumExp) {
   ExpectLogSumExpClose(lse, expected_lse);
 }
 
+// The README's bound for bf16 compute on inputs like these (entries of N(0, 1)
+// scale): max |out - ref| <= 1e-2 max(1, max |ref|); log-sum-exps within 5e-2 of the
+// reference's (a logit moves by about 2^-8 of |q| |k|).
+class CoreInBf16 : public ::testing::TestWithParam<CoreCase> {};
+
+TEST_P(CoreInBf16, OutputAndLogSumExpWithinTheBf16Bound) {
+  CoreProblem p(GetParam());
+  p.options.compute_dtype = DType::kBFloat16;
+  std::vector<float> out, expected, lse, expected_lse;
+  ScaledDotProductAttention(p.query, p.key, p.value, p.masks, p.Output(out), p.options,
+                            p.LogSumExp(lse));
+  NaiveScaledDotProductAttention(p.query, p.key, p.value, p.masks, p.Output(expected),
+                                 p.options, p.LogSumExp(expected_lse));
+  ExpectClose(out, expected, "bf16 output", 1e-2);
+  for (size_t i = 0; i < expected_lse.size(); ++i) {
+    if (std::isinf(expected_lse[i])) {
+      EXPECT_EQ(lse[i], expected_lse[i]) << "logsumexp[" << i << "]";
+    } else {
+      EXPECT_NEAR(lse[i], expected_lse[i], 5e-2) << "logsumexp[" << i << "]";
+    }
+  }
+}
+
+TEST(CoreInBf16, RefusesOtherComputeDtypes) {
+  CoreCase c;
+  const CoreProblem p(c);
+  CoreOptions options = p.options;
+  options.compute_dtype = DType::kInt8;
+  std::vector<float> out;
+  ExpectErrorMentioning(
+      [&] {
+        ScaledDotProductAttention(p.query, p.key, p.value, p.masks, p.Output(out),
+                                  options);
+      },
+      "options.compute_dtype: must be float32 or bfloat16, got int8");
+}
+
 CoreCase Case(std::string name) {
   CoreCase c;
   c.name = std::move(name);
@@ -270,6 +308,10 @@ std::vector<CoreCase> Cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CoreMatchesReference, ::testing::ValuesIn(Cases()),
+                         [](const ::testing::TestParamInfo<CoreCase>& info) {
+                           return info.param.name;
+                         });
+INSTANTIATE_TEST_SUITE_P(Cases, CoreInBf16, ::testing::ValuesIn(Cases()),
                          [](const ::testing::TestParamInfo<CoreCase>& info) {
                            return info.param.name;
                          });

@@ -247,6 +247,66 @@ TEST(Bf16Weights, NaNTokenGivesNaNOutputs) {
   }
 }
 
+// config.compute_dtype = kBFloat16: the forward's K/V pages in bf16, and bf16 dot
+// products where the CPU has AVX512_BF16. Whole and chunked flows (the chunked one
+// keeps its V pages in the output buffer), GQA, rotary, windows and sinks, against
+// the fp32 baseline within the README's bound.
+struct ComputeCase {
+  const char* name;
+  int64_t num_heads, num_kv_heads, head_dim, query_dim, seq_len;
+  bool causal, rope, window;
+  double budget_bytes;  // small: the chunked flow
+};
+
+void PrintTo(const ComputeCase& c, std::ostream* os) { *os << c.name; }
+
+class Bf16Compute : public ::testing::TestWithParam<ComputeCase> {};
+
+TEST_P(Bf16Compute, WithinBoundOfFp32Baseline) {
+  const ComputeCase& c = GetParam();
+  LayerSpec spec;
+  spec.num_heads = c.num_heads;
+  spec.num_kv_heads = c.num_kv_heads;
+  spec.head_dim = c.head_dim;
+  spec.query_dim = c.query_dim;
+  OwnedLayer layer = MakeLayer(spec, 23);
+  if (c.rope) layer.config.rotary.pairing = RotaryPairing::kHalfSplit;
+  if (c.window) layer.config.features.sliding_window = 40;
+  const AttentionConfig fp32_config = layer.config;
+  layer.config.compute_dtype = DType::kBFloat16;
+  const MultiheadAttention attention(layer.config, layer.weights);
+  const int64_t batch = 2;
+  const Shape shape{batch, c.seq_len, c.query_dim};
+  const std::vector<float> x = RandomFloats(batch * c.seq_len * c.query_dim, 24);
+  AttentionMasks masks;
+  masks.is_causal = c.causal;
+  ForwardOptions options;
+  options.workspace_budget_bytes = c.budget_bytes;
+  std::vector<float> out(x.size()), ref(x.size());
+  attention.Forward({TensorView(x.data(), shape), {}, {}}, masks,
+                    {MutableTensorView(out.data(), shape), {}}, options);
+  NaiveMultiheadAttention(fp32_config, layer.weights,
+                          {TensorView(x.data(), shape), {}, {}}, masks,
+                          {MutableTensorView(ref.data(), shape), {}});
+  ExpectClose(out, ref, c.name, kBf16Bound);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, Bf16Compute,
+    ::testing::Values(
+        ComputeCase{"self", 4, 0, 16, 64, 37, false, false, false, 64e6},
+        ComputeCase{"gqa_causal_rope", 8, 2, 64, 128, 300, true, true, false, 64e6},
+        ComputeCase{"odd_head_dim_window", 3, 0, 17, 24, 150, true, false, true, 64e6},
+        ComputeCase{"chunked_causal", 4, 2, 32, 64, 700, true, true, true, 2e5}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(Bf16Config, RejectsOtherComputeTypes) {
+  OwnedLayer layer = MakeLayer(LayerSpec(), 1);
+  layer.config.compute_dtype = DType::kInt8;
+  ExpectErrorMentioning([&] { MultiheadAttention(layer.config, layer.weights); },
+                        "config.compute_dtype: must be float32 or bfloat16, got int8");
+}
+
 TEST(Bf16Config, RejectsOtherWeightTypes) {
   OwnedLayer layer = MakeLayer(LayerSpec(), 1);
   layer.config.weight_dtype = DType::kInt32;

@@ -383,15 +383,17 @@ TEST(CrossAttentionCache, RefusesRotaryLayersAndWrongShapes) {
 // ref| over max(1, max |ref|) against the double-precision layer, worst of 10 seeds, 2
 // heads over 128 causal tokens. Quantising a K/V row moves the logits in proportion to
 // their spread and the values in proportion to the row's largest entry, so the bound
-// depends on the data: these regimes say how. (Seen: the measured worst, in
-// docs/serving.md.)
+// depends on the data: these regimes say how. A bf16 cache on a CPU with AVX512_BF16
+// also rounds queries and probabilities (bf16 dot products): its own bound, larger
+// where K rows are large (a query's rounding moves each logit by about 2^-9 |q| |k|).
+// (Seen: the measured worst, in docs/serving.md.)
 struct AccuracyRegime {
   const char* name;
   int64_t head_dim;
   float input_sd;  // of the inputs (the q, k, v themselves with `identity`)
   float outlier;   // > 0: one entry of every K/V row has this value
   bool identity;   // identity projections: bounds on attention alone
-  double bf16_bound, int8_bound;
+  double bf16_bound, int8_bound, bf16_dot_bound;
 };
 
 void PrintTo(const AccuracyRegime& r, std::ostream* os) { *os << r.name; }
@@ -448,20 +450,24 @@ TEST_P(KvStorageAccuracy, WithinTheStatedBound) {
       }
     }
   }
-  std::printf("%s: worst bf16 %.3g, int8 %.3g\n", r.name, worst[0], worst[1]);
-  EXPECT_LE(worst[0], r.bf16_bound) << "bf16";
+  const bool dot = DescribeIsa().bf16_dot_products;
+  std::printf("%s: worst bf16 %.3g (%s), int8 %.3g\n", r.name, worst[0],
+              dot ? "dot products" : "widened", worst[1]);
+  EXPECT_LE(worst[0], dot ? r.bf16_dot_bound : r.bf16_bound) << "bf16";
   EXPECT_LE(worst[1], r.int8_bound) << "int8";
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Regimes, KvStorageAccuracy,
     ::testing::Values(
-        AccuracyRegime{"attention_logit_sd1_d64", 64, 1.0f, 0.0f, true, 6e-3, 6e-3},
-        AccuracyRegime{"attention_logit_sd9_d64", 64, 3.0f, 0.0f, true, 6e-3, 6e-3},
-        AccuracyRegime{"attention_logit_sd1_d128", 128, 1.0f, 0.0f, true, 6e-3, 6e-3},
-        AccuracyRegime{"attention_kv_outlier_100", 64, 1.0f, 100.0f, true, 4e-3, 0.35},
+        AccuracyRegime{"attention_logit_sd1_d64", 64, 1.0f, 0.0f, true, 6e-3, 6e-3, 6e-3},
+        AccuracyRegime{"attention_logit_sd9_d64", 64, 3.0f, 0.0f, true, 6e-3, 6e-3, 6e-3},
+        AccuracyRegime{"attention_logit_sd1_d128", 128, 1.0f, 0.0f, true, 6e-3, 6e-3,
+                       6e-3},
+        AccuracyRegime{"attention_kv_outlier_100", 64, 1.0f, 100.0f, true, 4e-3, 0.35,
+                       6e-2},
         AccuracyRegime{"random_layer_weight_sd03_embed64", 32, 1.0f, 0.0f, false, 1.5e-2,
-                       4e-2}),
+                       4e-2, 2.5e-2}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

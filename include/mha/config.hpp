@@ -40,6 +40,13 @@ struct AttentionConfig {
   // in int32 and oneDNN dequantises them as it writes fp32. Attention stays fp32.
   // Bound (docs/serving.md): max |out - fp32 out| <= 5e-2 * max(1, max |fp32 out|).
   DType weight_dtype = DType::kFloat32;
+  // Precision of attention itself (Q K^T and P V): kFloat32, or kBFloat16, where a
+  // forward writes its keys and values as bf16 and, on CPUs with AVX512_BF16, meets
+  // them with queries and probabilities rounded to bf16 in dot products that
+  // accumulate in fp32 (the softmax stays fp32); elsewhere the bf16 K/V are widened
+  // to fp32. With a KV cache, the cache's storage decides instead: a bf16 cache is
+  // computed in bf16. Bounds: README, "Accuracy".
+  DType compute_dtype = DType::kFloat32;
   // Soft-capping, ALiBi and sliding windows, applied in every forward of the layer.
   AttentionFeatures features;
   // Rotary embeddings of the projected queries and keys (the KV cache stores rotated

@@ -46,6 +46,9 @@ struct CoreOptions {
   TensorView query_positions;  // [B, Sq] int32/int64
   TensorView key_positions;    // [B, Sk] int32/int64
   int num_threads = 0;         // 0: OpenMP's current default; <= kMaxThreads
+  // kFloat32, or kBFloat16: keys and values rounded to bf16 and, with AVX512_BF16,
+  // bf16 dot products (AttentionConfig::compute_dtype; README, "Accuracy").
+  DType compute_dtype = DType::kFloat32;
 };
 
 // output = softmax(scale * query key^T + biases, masked) value, per query head.

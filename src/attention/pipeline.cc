@@ -33,7 +33,8 @@ internal::ContiguousPages& MultiheadAttention::Impl::UseWorkspacePages(
   internal::ContiguousPages& pages = workspace.core.kv_pages;
   params.page_size = internal::WorkspacePageSize(key_len);
   pages.Reset(internal::BlockLayout(params.page_size, config.resolved_num_kv_heads(),
-                                    config.head_dim, internal::KvStorage::kFloat32),
+                                    config.head_dim,
+                                    internal::KvStorageFor(config.compute_dtype)),
               batch_size, key_len, values_at, sequence_value_bytes);
   params.pages = pages;
   return pages;

@@ -56,6 +56,12 @@ void CheckThreadCount(const char* name, int num_threads) {
   }
 }
 
+void CheckComputeDtype(const char* name, DType dtype) {
+  if (dtype != DType::kFloat32 && dtype != DType::kBFloat16) {
+    Fail(name, ": must be float32 or bfloat16, got ", DTypeName(dtype));
+  }
+}
+
 int64_t IntegerAt(const TensorView& tensor, int64_t i) {
   return tensor.dtype == DType::kInt32 ? static_cast<const int32_t*>(tensor.data)[i]
                                        : static_cast<const int64_t*>(tensor.data)[i];

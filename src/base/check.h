@@ -46,6 +46,9 @@ bool AddressableProduct(std::initializer_list<int64_t> factors, int64_t* product
 // A per-call thread count: 0 (OpenMP's default) to kMaxThreads.
 void CheckThreadCount(const char* name, int num_threads);
 
+// Attention's compute dtype: float32 or bfloat16.
+void CheckComputeDtype(const char* name, DType dtype);
+
 // Element i of an int32 or int64 tensor (checked by the caller).
 int64_t IntegerAt(const TensorView& tensor, int64_t i);
 

@@ -113,6 +113,7 @@ void CoreArguments::Check(const AttentionTensor& query_view,
                           const CoreOptions& options,
                           const MutableTensorView& logsumexp) {
   CheckThreadCount("options.num_threads", options.num_threads);
+  CheckComputeDtype("options.compute_dtype", options.compute_dtype);
   CheckSizes(query_view, key_view, value_view, output_view);
   if (logsumexp.present()) {
     CheckOutput("logsumexp", logsumexp, Shape{batch, num_heads, query_len});

@@ -3,6 +3,7 @@
 // RunAttentionCore the layer uses.
 #include "mha/scaled_dot_product_attention.hpp"
 
+#include "src/cache/kv_cache_storage.h"
 #include "src/core/core_arguments.h"
 #include "src/core/write_kv_pages.h"
 #include "src/threading/parallel_for.h"
@@ -22,7 +23,7 @@ void ScaledDotProductAttention(const AttentionTensor& query, const AttentionTens
   internal::ContiguousPages& pages = workspace.kv_pages;
   const int64_t page_size = internal::WorkspacePageSize(args.key_len);
   pages.Reset(internal::BlockLayout(page_size, args.num_kv_heads, args.head_dim,
-                                    internal::KvStorage::kFloat32),
+                                    internal::KvStorageFor(options.compute_dtype)),
               args.batch, args.key_len);
   internal::KvWrite write;
   write.key = args.key;

@@ -12,10 +12,13 @@
 
 #include "hwy/highway.h"
 #include "src/kernels/attention_head.h"
+#include "src/kernels/bf16_convert.h"
+#include "src/kernels/bf16_tile_matmul.h"
 #include "src/kernels/logits-inl.h"
 #include "src/kernels/rotary-inl.h"
 #include "src/kernels/softmax-inl.h"
 #include "src/kernels/tile_matmul-inl.h"
+#include "src/platform/cpu_features.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mha {
@@ -36,12 +39,16 @@ using mha::HWY_NAMESPACE::TileMatMul;
 
 // Rows [first_row, first_row + rows) of a task against every key they may see; pages
 // of T (float, or bfloat16 or int8 from a KV cache), one key tile per page.
+// bf16_dot: bfloat16 pages meet queries and probabilities rounded to bfloat16 in
+// AVX512_BF16 dot products (bf16_tile_matmul.h); otherwise every product is fp32 on
+// pages widened as they load.
 template <typename T>
 class QueryBlock {
  public:
   QueryBlock(const AttentionParams& params, const CoreTask& task,
              const TaskRows& task_rows, const MaskPlan& masks, const HeadScratch& layout,
-             float* scratch, const KvPages& pages, int64_t first_row, size_t rows)
+             float* scratch, const KvPages& pages, int64_t first_row, size_t rows,
+             bool bf16_dot)
       : params_(params),
         task_(task),
         task_rows_(task_rows),
@@ -54,7 +61,10 @@ class QueryBlock {
         context_(scratch + layout.context),
         query_tile_(scratch + layout.query_tile),
         maxes_(scratch + layout.row_stats),
-        sums_(maxes_ + kQueryBlock) {}
+        sums_(maxes_ + kQueryBlock),
+        query_bits_(reinterpret_cast<uint16_t*>(scratch + layout.query_bits)),
+        probability_bits_(reinterpret_cast<uint16_t*>(scratch + layout.probability_bits)),
+        bf16_dot_(bf16_dot) {}
 
   template <class D>
   void Run(D d) {
@@ -108,16 +118,24 @@ class QueryBlock {
   QueryRows StageQueries(D d) {
     const int64_t stride = task_rows_.query_stride;
     const float* source = task_rows_.query + first_row_ * stride;
-    if (params_.query_scale == 1.0f && !params_.rotary) {
-      return {source, static_cast<size_t>(stride)};
-    }
+    QueryRows query{source, static_cast<size_t>(stride)};
     const size_t head_dim = static_cast<size_t>(params_.head_dim);
-    for (size_t i = 0; i < rows_; ++i) {
-      RotateRow(d, source + i * stride, head_dim, params_.rotary,
-                params_.rotary ? task_rows_.query_positions[Absolute(i)] : 0,
-                params_.query_scale, query_tile_ + i * layout_.padded_head_dim);
+    if (params_.query_scale != 1.0f || params_.rotary) {
+      for (size_t i = 0; i < rows_; ++i) {
+        RotateRow(d, source + i * stride, head_dim, params_.rotary,
+                  params_.rotary ? task_rows_.query_positions[Absolute(i)] : 0,
+                  params_.query_scale, query_tile_ + i * layout_.padded_head_dim);
+      }
+      query = {query_tile_, layout_.padded_head_dim};
     }
-    return {query_tile_, layout_.padded_head_dim};
+    if (bf16_dot_) {  // rows rounded, zero-padded: an odd head_dim ends a pair with 0
+      for (size_t i = 0; i < rows_; ++i) {
+        uint16_t* row = query_bits_ + i * layout_.padded_head_dim;
+        FloatToBf16(query.data + i * query.stride, head_dim, row);
+        std::fill(row + head_dim, row + layout_.padded_head_dim, uint16_t{0});
+      }
+    }
+    return query;
   }
 
   // Page `page`'s K^T and V tiles, as the kernel's element type.
@@ -126,6 +144,9 @@ class QueryBlock {
   }
   const T* ValueTile(int64_t page) const {
     return reinterpret_cast<const T*>(pages_.ValuePage(page));
+  }
+  static const uint16_t* Bits(const T* tile) {
+    return reinterpret_cast<const uint16_t*>(tile);
   }
 
   // Calls visit(page, column, keys) for each page of the key tile that starts at
@@ -152,8 +173,14 @@ class QueryBlock {
       // Read next: the tile's next K page, or after its last, its first V page.
       const T* after = column + keys < padded ? KeyTile(page + 1)
                                               : ValueTile(first_key / pages_.page_size);
-      TileMatMul(d, rows_, keys, head_dim, query.data, query.stride, KeyTile(page),
-                 head_dim, scores_ + column, stride, /*accumulate=*/false, after);
+      if (bf16_dot_) {
+        Bf16TileMatMul(rows_, keys, head_dim, query_bits_, layout_.padded_head_dim,
+                       Bits(KeyTile(page)), head_dim, scores_ + column, stride,
+                       /*accumulate=*/false, Bits(after));
+      } else {
+        TileMatMul(d, rows_, keys, head_dim, query.data, query.stride, KeyTile(page),
+                   head_dim, scores_ + column, stride, /*accumulate=*/false, after);
+      }
       // int8 pages: q . (s_j k_j) = s_j (q . k_j), and p_j (s_j v_j) = (p_j s_j) v_j.
       if constexpr (kInt8) {
         for (size_t i = 0; i < rows_; ++i) {
@@ -178,6 +205,7 @@ class QueryBlock {
       const bool has_context = sums_[i] > 0.0f;
       const float rescale = OnlineSoftmaxBlock(d, row, padded, maxes_[i], sums_[i]);
       if (has_context && rescale != 1.0f) ScaleRow(d, context_ + i * dim, dim, rescale);
+      if (bf16_dot_) FloatToBf16(row, padded, probability_bits_ + i * stride);
     }
     ForEachPage(first_key, padded, [&](int64_t page, size_t column, size_t keys) {
       if constexpr (kInt8) {
@@ -187,9 +215,15 @@ class QueryBlock {
         }
       }
       const T* after = column + keys < padded ? ValueTile(page + 1) : next_keys;
-      TileMatMul(d, rows_, dim, keys, scores_ + column, stride, ValueTile(page),
-                 static_cast<size_t>(pages_.page_size), context_, dim,
-                 /*accumulate=*/true, after);
+      const size_t page_size = static_cast<size_t>(pages_.page_size);
+      if (bf16_dot_) {
+        Bf16TileMatMul(rows_, dim, keys, probability_bits_ + column, stride,
+                       Bits(ValueTile(page)), page_size, context_, dim,
+                       /*accumulate=*/true, Bits(after));
+      } else {
+        TileMatMul(d, rows_, dim, keys, scores_ + column, stride, ValueTile(page),
+                   page_size, context_, dim, /*accumulate=*/true, after);
+      }
     });
   }
 
@@ -278,16 +312,32 @@ class QueryBlock {
   float* query_tile_;
   float* maxes_;  // running softmax max and sum per row
   float* sums_;
+  uint16_t* query_bits_;        // bf16_dot: the query rows, rounded
+  uint16_t* probability_bits_;  // bf16_dot: the score tile's probabilities, rounded
+  const bool bf16_dot_;
 };
+
+// Whether bfloat16 pages go through AVX512_BF16 dot products: only from an AVX-512
+// target (so MHA_MAX_ISA caps it) of a CPU that has them.
+bool Bf16DotProducts() {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  return CpuHasAvx512Bf16();
+#else
+  return false;
+#endif
+}
 
 template <typename T, class D>
 void AttendRows(D d, const AttentionParams& params, const CoreTask& task,
                 const TaskRows& rows, const MaskPlan& masks, const HeadScratch& layout,
                 float* scratch, const KvPages& pages) {
+  const bool bf16_dot = std::is_same_v<T, hwy::bfloat16_t> && Bf16DotProducts();
   const int64_t count = KernelRows(task);
   for (int64_t first = 0; first < count; first += static_cast<int64_t>(kQueryBlock)) {
     const size_t block = std::min<size_t>(kQueryBlock, count - first);
-    QueryBlock<T>(params, task, rows, masks, layout, scratch, pages, first, block).Run(d);
+    QueryBlock<T>(params, task, rows, masks, layout, scratch, pages, first, block,
+                  bf16_dot)
+        .Run(d);
   }
 }
 
@@ -329,7 +379,10 @@ HeadScratch::HeadScratch(int64_t page_size, int64_t head_dim)
   context = scores + kQueryBlock * key_block;
   query_tile = context + kQueryBlock * padded_head_dim;
   row_stats = query_tile + kQueryBlock * padded_head_dim;
-  total_floats = row_stats + 2 * kQueryBlock;
+  // Two bfloat16 to a float; whole cache lines (16 floats).
+  query_bits = row_stats + RoundUp(2 * kQueryBlock, kPanelWidth);
+  probability_bits = query_bits + kQueryBlock * padded_head_dim / 2;
+  total_floats = probability_bits + kQueryBlock * key_block / 2;
 }
 
 void AttendHead(const AttentionParams& params, const CoreTask& task, const KvPages& pages,

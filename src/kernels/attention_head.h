@@ -27,9 +27,11 @@ struct HeadScratch {
   // pages (a paged cache's 16 tokens) share one softmax step and its fixed costs.
   // The same with or without probabilities, so that both give the same bits.
   size_t key_block;
-  // Offsets: the score tile, the context accumulators, the staged query tile, and
-  // the running softmax max and sum per row.
-  size_t scores, context, query_tile, row_stats, total_floats;
+  // Offsets: the score tile, the context accumulators, the staged query tile, the
+  // running softmax max and sum per row, and (AVX512_BF16 dot products) the query
+  // tile and the probabilities rounded to bfloat16.
+  size_t scores, context, query_tile, row_stats, query_bits, probability_bits,
+      total_floats;
 };
 
 // Runs one task over its (batch, KV head)'s pages. A task with a partial key range

@@ -21,6 +21,7 @@
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "src/kernels/kv_pages.h"
+#include "src/kernels/prefetch_rule.h"
 #include "src/kernels/tile_sizes.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -33,23 +34,13 @@ using mha::internal::kTileRows;
 // 6 x 2 + 2 + 1 fit the 16 of AVX2 and SSE4.
 constexpr size_t kTileCols = HWY_TARGET <= HWY_AVX3 ? 4 : 2;
 
-// B rows prefetched ahead of the loads. A decode step streams KV pages from memory,
-// a paged cache's in scattered pages of 1-8 KiB, too short for the hardware
-// prefetchers to ramp up: the last strip of a page prefetches the start of the page
-// read after it, and short bands (under 2 x kPrefetchRows rows) their next strip.
-// Within a band only strips of several panels prefetch: a single panel is one
-// sequential stream the hardware follows, and on a Zen 4 prefetching it made the
-// contiguous cache's decode 1.15-1.35x slower with the AVX2 kernel.
-constexpr size_t kPrefetchRows = 32;
-
 // float and bfloat16 rows are prefetched into L2, int8 rows (four to a cache line)
-// into L1. On a Zen 4, decoding fp32 with L1 prefetches ran 1.2x slower than
-// without any, and 1.5x faster with L2 ones; int8 gained most from L1 ones
-// (docs/performance.md). The address may lie past the tile: a prefetch never
-// faults, and integer arithmetic keeps the pointer arithmetic defined.
+// into L1 (where: prefetch_rule.h). On a Zen 4, decoding fp32 with L1 prefetches ran
+// 1.2x slower than without any, and 1.5x faster with L2 ones; int8 gained most from
+// L1 ones (docs/performance.md).
 template <typename T>
-HWY_INLINE void PrefetchAt(const T* base, size_t offset) {
-  const uintptr_t address = reinterpret_cast<uintptr_t>(base) + offset * sizeof(T);
+HWY_INLINE void PrefetchAt(uintptr_t address) {
+  if (address == 0) return;
 #if HWY_ARCH_X86
   const char* line = reinterpret_cast<const char*>(address);
   if constexpr (sizeof(T) == 1) {
@@ -130,41 +121,32 @@ HWY_INLINE void MicroTile(D d, const float* HWY_RESTRICT a, size_t lda, BandOf<T
       acc[r][col] = accumulate ? hn::LoadU(d, c + r * ldc + col * lanes) : hn::Zero(d);
     }
   }
-  // One prefetch per panel of the strip (AVX2's two vectors share one). Past the
-  // band's last row the prefetch moves on to the next strip's panels, or from the
-  // last strip to the start of `after`, one row per panel per step. (Row k of a
-  // paired tile is within a line of k panel widths from its start, as unpaired.)
-  constexpr size_t kWidth = internal::kPanelWidth;
+  // One prefetch per panel of the strip (AVX2's two vectors share one), one row per
+  // panel per step. (Row k of a paired tile is within a line of k panel rows from
+  // its start, as unpaired.)
+  constexpr size_t kRowBytes = internal::kPanelWidth * sizeof(TB);
   const size_t rows = internal::StoredRows(b.rows, sizeof(TB));
-  const size_t panels = HWY_MAX(size_t{1}, kCols * lanes / kWidth);
-  const size_t next_strip = panels * rows * kWidth;
+  const size_t panels = HWY_MAX(size_t{1}, kCols * lanes / internal::kPanelWidth);
   size_t k = 0;
   for (; k + kStep <= depth; k += kStep) {
-    const size_t ahead = k + kPrefetchRows;
     HWY_UNROLL(4)
     for (size_t panel = 0; panel < panels; ++panel) {
-      const TB* start = band[0] + panel * rows * kWidth;
-      if (ahead < rows) {
-        if (panels > 1) PrefetchAt(start, ahead * kWidth);
-      } else if (b.after) {
-        PrefetchAt(b.after, ((ahead - rows) * panels + panel) * kWidth);
-      } else if (panels > 1 || rows < 2 * kPrefetchRows) {
-        PrefetchAt(start, (ahead - rows) * kWidth + next_strip);
-      }
+      PrefetchAt<TB>(
+          internal::PrefetchAddress(band[0], panel, panels, rows, kRowBytes, k, b.after));
     }
     V row[kCols];
     if constexpr (kPaired) {
       V odd[kCols];
       HWY_UNROLL(4)
       for (size_t col = 0; col < kCols; ++col) {
-        LoadRowPair(d, band[col] + k * kWidth, row[col], odd[col]);
+        LoadRowPair(d, band[col] + k * internal::kPanelWidth, row[col], odd[col]);
       }
       AddOuterProduct<kRows, kCols>(d, a, lda, k, row, acc);
       AddOuterProduct<kRows, kCols>(d, a, lda, k + 1, odd, acc);
     } else {
       HWY_UNROLL(4)
       for (size_t col = 0; col < kCols; ++col)
-        row[col] = LoadRow(d, band[col] + k * kWidth);
+        row[col] = LoadRow(d, band[col] + k * internal::kPanelWidth);
       AddOuterProduct<kRows, kCols>(d, a, lda, k, row, acc);
     }
   }
@@ -173,7 +155,7 @@ HWY_INLINE void MicroTile(D d, const float* HWY_RESTRICT a, size_t lda, BandOf<T
       V row[kCols], odd[kCols];
       HWY_UNROLL(4)
       for (size_t col = 0; col < kCols; ++col) {
-        LoadRowPair(d, band[col] + k * kWidth, row[col], odd[col]);
+        LoadRowPair(d, band[col] + k * internal::kPanelWidth, row[col], odd[col]);
       }
       AddOuterProduct<kRows, kCols>(d, a, lda, k, row, acc);
     }

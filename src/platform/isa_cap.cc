@@ -22,6 +22,7 @@ HWY_AFTER_NAMESPACE();
 
 #include "mha/error.hpp"
 #include "mha/isa.hpp"
+#include "src/platform/cpu_features.h"
 #include "src/platform/isa_cap.h"
 #include "src/platform/onednn_errors.h"
 
@@ -150,7 +151,11 @@ void SetMaxIsa(Isa isa) {
 IsaReport DescribeIsa() {
   internal::ApplyIsaCap();
   IsaReport report;
-  report.simd_target = hwy::TargetName(HWY_DYNAMIC_DISPATCH(internal::CompiledTarget)());
+  const int64_t target = HWY_DYNAMIC_DISPATCH(internal::CompiledTarget)();
+  report.simd_target = hwy::TargetName(target);
+  // The attention kernel's rule (src/kernels/attention_head.cc).
+  report.bf16_dot_products =
+      HWY_ARCH_X86 && target <= HWY_AVX3 && internal::CpuHasAvx512Bf16();
   report.onednn_isa = internal::OnednnIsaName(dnnl::get_effective_cpu_isa());
   const std::lock_guard<std::mutex> lock(internal::kernels_mutex);
   report.projection_kernels.assign(internal::projection_kernels.begin(),

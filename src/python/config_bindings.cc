@@ -89,6 +89,7 @@ void BindConfig(py::module_& m) {
       .def_readwrite("scale", &AttentionConfig::scale)
       .def_readwrite("num_kv_heads", &AttentionConfig::num_kv_heads)
       .def_readwrite("weight_dtype", &AttentionConfig::weight_dtype)
+      .def_readwrite("compute_dtype", &AttentionConfig::compute_dtype)
       .def_readwrite("features", &AttentionConfig::features)
       .def_readwrite("rotary", &AttentionConfig::rotary);
   py::class_<HeadShard>(m, "HeadShard", "Query heads [first_head, end_head) of a layer.")

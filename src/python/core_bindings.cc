@@ -75,7 +75,7 @@ py::object Attend(py::handle query_object, py::handle key_object, py::handle val
                   HeadLayout layout, const AttentionFeatures& features,
                   py::handle sinks_object, py::handle rotary,
                   py::handle key_padding_mask_object, CausalAlignment causal_alignment,
-                  bool return_logsumexp, int num_threads) {
+                  bool return_logsumexp, int num_threads, DType compute_dtype) {
   const CoreInput query = CoreTensor(query_object, "query", layout);
   const CoreInput key = CoreTensor(key_object, "key", layout);
   const CoreInput value = CoreTensor(value_object, "value", layout);
@@ -102,6 +102,7 @@ py::object Attend(py::handle query_object, py::handle key_object, py::handle val
   options.features = features;
   options.sinks = sinks.view;
   options.num_threads = num_threads;
+  options.compute_dtype = compute_dtype;
   std::optional<RotaryEmbedding> rotary_table;
   options.rotary = RotaryTable(rotary, shape[3], key.tensor, rotary_table);
   const MutableTensorView logsumexp_view =
@@ -129,11 +130,13 @@ void BindCore(py::module_& m) {
       py::arg("rotary") = py::none(), py::arg("key_padding_mask") = py::none(),
       py::arg("causal_alignment") = CausalAlignment::kTopLeft,
       py::arg("return_logsumexp") = false, py::arg("num_threads") = 0,
+      py::arg("compute_dtype") = DType::kFloat32,
       "softmax(scale * query key^T + masks) value per query head; query [B, H_q, Sq, "
       "D], key and value [B, H_kv, Sk, D] (layout=HeadLayout.bshd: [B, S, H, D]); "
       "rotary (a RotaryConfig, or a RotaryEmbedding built once and reused) rotates query "
       "and key first (query positions i, or Sk - Sq + i with causal_alignment "
-      "bottom_right, as the masks place them). "
+      "bottom_right, as the masks place them). compute_dtype=DType.bfloat16: keys and "
+      "values rounded to bf16, bf16 dot products on CPUs with AVX512_BF16. "
       "Returns the output, or (output, logsumexp [B, H_q, Sq]).");
 }
 

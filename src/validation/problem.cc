@@ -66,6 +66,7 @@ void ValidateConfig(const AttentionConfig& config) {
     Fail("config.weight_dtype: must be float32, bfloat16 or int8, got ",
          DTypeName(config.weight_dtype));
   }
+  CheckComputeDtype("config.compute_dtype", config.compute_dtype);
   if (config.scale && !(std::isfinite(*config.scale) && *config.scale != 0.0f)) {
     Fail("config.scale: must be finite and non-zero, got ", *config.scale);
   }

@@ -1,0 +1,116 @@
+// bf16_tile_matmul.h (AVX512_BF16 dot products) against a double-precision product
+// of the same bfloat16 values: every row count of the micro-tile and its remainders,
+// every strip width, odd and even depths (an odd depth's half pair), B tiles with
+// more rows than the product uses, accumulating or not, and the NaN of an input it
+// reads. Skipped on CPUs without AVX512_BF16.
+#include "src/kernels/bf16_tile_matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "src/kernels/bf16_convert.h"
+#include "src/kernels/kv_pages.h"
+#include "src/platform/cpu_features.h"
+#include "tests/test_util.h"
+
+namespace {
+
+using mha::internal::PairedOffset;
+using mha::internal::RoundUp;
+using mha::testing::RandomFloats;
+
+float Bf16Value(uint16_t bits) {
+  float value;
+  mha::internal::Bf16ToFloat(&bits, 1, &value);
+  return value;
+}
+
+// A [rows, cols] bfloat16 tile with paired rows, and the values it holds.
+struct PairedTile {
+  std::vector<uint16_t> bits;
+  std::vector<float> values;  // row-major
+  size_t rows, cols;
+
+  PairedTile(size_t rows_, size_t cols_, uint32_t seed)
+      : bits(RoundUp(rows_, 2) * cols_, 0),
+        values(rows_ * cols_),
+        rows(rows_),
+        cols(cols_) {
+    const std::vector<float> random = RandomFloats(rows * cols, seed);
+    for (size_t k = 0; k < rows; ++k) {
+      for (size_t j = 0; j < cols; ++j) {
+        const uint16_t b = mha::internal::RoundToBf16Bits(random[k * cols + j]);
+        bits[PairedOffset(k, j, rows)] = b;
+        values[k * cols + j] = Bf16Value(b);
+      }
+    }
+  }
+};
+
+class Bf16TileMatMul : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!mha::internal::CpuHasAvx512Bf16()) GTEST_SKIP() << "no AVX512_BF16";
+  }
+};
+
+TEST_F(Bf16TileMatMul, MatchesDoubleProductOfTheBf16Values) {
+  for (size_t rows : {1, 2, 3, 4, 5, 6, 7, 12, 13}) {
+    for (size_t n : {16, 32, 48, 64, 80, 144}) {
+      for (size_t depth : {1, 2, 3, 16, 17, 64, 128}) {
+        for (size_t extra_rows : {0, 5}) {
+          for (bool accumulate : {false, true}) {
+            const size_t lda = RoundUp(depth, 2) + 4, ldc = n + 16;
+            const PairedTile b(depth + extra_rows, n + 16, 2);
+            std::vector<uint16_t> a(rows * lda);
+            const std::vector<float> a_random = RandomFloats(a.size(), 1);
+            for (size_t i = 0; i < a.size(); ++i) {
+              // The element after an odd depth is the pair's zero half.
+              a[i] = i % lda == depth ? 0 : mha::internal::RoundToBf16Bits(a_random[i]);
+            }
+            std::vector<float> c = RandomFloats(rows * ldc, 3), expected = c;
+            for (size_t i = 0; i < rows; ++i) {
+              for (size_t j = 0; j < n; ++j) {
+                double sum = accumulate ? expected[i * ldc + j] : 0.0;
+                for (size_t k = 0; k < depth; ++k) {
+                  sum += double{Bf16Value(a[i * lda + k])} * b.values[k * b.cols + j];
+                }
+                expected[i * ldc + j] = static_cast<float>(sum);
+              }
+            }
+            mha::internal::Bf16TileMatMul(rows, n, depth, a.data(), lda, b.bits.data(),
+                                          b.rows, c.data(), ldc, accumulate, nullptr);
+            SCOPED_TRACE(::testing::Message()
+                         << "rows " << rows << " n " << n << " depth " << depth
+                         << " b rows " << b.rows << " accumulate " << accumulate);
+            for (size_t i = 0; i < c.size(); ++i) {
+              // Columns past n and rows' padding stay as they were.
+              ASSERT_NEAR(c[i], expected[i], 2e-5 * (1.0 + std::fabs(expected[i])))
+                  << "element " << i;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_F(Bf16TileMatMul, NaNInAnInputItReadsReachesTheProduct) {
+  const size_t depth = 16, n = 32, lda = depth;
+  PairedTile b(depth, n, 4);
+  std::vector<uint16_t> a(2 * lda, mha::internal::RoundToBf16Bits(0.5f));
+  b.bits[PairedOffset(7, 20, depth)] = 0x7FC0;  // a quiet NaN in column 20
+  std::vector<float> c(2 * n, 0.0f);
+  mha::internal::Bf16TileMatMul(2, n, depth, a.data(), lda, b.bits.data(), depth,
+                                c.data(), n, false, nullptr);
+  for (size_t i = 0; i < 2; ++i) {
+    for (size_t j = 0; j < n; ++j) {
+      EXPECT_EQ(std::isnan(c[i * n + j]), j == 20) << i << "," << j;
+    }
+  }
+}
+
+}  // namespace
