@@ -39,8 +39,9 @@ RotaryConfig Llama3Rotary() {
   return rotary;
 }
 
-// ScaledDotProductAttention on [1, H, S, D] tensors.
-void BM_Core(benchmark::State& state, const CoreCase& c) {
+// ScaledDotProductAttention on [1, H, S, D] tensors, in fp32 or with bf16 compute
+// (CoreOptions::compute_dtype).
+void BM_Core(benchmark::State& state, const CoreCase& c, DType compute_dtype) {
   const std::vector<float> q = Random(c.heads * c.seq * c.head_dim, 1, 1.0f),
                            k = Random(c.kv_heads * c.seq * c.head_dim, 2, 1.0f),
                            v = Random(c.kv_heads * c.seq * c.head_dim, 3, 1.0f);
@@ -52,6 +53,7 @@ void BM_Core(benchmark::State& state, const CoreCase& c) {
   AttentionMasks masks;
   masks.is_causal = c.causal;
   CoreOptions options;
+  options.compute_dtype = compute_dtype;
   if (c.window) options.features.sliding_window = c.window;
   RotaryConfig rotary_config = Llama3Rotary();
   rotary_config.max_positions = std::max<int64_t>(c.seq, 1);
@@ -108,7 +110,17 @@ constexpr CoreCase kCoreCases[] = {
 
 void RegisterDecoderCases() {
   for (const CoreCase& c : kCoreCases) {
-    benchmark::RegisterBenchmark((std::string("BM_Core/") + c.name).c_str(), BM_Core, c)
+    benchmark::RegisterBenchmark((std::string("BM_Core/") + c.name).c_str(), BM_Core, c,
+                                 DType::kFloat32)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+  }
+  // The bf16 compute path on the cases of the targets (not the long windows).
+  for (const CoreCase& c : kCoreCases) {
+    if (c.window) continue;
+    benchmark::RegisterBenchmark(
+        (std::string("BM_Core/") + c.name + "/bf16_compute").c_str(), BM_Core, c,
+        DType::kBFloat16)
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
   }

@@ -27,6 +27,7 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using mha::HWY_NAMESPACE::AddAlibi;
 using mha::HWY_NAMESPACE::ExpAndSum;
+using mha::HWY_NAMESPACE::ExpAndSumToBf16;
 using mha::HWY_NAMESPACE::kNegInf;
 using mha::HWY_NAMESPACE::MaskOutside;
 using mha::HWY_NAMESPACE::MulRow;
@@ -203,9 +204,10 @@ class QueryBlock {
     for (size_t i = 0; i < rows_; ++i) {
       float* row = scores_ + i * stride;
       const bool has_context = sums_[i] > 0.0f;
-      const float rescale = OnlineSoftmaxBlock(d, row, padded, maxes_[i], sums_[i]);
+      const float rescale =
+          OnlineSoftmaxBlock(d, row, padded, maxes_[i], sums_[i],
+                             bf16_dot_ ? probability_bits_ + i * stride : nullptr);
       if (has_context && rescale != 1.0f) ScaleRow(d, context_ + i * dim, dim, rescale);
-      if (bf16_dot_) FloatToBf16(row, padded, probability_bits_ + i * stride);
     }
     ForEachPage(first_key, padded, [&](int64_t page, size_t column, size_t keys) {
       if constexpr (kInt8) {
@@ -286,7 +288,13 @@ class QueryBlock {
       for (size_t i = 0; i < rows_; ++i) {
         if (sums_[i] == 0.0f || std::isnan(sums_[i])) continue;  // zeros, or NaN
         float* row = scores_ + i * layout_.key_block;
-        ExpAndSum(d, row, padded, maxes_[i]);
+        if (bf16_dot_) {  // the rounded weights the context was computed with
+          uint16_t* bits = probability_bits_ + i * layout_.key_block;
+          ExpAndSumToBf16(d, row, padded, maxes_[i], bits);
+          Bf16ToFloat(bits, padded, row);
+        } else {
+          ExpAndSum(d, row, padded, maxes_[i]);
+        }
         ScaleRow(d, row, padded, 1.0f / sums_[i]);
         std::copy_n(row, count, Probabilities(i) + first_key);
       }

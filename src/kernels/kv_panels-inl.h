@@ -17,9 +17,12 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 
 #include "hwy/highway.h"
 #include "src/kernels/bf16_convert.h"
+#include "src/kernels/bf16_round-inl.h"
 #include "src/kernels/kv_pages.h"
 #include "src/kernels/rotary-inl.h"
 
@@ -33,17 +36,45 @@ inline void StoreAs(float value, hwy::bfloat16_t* out) {
   out->bits = internal::RoundToBf16Bits(value);
 }
 
+// Key j (a row of head_dim floats, or null: zeros) into a paired K^T tile's column
+// `column`: dims 2i and 2i + 1 form one 32-bit word, stored 2 kPanelWidth elements
+// apart. The row is rounded a vector at a time into `words` (a chunk of dims), then
+// stored a word at a time; an odd head_dim ends in a zero half.
+template <class D>
+HWY_INLINE void StorePairedKey(D d, const float* HWY_RESTRICT key, size_t head_dim,
+                               hwy::bfloat16_t* HWY_RESTRICT column) {
+  constexpr size_t kChunk = 64;  // dims: a whole number of vectors on every target
+  const hn::Rebind<uint16_t, D> du16;
+  const size_t lanes = hn::Lanes(d);
+  HWY_ALIGN uint16_t rounded[kChunk];
+  for (size_t chunk = 0; chunk < head_dim; chunk += kChunk) {
+    const size_t dims = std::min(kChunk, head_dim - chunk);
+    size_t k = 0;
+    if (key) {
+      for (; k + lanes <= dims; k += lanes) {
+        hn::StoreU(RoundToBf16(d, hn::LoadU(d, key + chunk + k)), du16, rounded + k);
+      }
+    }
+    for (; k < internal::RoundUp(dims, 2); ++k) {
+      rounded[k] = key && k < dims ? internal::RoundToBf16Bits(key[chunk + k]) : 0;
+    }
+    for (size_t pair = 0; pair < (dims + 1) / 2; ++pair) {
+      std::memcpy(column + (chunk / 2 + pair) * 2 * internal::kPanelWidth,
+                  rounded + 2 * pair, 2 * sizeof(uint16_t));
+    }
+  }
+}
+
 // Key-blocked K^T panel: keys in blocks of `block`, each block a [head_dim, block]
 // tile in column panels (src/kernels/kv_pages.h; bfloat16 pairs its rows), so that
 // the tile product streams contiguous memory. Writes keys [first, first + rows) from
 // src (row r is key first + r) and zeros keys [first + rows, zero_end).
 template <class D, typename T>
-HWY_INLINE void SplitKeysTransposed(D /*d*/, const float* HWY_RESTRICT src,
+HWY_INLINE void SplitKeysTransposed(D d, const float* HWY_RESTRICT src,
                                     size_t src_stride, size_t first, size_t rows,
                                     size_t zero_end, size_t head_dim,
                                     T* HWY_RESTRICT panel, size_t block) {
   constexpr size_t kWidth = internal::kPanelWidth;
-  constexpr bool kPaired = internal::PairsRows(sizeof(T));
   HWY_DASSERT(first + rows <= zero_end && block % kWidth == 0);
   HWY_DASSERT(rows == 0 || src_stride >= head_dim);
   const size_t copy_end = first + rows;
@@ -56,16 +87,11 @@ HWY_INLINE void SplitKeysTransposed(D /*d*/, const float* HWY_RESTRICT src,
     T* tile = panel + block_start * stored_dims +
               internal::TileOffset<T>(0, panel_start - block_start, head_dim);
     // Key by key: each source row is read in order (it may sit in a wide projection
-    // row), while the panel's strided stores stay within a few KiB. Paired, a key's
-    // dims 2i and 2i + 1 are adjacent, and an odd head_dim ends in a zero.
+    // row), while the panel's strided stores stay within a few KiB.
     for (size_t j = begin; j < end; ++j) {
       const float* key = j < copy_end ? src + (j - first) * src_stride : nullptr;
-      if constexpr (kPaired) {
-        T* column = tile + (j - panel_start) * 2;  // column[dim / 2 * 2 kWidth + dim % 2]
-        for (size_t dim = 0; dim < stored_dims; ++dim) {
-          const bool real = key && dim < head_dim;
-          StoreAs(real ? key[dim] : 0.0f, column + dim / 2 * 2 * kWidth + dim % 2);
-        }
+      if constexpr (internal::PairsRows(sizeof(T))) {
+        StorePairedKey(d, key, head_dim, tile + (j - panel_start) * 2);
       } else {
         T* column = tile + (j - panel_start);  // column[dim * kWidth]
         for (size_t dim = 0; dim < head_dim; ++dim) {
@@ -121,39 +147,81 @@ HWY_INLINE void SplitRotatedKeys(D d, const float* HWY_RESTRICT src, size_t src_
   }
 }
 
+// Tokens j and j + 1 (rows 2i and 2i + 1 of a paired V tile, both copied, head_dim
+// >= col + kPanelWidth) into the panel row at `out`: each 32-bit word holds column
+// c of both tokens, the first in its low half.
+template <class D>
+HWY_INLINE void StoreValuePair(D d, const float* HWY_RESTRICT first,
+                               const float* HWY_RESTRICT second,
+                               hwy::bfloat16_t* HWY_RESTRICT out) {
+  const hn::RebindToUnsigned<D> du;
+  uint32_t* words = reinterpret_cast<uint32_t*>(out);
+  for (size_t c = 0; c < internal::kPanelWidth; c += hn::Lanes(d)) {
+    const auto low = hn::ShiftRight<16>(RoundedBf16High(d, hn::LoadU(d, first + c)));
+    const auto high = RoundedBf16High(d, hn::LoadU(d, second + c));
+    hn::StoreU(hn::Or(low, high), du, words + c);
+  }
+}
+
+// Token j's columns [col, col + kPanelWidth) into its panel row at `out` (elements
+// kStep apart), from `value` (null: zeros), zero at and beyond `copied` columns.
+template <typename T>
+HWY_INLINE void StoreValueRow(const float* HWY_RESTRICT value, size_t col, size_t copied,
+                              T* HWY_RESTRICT out) {
+  constexpr size_t kWidth = internal::kPanelWidth;
+  // A paired tile's columns are two elements apart (the other token between them).
+  constexpr size_t kStep = internal::PairsRows(sizeof(T)) ? 2 : 1;
+  const size_t n = std::min(kWidth, copied > col ? copied - col : 0);
+  if (n == kWidth) {  // a fixed count, which the compiler turns into vectors
+    for (size_t k = 0; k < kWidth; ++k) StoreAs(value[col + k], out + k * kStep);
+    return;
+  }
+  // Straight into the page: staging it on the stack cost a failed store-to-load
+  // forwarding per row (a third of this function's time in small calls).
+  for (size_t k = 0; k < kWidth; ++k) {
+    StoreAs(k < n ? value[col + k] : 0.0f, out + k * kStep);
+  }
+}
+
 // Values in pages of `page_rows` tokens, each a [page_rows, padded_head_dim] tile
 // in column panels (bfloat16: token pairs): writes tokens [first, first + rows) from
 // src (row r is token first + r), zero beyond head_dim, and zeros tokens
 // [first + rows, zero_end).
 template <class D, typename T>
-HWY_INLINE void SplitValues(D /*d*/, const float* HWY_RESTRICT src, size_t src_stride,
+HWY_INLINE void SplitValues(D d, const float* HWY_RESTRICT src, size_t src_stride,
                             size_t first, size_t rows, size_t zero_end, size_t head_dim,
                             size_t padded_head_dim, T* HWY_RESTRICT pages,
                             size_t page_rows) {
   constexpr size_t kWidth = internal::kPanelWidth;
-  // A paired tile's columns are two elements apart (the other token between them).
-  constexpr size_t kStep = internal::PairsRows(sizeof(T)) ? 2 : 1;
   HWY_DASSERT(first + rows <= zero_end && head_dim <= padded_head_dim);
   HWY_DASSERT(padded_head_dim % kWidth == 0 && page_rows % kWidth == 0);
+  const size_t copy_end = first + rows;
   // Token j is row `row` of page `page`, stepped without a division per token.
   size_t page = first / page_rows, row = first % page_rows;
   for (size_t j = first; j < zero_end; ++j, ++row) {
     if (row == page_rows) row = 0, ++page;
     T* tile = pages + page * page_rows * padded_head_dim;
     const float* value = src + (j - first) * src_stride;
-    const size_t copied = j < first + rows ? head_dim : 0;
-    for (size_t col = 0; col < padded_head_dim; col += kWidth) {
-      T* out = tile + internal::TileOffset<T>(row, col, page_rows);
-      const size_t n = std::min(kWidth, copied > col ? copied - col : 0);
-      if (n == kWidth) {  // a fixed count, which the compiler turns into vectors
-        for (size_t k = 0; k < kWidth; ++k) StoreAs(value[col + k], out + k * kStep);
+    const size_t copied = j < copy_end ? head_dim : 0;
+    if constexpr (internal::PairsRows(sizeof(T))) {
+      // A whole pair of copied tokens: whole panels a word per column; the rest
+      // (a half pair, the last partial panel) element by element.
+      if (row % 2 == 0 && j + 1 < copy_end) {
+        for (size_t col = 0; col < padded_head_dim; col += kWidth) {
+          T* out = tile + internal::TileOffset<T>(row, col, page_rows);
+          if (col + kWidth <= head_dim) {
+            StoreValuePair(d, value + col, value + src_stride + col, out);
+          } else {
+            StoreValueRow(value, col, copied, out);
+            StoreValueRow(value + src_stride, col, copied, out + 1);
+          }
+        }
+        ++j, ++row;
         continue;
       }
-      // Straight into the page: staging it on the stack cost a failed store-to-load
-      // forwarding per row (a third of this function's time in small calls).
-      for (size_t k = 0; k < kWidth; ++k) {
-        StoreAs(k < n ? value[col + k] : 0.0f, out + k * kStep);
-      }
+    }
+    for (size_t col = 0; col < padded_head_dim; col += kWidth) {
+      StoreValueRow(value, col, copied, tile + internal::TileOffset<T>(row, col, page_rows));
     }
   }
 }

@@ -24,6 +24,7 @@
 #include <limits>
 
 #include "hwy/highway.h"
+#include "src/kernels/bf16_round-inl.h"
 #include "src/kernels/exp-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -83,6 +84,25 @@ HWY_INLINE float ExpAndSum(D d, float* HWY_RESTRICT row, size_t n, float max) {
   return hn::GetLane(hn::SumOfLanes(d, sum));
 }
 
+// bits = exp(row - max) rounded to bfloat16, returning the sum of the rounded
+// values: the weights P V multiplies are then exactly those the sum normalises.
+template <class D>
+HWY_INLINE float ExpAndSumToBf16(D d, const float* HWY_RESTRICT row, size_t n, float max,
+                                 uint16_t* HWY_RESTRICT bits) {
+  const hn::Rebind<uint16_t, D> du16;
+  const hn::Rebind<int32_t, D> di32;
+  const auto neg_max = hn::Set(d, -max);
+  auto sum = hn::Zero(d);
+  for (size_t i = 0; i < n; i += hn::Lanes(d)) {
+    const auto e = ExpNonPositive(d, hn::Add(hn::LoadU(d, row + i), neg_max));
+    const auto rounded = RoundedBf16High(d, e);
+    sum = hn::Add(sum, hn::BitCast(d, rounded));
+    hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di32, hn::ShiftRight<16>(rounded))), du16,
+               bits + i);
+  }
+  return hn::GetLane(hn::SumOfLanes(d, sum));
+}
+
 template <class D>
 HWY_INLINE void ScaleRow(D d, float* HWY_RESTRICT row, size_t n, float factor) {
   const auto f = hn::Set(d, factor);
@@ -115,34 +135,35 @@ HWY_INLINE void ScaleProbabilities(D d, float* HWY_RESTRICT row,
 }
 
 // Turns one block of masked scores into unnormalised probabilities against the
-// updated running max. Returns the factor by which everything accumulated from
-// earlier blocks (the sum, already applied here, and the context row) must be
-// multiplied.
+// updated running max: in place, or (bits given) rounded to bfloat16 into bits.
+// Returns the factor by which everything accumulated from earlier blocks (the sum,
+// already applied here, and the context row) must be multiplied.
 // running_max starts at -inf and running_sum at 0 for each row.
 template <class D>
 HWY_INLINE float OnlineSoftmaxBlock(D d, float* HWY_RESTRICT row, size_t n,
-                                    float& running_max, float& running_sum) {
+                                    float& running_max, float& running_sum,
+                                    uint16_t* HWY_RESTRICT bits = nullptr) {
   HWY_DASSERT(n % hn::Lanes(d) == 0);
   // A NaN max (from a NaN score) must not be dropped by std::max: it would read as
   // "every key masked" and zero the row.
   const float block_max = RowMax(d, row, n);
   const float new_max =
       std::isnan(block_max) ? block_max : std::max(running_max, block_max);
-  if (new_max == kNegInf) {  // every key so far is masked
-    for (size_t i = 0; i < n; i += hn::Lanes(d)) hn::StoreU(hn::Zero(d), d, row + i);
-    return 1.0f;
-  }
-  if (!std::isfinite(new_max)) {  // a NaN or +inf score: the row is NaN
-    const float nan = std::numeric_limits<float>::quiet_NaN();
-    for (size_t i = 0; i < n; i += hn::Lanes(d)) hn::StoreU(hn::Set(d, nan), d, row + i);
-    running_max = running_sum = nan;
-    return nan;
+  if (new_max == kNegInf || !std::isfinite(new_max)) {
+    // Every key so far masked: zeros. A NaN or +inf score: the row is NaN.
+    const float fill = new_max == kNegInf ? 0.0f : std::numeric_limits<float>::quiet_NaN();
+    for (size_t i = 0; i < n; i += hn::Lanes(d)) hn::StoreU(hn::Set(d, fill), d, row + i);
+    if (bits) std::fill(bits, bits + n, fill == 0.0f ? uint16_t{0} : uint16_t{0x7FC0});
+    if (fill != 0.0f) running_max = running_sum = fill;
+    return fill == 0.0f ? 1.0f : fill;
   }
   // Unchanged max: factor exactly 1, without the scalar exp.
   const float rescale = running_max == new_max   ? 1.0f
                         : running_max == kNegInf ? 0.0f
                                                  : std::exp(running_max - new_max);
-  running_sum = running_sum * rescale + ExpAndSum(d, row, n, new_max);
+  const float block_sum =
+      bits ? ExpAndSumToBf16(d, row, n, new_max, bits) : ExpAndSum(d, row, n, new_max);
+  running_sum = running_sum * rescale + block_sum;
   running_max = new_max;
   return rescale;
 }
