@@ -397,9 +397,11 @@ int main(void) {
     Check(strstr(mha_last_error(), "num_threads") != NULL, "threads message");
   }
 
-  /* bf16 weights and a bf16 cache: within the bf16 bound of the fp32 results. */
+  /* bf16 weights and attention, and a bf16 cache: within the bf16 bound of the fp32
+     results. */
   mha_config bf16_config = config;
   bf16_config.bf16_weights = 1;
+  bf16_config.bf16_compute = 1;
   mha_layer* bf16_layer = NULL;
   Check(mha_layer_create(&bf16_config, &w, &bf16_layer) == MHA_OK, "create bf16 layer");
   mha_kv_cache* bf16_cache = NULL;
@@ -412,6 +414,15 @@ int main(void) {
               MHA_OK,
           "bf16 prefill");
     Check(Close(out, expected, B * S * E) < 1e-2f, "bf16 prefill output");
+    mha_forward_args args;
+    memset(&args, 0, sizeof(args));
+    args.batch = B;
+    args.query_len = args.key_len = S;
+    args.query = x;
+    args.is_causal = 1;
+    args.output = out;
+    Check(mha_forward(bf16_layer, &args) == MHA_OK, "bf16 forward");
+    Check(Close(out, expected, B * S * E) < 1e-2f, "bf16 forward output");
   }
   mha_kv_cache_destroy(bf16_cache);
   mha_layer_destroy(bf16_layer);

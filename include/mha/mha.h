@@ -78,6 +78,7 @@ typedef struct {
   int bf16_weights; /* non-zero: projection weights stored as bfloat16 */
   int int8_weights; /* non-zero: int8 projections, dynamic quantisation (mha/config.hpp)
                      */
+  int bf16_compute; /* non-zero: attention in bf16, compute_dtype (mha/config.hpp) */
   mha_features features;
   mha_rope_config rope;
 } mha_config;

@@ -167,6 +167,7 @@ mha::AttentionConfig ToConfig(const mha_config& c) {
   }
   if (c.bf16_weights) config.weight_dtype = mha::DType::kBFloat16;
   if (c.int8_weights) config.weight_dtype = mha::DType::kInt8;
+  if (c.bf16_compute) config.compute_dtype = mha::DType::kBFloat16;
   config.features = ToFeatures(c.features, c.num_heads);
   config.rotary = ToRotary(c.rope, c.head_dim);
   return config;

@@ -70,10 +70,10 @@ HWY_INLINE void StorePairedKey(D d, const float* HWY_RESTRICT key, size_t head_d
 // the tile product streams contiguous memory. Writes keys [first, first + rows) from
 // src (row r is key first + r) and zeros keys [first + rows, zero_end).
 template <class D, typename T>
-HWY_INLINE void SplitKeysTransposed(D d, const float* HWY_RESTRICT src,
-                                    size_t src_stride, size_t first, size_t rows,
-                                    size_t zero_end, size_t head_dim,
-                                    T* HWY_RESTRICT panel, size_t block) {
+HWY_INLINE void SplitKeysTransposed(D d, const float* HWY_RESTRICT src, size_t src_stride,
+                                    size_t first, size_t rows, size_t zero_end,
+                                    size_t head_dim, T* HWY_RESTRICT panel,
+                                    size_t block) {
   constexpr size_t kWidth = internal::kPanelWidth;
   HWY_DASSERT(first + rows <= zero_end && block % kWidth == 0);
   HWY_DASSERT(rows == 0 || src_stride >= head_dim);
@@ -221,7 +221,8 @@ HWY_INLINE void SplitValues(D d, const float* HWY_RESTRICT src, size_t src_strid
       }
     }
     for (size_t col = 0; col < padded_head_dim; col += kWidth) {
-      StoreValueRow(value, col, copied, tile + internal::TileOffset<T>(row, col, page_rows));
+      StoreValueRow(value, col, copied,
+                    tile + internal::TileOffset<T>(row, col, page_rows));
     }
   }
 }

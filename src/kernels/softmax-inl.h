@@ -151,7 +151,8 @@ HWY_INLINE float OnlineSoftmaxBlock(D d, float* HWY_RESTRICT row, size_t n,
       std::isnan(block_max) ? block_max : std::max(running_max, block_max);
   if (new_max == kNegInf || !std::isfinite(new_max)) {
     // Every key so far masked: zeros. A NaN or +inf score: the row is NaN.
-    const float fill = new_max == kNegInf ? 0.0f : std::numeric_limits<float>::quiet_NaN();
+    const float fill =
+        new_max == kNegInf ? 0.0f : std::numeric_limits<float>::quiet_NaN();
     for (size_t i = 0; i < n; i += hn::Lanes(d)) hn::StoreU(hn::Set(d, fill), d, row + i);
     if (bits) std::fill(bits, bits + n, fill == 0.0f ? uint16_t{0} : uint16_t{0x7FC0});
     if (fill != 0.0f) running_max = running_sum = fill;

@@ -31,6 +31,18 @@ def test_matches_float64_reference(batch, heads, kv_heads, query_len, key_len, h
                                expected, atol=1e-4, rtol=0)
 
 
+def test_bf16_compute_within_its_bound():
+    rng = np.random.default_rng(11)
+    q = rng.standard_normal((2, 4, 33, 64), np.float32)
+    k = rng.standard_normal((2, 2, 140, 64), np.float32)
+    v = rng.standard_normal((2, 2, 140, 64), np.float32)
+    output = mha.scaled_dot_product_attention(q, k, v, compute_dtype=mha.DType.bfloat16)
+    expected = reference_sdpa(q, k, v)
+    np.testing.assert_allclose(output, expected, atol=1e-2, rtol=0)
+    with pytest.raises(ValueError, match="compute_dtype: must be float32 or bfloat16"):
+        mha.scaled_dot_product_attention(q, k, v, compute_dtype=mha.DType.int8)
+
+
 def test_slices_of_a_fused_qkv_buffer():
     rng = np.random.default_rng(7)
     qkv = rng.standard_normal((2, 9, 3, 4, 8), np.float32)  # [B, S, q/k/v, H, D]
