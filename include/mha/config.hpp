@@ -40,12 +40,14 @@ struct AttentionConfig {
   // in int32 and oneDNN dequantises them as it writes fp32. Attention stays fp32.
   // Bound (docs/serving.md): max |out - fp32 out| <= 5e-2 * max(1, max |fp32 out|).
   DType weight_dtype = DType::kFloat32;
-  // Precision of attention itself (Q K^T and P V): kFloat32, or kBFloat16, where a
-  // forward writes its keys and values as bf16 and, on CPUs with AVX512_BF16, meets
-  // them with queries and probabilities rounded to bf16 in dot products that
-  // accumulate in fp32 (the softmax stays fp32); elsewhere the bf16 K/V are widened
-  // to fp32. With a KV cache, the cache's storage decides instead: a bf16 cache is
-  // computed in bf16. Bounds: README, "Accuracy".
+  // Precision of attention itself (Q K^T and P V): kFloat32, or kBFloat16: on CPUs
+  // with AVX512_BF16 (not capped below AVX-512) a forward writes its keys and values
+  // as bf16 and meets them with queries and probabilities rounded to bf16 in dot
+  // products that accumulate in fp32 (the softmax stays fp32); elsewhere it computes
+  // in fp32, which is faster there than widening bf16. bf16 key or value input tensors
+  // ask for bf16 attention too. With a KV cache, the cache's storage decides instead:
+  // a bf16 cache is computed in bf16 (widened to fp32 without AVX512_BF16). Bounds:
+  // docs/serving.md, "bf16".
   DType compute_dtype = DType::kFloat32;
   // Soft-capping, ALiBi and sliding windows, applied in every forward of the layer.
   AttentionFeatures features;

@@ -27,7 +27,7 @@ struct IsaReport {
   std::string onednn_isa;   // oneDNN's effective ISA, e.g. "avx2"
   // Attention over bf16 K/V (a bf16 cache, or compute_dtype kBFloat16) computes
   // Q K^T and P V in AVX512_BF16 dot products, queries and probabilities rounded to
-  // bf16 (README: accuracy); false: in fp32 on the widened bf16 values.
+  // bf16 (docs/serving.md, "bf16"); false: in fp32 on the widened bf16 values.
   bool bf16_dot_products = false;
   // oneDNN implementations of the projections created so far, e.g. "brg:avx2".
   std::vector<std::string> projection_kernels;

@@ -46,8 +46,8 @@ struct CoreOptions {
   TensorView query_positions;  // [B, Sq] int32/int64
   TensorView key_positions;    // [B, Sk] int32/int64
   int num_threads = 0;         // 0: OpenMP's current default; <= kMaxThreads
-  // kFloat32, or kBFloat16: keys and values rounded to bf16 and, with AVX512_BF16,
-  // bf16 dot products (AttentionConfig::compute_dtype; README, "Accuracy").
+  // kFloat32, or kBFloat16: bf16 dot products where the CPU has AVX512_BF16, fp32
+  // elsewhere (AttentionConfig::compute_dtype; docs/serving.md, "bf16").
   DType compute_dtype = DType::kFloat32;
 };
 

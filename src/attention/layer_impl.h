@@ -122,9 +122,13 @@ struct MultiheadAttention::Impl {
   // the caller sets the rows, sequences and pages.
   internal::KvWrite LayerKvWrite(const int64_t* rotary_positions,
                                  int64_t positions_per_sequence) const;
+  // The storage of a forward's own K/V pages: bf16 for config.compute_dtype bf16 or
+  // bf16 keys or values (attention in bf16), fp32 otherwise.
+  internal::KvStorage WorkspaceStorage(const internal::Problem& problem) const;
   // Sizes the workspace pages and points `params` at them (V pages at values_at when
   // given: see ContiguousPages::Reset).
-  internal::ContiguousPages& UseWorkspacePages(int64_t batch_size, int64_t key_len,
+  internal::ContiguousPages& UseWorkspacePages(const internal::Problem& problem,
+                                               int64_t key_len,
                                                internal::AttentionParams& params,
                                                internal::Workspace& workspace,
                                                uint8_t* values_at = nullptr,

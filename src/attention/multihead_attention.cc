@@ -134,7 +134,7 @@ void MultiheadAttention::Impl::ForwardWhole(const Problem& problem,
         workspace.per_head_weights, problem.batch_size * config.num_heads * sq * sk);
   }
   internal::KvWrite write = LayerKvWrite(params.query_positions, sk);
-  write.pages = UseWorkspacePages(problem.batch_size, sk, params, workspace);
+  write.pages = UseWorkspacePages(problem, sk, params, workspace);
   write.batch_end = problem.batch_size;
   write.counts = internal::VisibleKeyCounts(masks, problem.batch_size, sq,
                                             workspace.core.key_counts);
@@ -168,7 +168,7 @@ void MultiheadAttention::Impl::ForwardInChunks(const Problem& problem,
   const int64_t sq = problem.query_len;
   AttentionParams params = base;
   internal::ContiguousPages& pages = UseWorkspacePages(
-      problem.batch_size, problem.key_len, params, workspace,
+      problem, problem.key_len, params, workspace,
       values_in_output ? static_cast<uint8_t*>(outputs.output.data) : nullptr,
       sq * output_dim * static_cast<int64_t>(sizeof(float)));
   ProjectKeys(
@@ -254,7 +254,7 @@ void MultiheadAttention::Impl::RunFlow(const Problem& problem,
   const int64_t page_size = internal::WorkspacePageSize(problem.key_len);
   const internal::BlockLayout block(page_size, config.resolved_num_kv_heads(),
                                     config.head_dim,
-                                    internal::KvStorageFor(config.compute_dtype));
+                                    WorkspaceStorage(problem));
   const double page_bytes =
       double(problem.batch_size) * double((problem.key_len + page_size - 1) / page_size);
   const double key_page_bytes = page_bytes * block.block_key_bytes(),

@@ -27,15 +27,22 @@ KvWrite MultiheadAttention::Impl::LayerKvWrite(const int64_t* rotary_positions,
   return write;
 }
 
+internal::KvStorage MultiheadAttention::Impl::WorkspaceStorage(
+    const internal::Problem& problem) const {
+  const bool bf16 = config.compute_dtype == DType::kBFloat16 ||
+                    problem.key.dtype == DType::kBFloat16 ||
+                    problem.value.dtype == DType::kBFloat16;
+  return internal::AttentionStorage(bf16 ? DType::kBFloat16 : DType::kFloat32);
+}
+
 internal::ContiguousPages& MultiheadAttention::Impl::UseWorkspacePages(
-    int64_t batch_size, int64_t key_len, AttentionParams& params, Workspace& workspace,
-    uint8_t* values_at, int64_t sequence_value_bytes) const {
+    const internal::Problem& problem, int64_t key_len, AttentionParams& params,
+    Workspace& workspace, uint8_t* values_at, int64_t sequence_value_bytes) const {
   internal::ContiguousPages& pages = workspace.core.kv_pages;
   params.page_size = internal::WorkspacePageSize(key_len);
   pages.Reset(internal::BlockLayout(params.page_size, config.resolved_num_kv_heads(),
-                                    config.head_dim,
-                                    internal::KvStorageFor(config.compute_dtype)),
-              batch_size, key_len, values_at, sequence_value_bytes);
+                                    config.head_dim, WorkspaceStorage(problem)),
+              problem.batch_size, key_len, values_at, sequence_value_bytes);
   params.pages = pages;
   return pages;
 }

@@ -7,6 +7,7 @@
 #include "src/base/check.h"
 #include "src/cache/kv_cache_storage.h"
 #include "src/kernels/tile_sizes.h"
+#include "src/platform/isa_cap.h"
 #include "src/validation/problem.h"
 
 namespace mha {
@@ -16,6 +17,11 @@ KvStorage KvStorageFor(DType storage) {
   return storage == DType::kBFloat16 ? KvStorage::kBFloat16
          : storage == DType::kInt8   ? KvStorage::kInt8
                                      : KvStorage::kFloat32;
+}
+
+KvStorage AttentionStorage(DType compute_dtype) {
+  return compute_dtype == DType::kBFloat16 && Bf16DotProductsRun() ? KvStorage::kBFloat16
+                                                                   : KvStorage::kFloat32;
 }
 
 DType DTypeOf(KvStorage storage) {

@@ -13,6 +13,11 @@ namespace mha::internal {
 // The storage type of a cache's pages for a public dtype (checked by the caller).
 KvStorage KvStorageFor(DType storage);
 DType DTypeOf(KvStorage storage);
+// The storage of the pages a forward writes its own K/V into for a compute dtype
+// (checked by the caller): bf16 only where bf16 dot products run. Elsewhere the
+// kernel would widen bf16 back to fp32, slower than fp32 pages (AVX2, Zen 4: the
+// bf16 core 1.27x slower) and less accurate.
+KvStorage AttentionStorage(DType compute_dtype);
 // Bytes one token of one KV head takes in a cache: K, V padded to whole panels, and
 // the int8 scales; -1 when that overflows int64.
 int64_t KvTokenBytes(int64_t head_dim, KvStorage storage);

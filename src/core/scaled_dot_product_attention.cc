@@ -23,7 +23,7 @@ void ScaledDotProductAttention(const AttentionTensor& query, const AttentionTens
   internal::ContiguousPages& pages = workspace.kv_pages;
   const int64_t page_size = internal::WorkspacePageSize(args.key_len);
   pages.Reset(internal::BlockLayout(page_size, args.num_kv_heads, args.head_dim,
-                                    internal::KvStorageFor(options.compute_dtype)),
+                                    internal::AttentionStorage(options.compute_dtype)),
               args.batch, args.key_len);
   internal::KvWrite write;
   write.key = args.key;

@@ -126,6 +126,13 @@ dnnl::engine CpuEngine() {
   return TranslateOneDnnErrors([] { return dnnl::engine(dnnl::engine::kind::cpu, 0); });
 }
 
+bool Bf16DotProductsRun() {
+  ApplyIsaCap();
+  // The attention kernel's rule (src/kernels/attention_head.cc).
+  const int64_t target = HWY_DYNAMIC_DISPATCH(CompiledTarget)();
+  return HWY_ARCH_X86 && target <= HWY_AVX3 && CpuHasAvx512Bf16();
+}
+
 void RecordProjectionKernel(const char* implementation) {
   const std::lock_guard<std::mutex> lock(kernels_mutex);
   projection_kernels.insert(implementation);
@@ -151,11 +158,8 @@ void SetMaxIsa(Isa isa) {
 IsaReport DescribeIsa() {
   internal::ApplyIsaCap();
   IsaReport report;
-  const int64_t target = HWY_DYNAMIC_DISPATCH(internal::CompiledTarget)();
-  report.simd_target = hwy::TargetName(target);
-  // The attention kernel's rule (src/kernels/attention_head.cc).
-  report.bf16_dot_products =
-      HWY_ARCH_X86 && target <= HWY_AVX3 && internal::CpuHasAvx512Bf16();
+  report.simd_target = hwy::TargetName(HWY_DYNAMIC_DISPATCH(internal::CompiledTarget)());
+  report.bf16_dot_products = internal::Bf16DotProductsRun();
   report.onednn_isa = internal::OnednnIsaName(dnnl::get_effective_cpu_isa());
   const std::lock_guard<std::mutex> lock(internal::kernels_mutex);
   report.projection_kernels.assign(internal::projection_kernels.begin(),

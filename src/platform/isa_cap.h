@@ -12,6 +12,10 @@ void ApplyIsaCap();
 // A CPU engine created after the cap.
 dnnl::engine CpuEngine();
 
+// Whether attention over bf16 pages runs AVX512_BF16 dot products here: the
+// dispatched Highway target is AVX-512 (not capped below) and the CPU has them.
+bool Bf16DotProductsRun();
+
 // Remembers a projection primitive's oneDNN implementation name for DescribeIsa.
 void RecordProjectionKernel(const char* implementation);
 

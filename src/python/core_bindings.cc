@@ -135,8 +135,8 @@ void BindCore(py::module_& m) {
       "D], key and value [B, H_kv, Sk, D] (layout=HeadLayout.bshd: [B, S, H, D]); "
       "rotary (a RotaryConfig, or a RotaryEmbedding built once and reused) rotates query "
       "and key first (query positions i, or Sk - Sq + i with causal_alignment "
-      "bottom_right, as the masks place them). compute_dtype=DType.bfloat16: keys and "
-      "values rounded to bf16, bf16 dot products on CPUs with AVX512_BF16. "
+      "bottom_right, as the masks place them). compute_dtype=DType.bfloat16: bf16 dot "
+      "products on CPUs with AVX512_BF16, fp32 elsewhere. "
       "Returns the output, or (output, logsumexp [B, H_q, Sq]).");
 }
 
