@@ -253,8 +253,7 @@ void MultiheadAttention::Impl::RunFlow(const Problem& problem,
   // K/V pages: whole pages of K^T and of V rows padded to panels.
   const int64_t page_size = internal::WorkspacePageSize(problem.key_len);
   const internal::BlockLayout block(page_size, config.resolved_num_kv_heads(),
-                                    config.head_dim,
-                                    WorkspaceStorage(problem));
+                                    config.head_dim, WorkspaceStorage(problem));
   const double page_bytes =
       double(problem.batch_size) * double((problem.key_len + page_size - 1) / page_size);
   const double key_page_bytes = page_bytes * block.block_key_bytes(),
