@@ -105,7 +105,7 @@ TEST(TaskPlan, CoversEveryQueryOnceInShortTiles) {
       PlanTasks(p.call, *p.plan, threads, plan);
       std::vector<int> seen(c.batch * c.num_heads * c.query_count, 0);
       for (const CoreTask& task : plan.tasks) {
-        EXPECT_LE(task.rows, 2 * static_cast<int64_t>(kQueryBlock)) << c.name;
+        EXPECT_LE(KernelRows(task), 2 * static_cast<int64_t>(kQueryBlock)) << c.name;
         if (task.partial >= 0 && task.partial != plan.groups[task.group].offset) continue;
         for (int64_t h = task.head; h < task.head + task.heads; ++h) {
           for (int64_t r = task.first_row; r < task.first_row + task.rows; ++r) {
@@ -116,6 +116,22 @@ TEST(TaskPlan, CoversEveryQueryOnceInShortTiles) {
       for (size_t i = 0; i < seen.size(); ++i) {
         ASSERT_EQ(seen[i], 1) << c.name << " on " << threads << " threads, row " << i;
       }
+    }
+  }
+}
+
+// Every task holds all query heads of one KV group, prefill and decode alike, so
+// that each K/V page a query block reads serves the whole group.
+TEST(TaskPlan, TasksHoldWholeKvGroups) {
+  for (const PlanCase& c : kCases) {
+    Planned p;
+    Describe(c, p);
+    TaskPlan plan;
+    PlanTasks(p.call, *p.plan, 2, plan);
+    const int64_t group = c.num_heads / c.num_kv_heads;
+    for (const CoreTask& task : plan.tasks) {
+      EXPECT_EQ(task.heads, group) << c.name;
+      EXPECT_EQ(task.head % group, 0) << c.name << ": head " << task.head;
     }
   }
 }

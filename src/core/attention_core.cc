@@ -19,8 +19,7 @@ void MergeSplits(const AttentionParams& params, const SplitGroup& group,
   const int64_t rows = KernelRows(whole), head_dim = params.head_dim;
   const int64_t split_floats = rows * (head_dim + 1);
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t head = whole.head + (whole.heads > 1 ? r : 0);
-    const int64_t row = whole.first_row + (whole.heads > 1 ? 0 : r);
+    const int64_t head = RowHead(whole, r), row = RowQuery(whole, r);
     float max = -std::numeric_limits<float>::infinity();
     bool nan = false;  // a split that met a non-finite input makes the row NaN
     for (int64_t s = 0; s < group.splits; ++s) {

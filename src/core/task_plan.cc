@@ -10,9 +10,9 @@
 namespace mha::internal {
 namespace {
 
-// Tiles have at least a micro-tile of rows and at most two kernel query blocks (a
-// longer tile reuses nothing: the kernel walks the keys once per block), so a long
-// prefill spreads over the threads.
+// Tiles have at least a micro-tile of kernel rows and at most two kernel query
+// blocks (a longer tile reuses nothing: the kernel walks the keys once per block),
+// so a long prefill spreads over the threads.
 constexpr int64_t kMaxTileRows = 2 * kQueryBlock;
 // A plan whose busiest thread is within this factor of the mean is taken.
 constexpr double kBalanced = 1.05;
@@ -31,15 +31,19 @@ int64_t VisibleKeys(const AttentionParams& params, const MaskPlan& masks, int64_
   return std::max<int64_t>(0, masks.KeyEnd(batch, query) - masks.KeyBegin(batch, query));
 }
 
-// Cost model: rows x visible keys (a trapezoid: the key range moves linearly with
-// the query under causal and window masks).
+// Query heads per task: a KV group's, whose rows then share each K/V page load.
+int64_t GroupHeads(const AttentionParams& params) {
+  return params.num_heads / params.num_kv_heads;
+}
+
+// Cost model: kernel rows x visible keys (a trapezoid: the key range moves linearly
+// with the query under causal and window masks).
 int64_t TaskCost(const AttentionParams& params, const MaskPlan& masks,
                  const CoreTask& task) {
-  if (task.heads > 1) return task.heads * VisibleKeys(params, masks, task.batch, 0);
   const int64_t last = task.first_row + task.rows - 1;
   const int64_t first_keys = VisibleKeys(params, masks, task.batch, task.first_row),
                 last_keys = VisibleKeys(params, masks, task.batch, last);
-  return std::max<int64_t>(1, task.rows * (first_keys + last_keys) / 2);
+  return std::max<int64_t>(1, KernelRows(task) * (first_keys + last_keys) / 2);
 }
 
 void SortLongestFirst(std::vector<CoreTask>& tasks) {
@@ -50,15 +54,15 @@ void SortLongestFirst(std::vector<CoreTask>& tasks) {
   });
 }
 
-// Tasks for every head (or KV group, decoding) of every batch, each head's queries
-// cut into `pieces` tiles differing by at most one row.
+// Tasks for every KV group of every batch, each group's queries cut into `pieces`
+// tiles differing by at most one query.
 void AddTasks(const AttentionParams& params, const MaskPlan& masks, int64_t pieces,
               std::vector<CoreTask>& tasks) {
   tasks.clear();
+  const int64_t heads = GroupHeads(params);
   for (int64_t batch = params.batch_begin; batch < params.batch_end; ++batch) {
     const int64_t count = QueryCount(params, batch);
-    const int64_t heads = count == 1 ? params.num_heads / params.num_kv_heads : 1;
-    const int64_t fewest = (count + kMaxTileRows - 1) / kMaxTileRows;
+    const int64_t fewest = (count * heads + kMaxTileRows - 1) / kMaxTileRows;
     const int64_t tiles = std::min(count, std::max(pieces, fewest));
     for (int64_t head = 0; head < params.num_heads; head += heads) {
       for (int64_t tile = 0; tile < tiles; ++tile) {
@@ -76,8 +80,9 @@ void AddTasks(const AttentionParams& params, const MaskPlan& masks, int64_t piec
   SortLongestFirst(tasks);
 }
 
-// Plans 1, 2, ... tiles per head (tiles of at least kTileRows rows) and keeps the
-// plan whose busiest simulated thread is least loaded, stopping at a balanced one.
+// Plans 1, 2, ... tiles per KV group (tiles of at least kTileRows kernel rows) and
+// keeps the plan whose busiest simulated thread is least loaded, stopping at a
+// balanced one.
 void PlanTiles(const AttentionParams& params, const MaskPlan& masks, int threads,
                TaskPlan& plan) {
   int64_t longest = 0;
@@ -87,7 +92,8 @@ void PlanTiles(const AttentionParams& params, const MaskPlan& masks, int threads
   AddTasks(params, masks, 1, plan.tasks);
   if (threads <= 1) return;
   int64_t best = LongestFirstMakespan(plan.tasks, threads, plan.thread_loads);
-  for (int64_t pieces = 2; longest / pieces >= static_cast<int64_t>(kTileRows);
+  for (int64_t pieces = 2;
+       longest * GroupHeads(params) / pieces >= static_cast<int64_t>(kTileRows);
        ++pieces) {
     int64_t total = 0;
     for (const CoreTask& task : plan.tasks) total += task.cost;

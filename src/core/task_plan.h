@@ -1,9 +1,9 @@
 // The task planner: cuts a core call into AttendHead tasks that keep every thread
-// busy. A task is one query head (or, decoding with grouped KV heads, every query
-// head of a KV group at one position, so the group's K/V pages are read once) over
-// a tile of queries. The tile size is chosen by simulating the threads running the
-// tasks longest first (as the dynamic schedule does), from a cost model: rows x
-// visible keys.
+// busy. A task is every query head of one KV group (one head without grouped KV
+// heads) over a tile of queries, its kernel rows interleaving the heads, so the
+// group's K/V pages are read once per query block. The tile size is chosen by
+// simulating the threads running the tasks longest first (as the dynamic schedule
+// does), from a cost model: kernel rows x visible keys.
 // Decoding tasks (one query position) over long key ranges are split at fixed
 // multiples of 256 keys and their partial results merged by log-sum-exp
 // (flash-decoding): the cuts depend on the shape alone, so every thread count gives

@@ -65,7 +65,12 @@ class QueryBlock {
         sums_(maxes_ + kQueryBlock),
         query_bits_(reinterpret_cast<uint16_t*>(scratch + layout.query_bits)),
         probability_bits_(reinterpret_cast<uint16_t*>(scratch + layout.probability_bits)),
-        bf16_dot_(bf16_dot) {}
+        bf16_dot_(bf16_dot) {
+    for (size_t i = 0; i < rows; ++i) {  // looked up per key tile: no division there
+      positions_[i] = task_rows.Position(first_row + static_cast<int64_t>(i));
+      heads_[i] = task_rows.Head(first_row + static_cast<int64_t>(i));
+    }
+  }
 
   template <class D>
   void Run(D d) {
@@ -89,15 +94,12 @@ class QueryBlock {
                    : nullptr);
     }
     Finish();
-    if (task_rows_.probabilities) WriteProbabilities(d, query, key_start, key_limit);
+    if (task_rows_.Probabilities(0)) WriteProbabilities(d, query, key_start, key_limit);
   }
 
  private:
   // Position in the sequence of the block's row i, as the masks see it.
-  int64_t Absolute(size_t i) const {
-    return task_rows_.first_query +
-           (first_row_ + static_cast<int64_t>(i)) * task_rows_.position_step;
-  }
+  int64_t Absolute(size_t i) const { return positions_[i]; }
   // Row i's key range: the masks' and the task's split.
   int64_t KeyBegin(size_t i) const {
     return std::max(task_.key_begin, masks_.KeyBegin(task_.batch, Absolute(i)));
@@ -105,27 +107,27 @@ class QueryBlock {
   int64_t KeyEnd(size_t i) const {
     return std::min(task_.key_end, masks_.KeyEnd(task_.batch, Absolute(i)));
   }
-  int64_t Head(size_t i) const {
-    return task_.head + (first_row_ + static_cast<int64_t>(i)) * task_rows_.head_step;
-  }
+  int64_t Head(size_t i) const { return heads_[i]; }
+  int64_t KernelRow(size_t i) const { return first_row_ + static_cast<int64_t>(i); }
 
-  // The block's query rows: scaled and rotated into the query tile when asked,
-  // otherwise read in place.
+  // The block's query rows: scaled and rotated into the query tile when asked, or
+  // gathered there when they are not evenly spaced (several heads at several
+  // positions); otherwise read in place.
   struct QueryRows {
     const float* data;
     size_t stride;
   };
   template <class D>
   QueryRows StageQueries(D d) {
-    const int64_t stride = task_rows_.query_stride;
-    const float* source = task_rows_.query + first_row_ * stride;
-    QueryRows query{source, static_cast<size_t>(stride)};
+    const int64_t stride = task_rows_.QueryStride();
+    QueryRows query{task_rows_.Query(first_row_), static_cast<size_t>(stride)};
     const size_t head_dim = static_cast<size_t>(params_.head_dim);
-    if (params_.query_scale != 1.0f || params_.rotary) {
+    if (params_.query_scale != 1.0f || params_.rotary || stride == 0) {
+      const int64_t* positions = task_rows_.query_positions();
       for (size_t i = 0; i < rows_; ++i) {
-        RotateRow(d, source + i * stride, head_dim, params_.rotary,
-                  params_.rotary ? task_rows_.query_positions[Absolute(i)] : 0,
-                  params_.query_scale, query_tile_ + i * layout_.padded_head_dim);
+        RotateRow(d, task_rows_.Query(KernelRow(i)), head_dim, params_.rotary,
+                  params_.rotary ? positions[Absolute(i)] : 0, params_.query_scale,
+                  query_tile_ + i * layout_.padded_head_dim);
       }
       query = {query_tile_, layout_.padded_head_dim};
     }
@@ -255,13 +257,11 @@ class QueryBlock {
       // Fully masked rows (sum exactly 0): zeros. A NaN sum (a non-finite input the
       // row attends to) stays NaN, never zeros that would hide it.
       const float inverse = sum == 0.0f ? 0.0f : 1.0f / sum;
-      const int64_t row_index = first_row_ + static_cast<int64_t>(i);
-      float* out = task_rows_.context + row_index * task_rows_.context_stride;
+      float* out = task_rows_.Context(KernelRow(i));
       const float* acc = context_ + i * layout_.padded_head_dim;
       for (int64_t k = 0; k < params_.head_dim; ++k) out[k] = acc[k] * inverse;
-      if (task_rows_.logsumexp) {
-        task_rows_.logsumexp[row_index * task_rows_.logsumexp_stride] = LogSumExp(i);
-      }
+      if (float* logsumexp = task_rows_.LogSumExp(KernelRow(i)))
+        *logsumexp = LogSumExp(i);
     }
   }
 
@@ -301,10 +301,7 @@ class QueryBlock {
     }
   }
 
-  float* Probabilities(size_t i) const {
-    return task_rows_.probabilities +
-           (first_row_ + static_cast<int64_t>(i)) * params_.key_len;
-  }
+  float* Probabilities(size_t i) const { return task_rows_.Probabilities(KernelRow(i)); }
 
   const AttentionParams& params_;
   const CoreTask& task_;
@@ -323,6 +320,7 @@ class QueryBlock {
   uint16_t* query_bits_;        // bf16_dot: the query rows, rounded
   uint16_t* probability_bits_;  // bf16_dot: the score tile's probabilities, rounded
   const bool bf16_dot_;
+  int64_t positions_[kQueryBlock], heads_[kQueryBlock];  // of each row
 };
 
 // Whether bfloat16 pages go through AVX512_BF16 dot products: only from an AVX-512

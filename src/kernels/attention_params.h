@@ -39,11 +39,13 @@ struct AttentionParams {
   const int64_t* query_positions = nullptr;
 };
 
-// One task: a tile of query rows of one head (or, decoding, the query heads of one
-// KV group at one position) over a range of keys.
+// One task: a tile of queries of `heads` query heads (one, or every query head of a
+// KV group, so that the group's K/V pages are read once per tile) over a range of
+// keys. Its kernel rows interleave the heads: row r is query first_row + r / heads of
+// head head + r % heads.
 struct CoreTask {
   int64_t batch = 0, head = 0;
-  int64_t heads = 1;                // > 1: the rows are query heads at one position
+  int64_t heads = 1;
   int64_t first_row = 0, rows = 0;  // of the batch's queries in the call
   int64_t key_begin = 0, key_end = INT64_MAX;
   // Split key ranges: partial results at partials + partial (-1: none), merged with
@@ -54,9 +56,14 @@ struct CoreTask {
   int64_t cost = 0;  // multiply-adds, roughly: the order tasks are run in
 };
 
-// Rows AttendHead sees for a task: its query heads or its queries.
-inline int64_t KernelRows(const CoreTask& task) {
-  return task.heads > 1 ? task.heads : task.rows;
+// Rows AttendHead sees for a task: every head's queries.
+inline int64_t KernelRows(const CoreTask& task) { return task.heads * task.rows; }
+// Kernel row r's head, and its query among the batch's queries in the call.
+inline int64_t RowHead(const CoreTask& task, int64_t r) {
+  return task.head + r % task.heads;
+}
+inline int64_t RowQuery(const CoreTask& task, int64_t r) {
+  return task.first_row + r / task.heads;
 }
 
 }  // namespace mha::internal
