@@ -1,5 +1,7 @@
-// Per-target exp of the softmax's arguments: scores minus their row max, so x <= 0
-// or -inf, never NaN (the softmax handles non-finite maxima before it gets here).
+// Per-target exp of the softmax's arguments: scores minus their row's running max,
+// which lags the true max by at most kMaxExpArgument (softmax-inl.h), so
+// x <= kMaxExpArgument or -inf, never NaN (the softmax handles non-finite maxima
+// before it gets here).
 // Cheaper than Highway's general Exp (14 vector ops on AVX-512, 17 elsewhere, against
 // its 22): no positive range, no sign handling, and on AVX-512 one `vscalefps` where
 // Highway builds 2^n from integers in two halves.
@@ -9,8 +11,8 @@
 // fitted for least relative error on that interval: 3e-9 in exact arithmetic.
 //
 // Accuracy (tests/kernels/exp_test.cc, every target): within 2e-7 relative of exp
-// for x >= -86; below, exactly 0, an absolute error under 4.5e-38 (exp(-86)), far
-// below what a probability next to the row max's exp(0) = 1 can show.
+// for -86 <= x <= kMaxExpArgument; below, exactly 0, an absolute error under 4.5e-38
+// (exp(-86)), far below what a probability next to the row max's exp(0) = 1 can show.
 
 #if defined(MHA_KERNELS_EXP_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef MHA_KERNELS_EXP_INL_H_
@@ -20,6 +22,15 @@
 #endif
 
 #include "hwy/highway.h"
+
+#ifndef MHA_KERNELS_EXP_ARGUMENT_
+#define MHA_KERNELS_EXP_ARGUMENT_
+namespace mha {
+// The largest argument the softmax passes: e^8 = 2981 keeps every intermediate far
+// from overflow.
+constexpr float kMaxExpArgument = 8.0f;
+}  // namespace mha
+#endif  // MHA_KERNELS_EXP_ARGUMENT_
 
 HWY_BEFORE_NAMESPACE();
 namespace mha {
@@ -38,9 +49,9 @@ HWY_INLINE hn::Vec<D> ExpOfReduced(D d, hn::Vec<D> r) {
   return hn::MulAdd(p, r, hn::Set(d, 1.0f));
 }
 
-// exp(x) for full vectors of x <= 0 or -inf.
+// exp(x) for full vectors of x <= kMaxExpArgument or -inf.
 template <class D>
-HWY_INLINE hn::Vec<D> ExpNonPositive(D d, hn::Vec<D> x) {
+HWY_INLINE hn::Vec<D> SoftmaxExp(D d, hn::Vec<D> x) {
   const auto log2e = hn::Set(d, 1.44269504088896341f);
   const auto minus_ln2_high = hn::Set(d, -0.693145751953125f);
   const auto minus_ln2_low = hn::Set(d, -1.428606765330187045e-6f);

@@ -3,8 +3,14 @@
 // and the running sum rescaled, so a row's probabilities never need all keys at once.
 // A row whose keys are all masked (-inf) keeps sum 0 and ends as zeros, never NaN.
 //
-// Accuracy: exp-inl.h's ExpNonPositive (every argument here is <= 0 after
-// max-subtraction): within 2e-7 relative down to exp(-86), 0 below.
+// The running max lags: it moves only when a block's max exceeds it by more than
+// kMaxExpArgument (8, exp-inl.h). Softmax is invariant under the shift, so the
+// result is the same up to rounding; every exp argument stays <= 8, so an
+// unnormalised probability is at most e^8 = 2981 and a row's sum under 3e3 x its
+// keys (finite for any key count below 1e34); and blocks whose max grew less than
+// that (after the first few, nearly all) leave the context rows unscaled.
+//
+// Accuracy: exp-inl.h's SoftmaxExp: within 2e-7 relative down to exp(-86), 0 below.
 //
 // Non-finite scores: a NaN or +inf score makes its row's max non-finite, and the
 // whole row NaN from then on (every x - max would be NaN or exp(NaN)), so that a
@@ -71,13 +77,14 @@ HWY_INLINE float RowMax(D d, const float* HWY_RESTRICT row, size_t n) {
   return hn::GetLane(hn::MaxOfLanes(d, max));
 }
 
-// row = exp(row - max), returning the sum; max is finite and >= every score.
+// row = exp(row - max), returning the sum; max is finite and >= every score minus
+// kMaxExpArgument.
 template <class D>
 HWY_INLINE float ExpAndSum(D d, float* HWY_RESTRICT row, size_t n, float max) {
   const auto neg_max = hn::Set(d, -max);
   auto sum = hn::Zero(d);
   for (size_t i = 0; i < n; i += hn::Lanes(d)) {
-    const auto e = ExpNonPositive(d, hn::Add(hn::LoadU(d, row + i), neg_max));
+    const auto e = SoftmaxExp(d, hn::Add(hn::LoadU(d, row + i), neg_max));
     sum = hn::Add(sum, e);
     hn::StoreU(e, d, row + i);
   }
@@ -94,7 +101,7 @@ HWY_INLINE float ExpAndSumToBf16(D d, const float* HWY_RESTRICT row, size_t n, f
   const auto neg_max = hn::Set(d, -max);
   auto sum = hn::Zero(d);
   for (size_t i = 0; i < n; i += hn::Lanes(d)) {
-    const auto e = ExpNonPositive(d, hn::Add(hn::LoadU(d, row + i), neg_max));
+    const auto e = SoftmaxExp(d, hn::Add(hn::LoadU(d, row + i), neg_max));
     const auto rounded = RoundedBf16High(d, e);
     sum = hn::Add(sum, hn::BitCast(d, rounded));
     hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di32, hn::ShiftRight<16>(rounded))), du16,
@@ -144,11 +151,13 @@ HWY_INLINE float OnlineSoftmaxBlock(D d, float* HWY_RESTRICT row, size_t n,
                                     float& running_max, float& running_sum,
                                     uint16_t* HWY_RESTRICT bits = nullptr) {
   HWY_DASSERT(n % hn::Lanes(d) == 0);
-  // A NaN max (from a NaN score) must not be dropped by std::max: it would read as
-  // "every key masked" and zero the row.
+  // A NaN max (from a NaN score) must not be dropped: it would read as "every key
+  // masked" and zero the row.
   const float block_max = RowMax(d, row, n);
-  const float new_max =
-      std::isnan(block_max) ? block_max : std::max(running_max, block_max);
+  const float new_max = std::isnan(block_max) || running_max == kNegInf ||
+                                block_max > running_max + kMaxExpArgument
+                            ? block_max
+                            : running_max;
   if (new_max == kNegInf || !std::isfinite(new_max)) {
     // Every key so far masked: zeros. A NaN or +inf score: the row is NaN.
     const float fill =

@@ -36,6 +36,15 @@ void BlockedSoftmaxForTest(float* row, size_t n, size_t block) {
   for (size_t i = 0; i < n; ++i) row[i] = sum > 0.0f ? row[i] / sum : 0.0f;
 }
 
+// One block of 16 keys, all masked but one of score `score`, through the softmax
+// step; returns its rescale factor.
+float SoftmaxStepForTest(float score, float& running_max, float& running_sum) {
+  const hwy::HWY_NAMESPACE::ScalableTag<float> d;
+  std::vector<float> block(16, kNegInf);
+  block[3] = score;
+  return OnlineSoftmaxBlock(d, block.data(), block.size(), running_max, running_sum);
+}
+
 // b: a [b_rows, >= n] tile in column panels, as KV pages are stored.
 void TileMatMulForTest(size_t rows, size_t n, size_t depth, const float* a, size_t lda,
                        const float* b, size_t b_rows, float* c, size_t ldc,
@@ -62,6 +71,7 @@ HWY_AFTER_NAMESPACE();
 
 namespace mha {
 HWY_EXPORT(BlockedSoftmaxForTest);
+HWY_EXPORT(SoftmaxStepForTest);
 HWY_EXPORT(TileMatMulForTest);
 HWY_EXPORT(TileMatMulBf16ForTest);
 }  // namespace mha
@@ -120,6 +130,35 @@ TEST_P(Kernels, OnlineSoftmaxMatchesPlainSoftmax) {
       }
     }
   }
+}
+
+// The running max lags the true one by up to 8: rising scores (a ramp of 0.25 to 0.75
+// per key, so blocks' maxima grow by 4 to 12) take both branches of the rule, and
+// exps of positive arguments up to 8, and still give the plain softmax.
+TEST_P(Kernels, OnlineSoftmaxWithALaggingMaxMatchesPlainSoftmax) {
+  for (float step : {0.25f, 0.5f, 0.75f}) {
+    std::vector<float> row(300);
+    for (size_t i = 0; i < row.size(); ++i) row[i] = step * static_cast<float>(i) - 30.0f;
+    const std::vector<float> expected = PlainSoftmax(row);
+    for (size_t block : {size_t{16}, size_t{48}}) {
+      std::vector<float> actual = row;
+      HWY_DYNAMIC_DISPATCH(mha::BlockedSoftmaxForTest)(actual.data(), row.size(), block);
+      ExpectClose(actual, expected, "ramp softmax", 1e-6);
+    }
+  }
+}
+
+// A block whose max exceeds the running max by at most 8 leaves the max, and the
+// context (factor exactly 1), as they were; one beyond moves the max to its own.
+TEST_P(Kernels, RunningMaxMovesOnlyBeyondTheLag) {
+  float max = 0.0f, sum = 1.0f;  // one key so far, of score 0 (a sink, say)
+  EXPECT_EQ(HWY_DYNAMIC_DISPATCH(mha::SoftmaxStepForTest)(7.9f, max, sum), 1.0f);
+  EXPECT_EQ(max, 0.0f);
+  EXPECT_NEAR(sum / (1.0 + std::exp(7.9)), 1.0, 1e-6);
+  const float rescale = HWY_DYNAMIC_DISPATCH(mha::SoftmaxStepForTest)(20.0f, max, sum);
+  EXPECT_EQ(max, 20.0f);
+  EXPECT_NEAR(rescale / std::exp(-20.0), 1.0, 1e-6);
+  EXPECT_NEAR(sum, (1.0 + std::exp(7.9)) * std::exp(-20.0) + 1.0, 1e-6);
 }
 
 TEST_P(Kernels, FullyMaskedRowBecomesZeros) {
