@@ -33,6 +33,7 @@ using mha::HWY_NAMESPACE::MaskOutside;
 using mha::HWY_NAMESPACE::MulRow;
 using mha::HWY_NAMESPACE::OnlineSoftmaxBlock;
 using mha::HWY_NAMESPACE::RotateRow;
+using mha::HWY_NAMESPACE::RowMax;
 using mha::HWY_NAMESPACE::ScaleProbabilities;
 using mha::HWY_NAMESPACE::ScaleRow;
 using mha::HWY_NAMESPACE::SoftCap;
@@ -203,11 +204,14 @@ class QueryBlock {
     const size_t padded = RoundUp(static_cast<size_t>(count), kPanelWidth);
     const size_t dim = layout_.padded_head_dim, stride = layout_.key_block;
     Logits(d, query, first_key, count, padded);
+    float block_maxes[kQueryBlock];
+    for (size_t i = 0; i < rows_; ++i)
+      block_maxes[i] = RowMax(d, scores_ + i * stride, padded);
     for (size_t i = 0; i < rows_; ++i) {
       float* row = scores_ + i * stride;
       const bool has_context = sums_[i] > 0.0f;
       const float rescale =
-          OnlineSoftmaxBlock(d, row, padded, maxes_[i], sums_[i],
+          OnlineSoftmaxBlock(d, row, padded, block_maxes[i], maxes_[i], sums_[i],
                              bf16_dot_ ? probability_bits_ + i * stride : nullptr);
       if (has_context && rescale != 1.0f) ScaleRow(d, context_ + i * dim, dim, rescale);
     }
@@ -220,12 +224,15 @@ class QueryBlock {
       }
       const T* after = column + keys < padded ? ValueTile(page + 1) : next_keys;
       const size_t page_size = static_cast<size_t>(pages_.page_size);
+      // The padding keys after the tile's last have probability 0: P V stops there
+      // (a small call's 6 keys in a 16-key tile: 6 rows of V, not 16).
+      const size_t depth = std::min(keys, static_cast<size_t>(count) - column);
       if (bf16_dot_) {
-        Bf16TileMatMul(rows_, dim, keys, probability_bits_ + column, stride,
+        Bf16TileMatMul(rows_, dim, depth, probability_bits_ + column, stride,
                        Bits(ValueTile(page)), page_size, context_, dim,
                        /*accumulate=*/true, Bits(after));
       } else {
-        TileMatMul(d, rows_, dim, keys, scores_ + column, stride, ValueTile(page),
+        TileMatMul(d, rows_, dim, depth, scores_ + column, stride, ValueTile(page),
                    page_size, context_, dim, /*accumulate=*/true, after);
       }
     });

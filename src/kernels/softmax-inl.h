@@ -143,17 +143,19 @@ HWY_INLINE void ScaleProbabilities(D d, float* HWY_RESTRICT row,
 
 // Turns one block of masked scores into unnormalised probabilities against the
 // updated running max: in place, or (bits given) rounded to bfloat16 into bits.
+// block_max is RowMax of the row (taken apart, so that a caller can take every row's
+// first: short rows then overlap their reductions instead of waiting on each).
 // Returns the factor by which everything accumulated from earlier blocks (the sum,
 // already applied here, and the context row) must be multiplied.
 // running_max starts at -inf and running_sum at 0 for each row.
 template <class D>
 HWY_INLINE float OnlineSoftmaxBlock(D d, float* HWY_RESTRICT row, size_t n,
-                                    float& running_max, float& running_sum,
+                                    float block_max, float& running_max,
+                                    float& running_sum,
                                     uint16_t* HWY_RESTRICT bits = nullptr) {
   HWY_DASSERT(n % hn::Lanes(d) == 0);
   // A NaN max (from a NaN score) must not be dropped: it would read as "every key
   // masked" and zero the row.
-  const float block_max = RowMax(d, row, n);
   const float new_max = std::isnan(block_max) || running_max == kNegInf ||
                                 block_max > running_max + kMaxExpArgument
                             ? block_max

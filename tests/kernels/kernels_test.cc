@@ -29,7 +29,9 @@ void BlockedSoftmaxForTest(float* row, size_t n, size_t block) {
     const size_t count = std::min(block, n - first);
     padded.assign((count + 15) / 16 * 16, kNegInf);
     std::copy(row + first, row + first + count, padded.begin());
-    const float rescale = OnlineSoftmaxBlock(d, padded.data(), padded.size(), max, sum);
+    const float rescale =
+        OnlineSoftmaxBlock(d, padded.data(), padded.size(),
+                           RowMax(d, padded.data(), padded.size()), max, sum);
     for (size_t i = 0; i < first; ++i) row[i] *= rescale;
     std::copy(padded.begin(), padded.begin() + count, row + first);
   }
@@ -42,7 +44,9 @@ float SoftmaxStepForTest(float score, float& running_max, float& running_sum) {
   const hwy::HWY_NAMESPACE::ScalableTag<float> d;
   std::vector<float> block(16, kNegInf);
   block[3] = score;
-  return OnlineSoftmaxBlock(d, block.data(), block.size(), running_max, running_sum);
+  return OnlineSoftmaxBlock(d, block.data(), block.size(),
+                            RowMax(d, block.data(), block.size()), running_max,
+                            running_sum);
 }
 
 // b: a [b_rows, >= n] tile in column panels, as KV pages are stored.
