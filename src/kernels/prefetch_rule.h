@@ -3,9 +3,12 @@
 // streams KV pages from memory, a paged cache's in scattered pages of 1-8 KiB, too
 // short for the hardware prefetchers to ramp up: the last strip of a page prefetches
 // the start of the page read after it, and short bands (under 2 x kPrefetchRows rows)
-// their next strip. Within a band only strips of several panels prefetch: a single
-// panel is one sequential stream the hardware follows, and on a Zen 4 prefetching it
-// made the contiguous cache's decode 1.15-1.35x slower with the AVX2 kernel.
+// their next strip. Within a band, strips of several panels prefetch, and so does a
+// single panel that another page follows (a paged cache's 16-token K^T page: the
+// previous page fetched its first rows, and the hardware does not ramp up on the
+// rest: paged fp32 and bf16 decode 1.07-1.21x faster on Zen 5). A single panel without
+// a next page (the AVX2 kernel's contiguous strips) is one sequential stream the hardware
+// follows: on a Zen 4 prefetching it made contiguous decode 1.15-1.35x slower.
 #pragma once
 
 #include <cstddef>
@@ -26,7 +29,7 @@ inline uintptr_t PrefetchAddress(const void* strip, size_t panel, size_t panels,
                                  const void* after) {
   const size_t ahead = row + kPrefetchRows;
   const uintptr_t start = reinterpret_cast<uintptr_t>(strip) + panel * rows * row_bytes;
-  if (ahead < rows) return panels > 1 ? start + ahead * row_bytes : 0;
+  if (ahead < rows) return panels > 1 || after ? start + ahead * row_bytes : 0;
   if (after) {
     return reinterpret_cast<uintptr_t>(after) +
            ((ahead - rows) * panels + panel) * row_bytes;
