@@ -387,6 +387,10 @@ bool ApplyIsaFlag(int& argc, char** argv) {
   const mha::IsaReport isa = mha::DescribeIsa();
   benchmark::AddCustomContext("mha_simd_target", isa.simd_target);
   benchmark::AddCustomContext("mha_onednn_isa", isa.onednn_isa);
+  benchmark::AddCustomContext("mha_bf16_attention", isa.amx_tiles ? "amx"
+                                                    : isa.bf16_dot_products
+                                                        ? "avx512_bf16"
+                                                        : "widened");
   return true;
 }
 

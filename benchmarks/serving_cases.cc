@@ -186,6 +186,11 @@ void RegisterServingCases() {
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
   }
+  // Prefill over bf16 pages: the bf16 tile products on 16-token pages.
+  benchmark::RegisterBenchmark("BM_Serve/serve_mixed/prefill_part/bfloat16",
+                               BM_ServeMixed, MixedPart::kPrefill, DType::kBFloat16)
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
   for (DType storage : {DType::kFloat32, DType::kBFloat16, DType::kInt8}) {
     benchmark::RegisterBenchmark(
         (std::string("BM_Serve/decode_long_b1/") + DTypeName(storage)).c_str(),

@@ -4,9 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "src/kernels/bf16_convert.h"
+#include "src/platform/cpu_features.h"
 #include "tests/test_util.h"
 
 namespace mha::testing {
@@ -53,6 +56,16 @@ TEST(Bf16Weights, DecodeThroughCacheMatchesBf16Forward) {
                 std::vector<float>(full.begin() + t * 32, full.begin() + (t + 1) * 32),
                 "decode");
   }
+}
+
+// AMX tiles run exactly where the CPU has them, the cap is native (as for oneDNN,
+// "avx512" stops short of AMX) and the bf16 dot products run at all.
+TEST(Bf16Inputs, AmxTilesReportedWhereTheyRun) {
+  const IsaReport report = DescribeIsa();
+  const char* cap = std::getenv("MHA_MAX_ISA");
+  const bool native = cap == nullptr || *cap == 0 || std::string(cap) == "native";
+  EXPECT_EQ(report.amx_tiles,
+            report.bf16_dot_products && native && internal::CpuHasAmxBf16());
 }
 
 // bf16 input tensors give what their widened fp32 values give, for fp32 and bf16

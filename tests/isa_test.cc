@@ -47,6 +47,8 @@ TEST(IsaCap, EnvironmentCapsKernelsAndProjections) {
   const IsaReport report = DescribeIsa();
   EXPECT_EQ(report.simd_target, "SSE4");
   EXPECT_EQ(report.onednn_isa, "sse41");
+  EXPECT_FALSE(report.bf16_dot_products);
+  EXPECT_FALSE(report.amx_tiles);
   EXPECT_FALSE(report.projection_kernels.empty());
   // oneDNN's ISA is fixed now: a wider cap is refused, the same one accepted.
   ExpectErrorMentioning([] { SetMaxIsa(Isa::kNative); }, "already created a primitive");

@@ -1,10 +1,13 @@
-// Bf16TileMatMul: the tile product of tile_matmul-inl.h in bfloat16 dot products
-// with fp32 accumulation (AVX512_BF16's vdpbf16ps: per 32-bit lane, c += a0 b0 +
-// a1 b1), twice the multiply-adds of an fp32 FMA per instruction. Highway 1.0.3 has
-// no such operation, so this is one narrow x86 kernel with a target attribute
-// (bf16_tile_matmul_avx512.cc), run only where CPUID says so
-// (src/platform/cpu_features.h). The attention kernel calls it only from its AVX-512
-// target, so MHA_MAX_ISA caps it like every Highway kernel.
+// Bf16TileMatMul: the tile product of tile_matmul-inl.h on bfloat16 operands with
+// fp32 accumulation, in instructions Highway 1.0.3 does not emit, each in one narrow
+// x86 file with a target attribute, run only where CPUID says so
+// (src/platform/cpu_features.h):
+// - AVX512_BF16's vdpbf16ps (per 32-bit lane, c += a0 b0 + a1 b1), twice the
+//   multiply-adds of an fp32 FMA per instruction (bf16_tile_matmul_avx512.cc);
+// - AMX's tdpbf16ps (a 16 x 32 by 32 x 16 tile product), where the CPU has AMX-BF16
+//   and the ISA cap is "native" (bf16_tile_matmul_amx.cc).
+// The attention kernel calls it only from its AVX-512 target, so MHA_MAX_ISA caps
+// it like every Highway kernel.
 #pragma once
 
 #include <cstddef>
@@ -17,8 +20,32 @@ namespace mha::internal {
 // bfloat16 tile of b_rows rows (src/kernels/kv_pages.h). Rows go in pairs: for an
 // odd depth, A's element depth must be 0 and B's row depth finite (a tile's zero
 // row). `after`: the tile read next, whose start the last strip prefetches.
+// Runs on AMX tiles when AmxTileProducts() and the product is big enough to pay for
+// configuring them (kAmxMinTileProducts); the depth past whole kAmxDepth / 2 runs
+// on vdpbf16ps.
 void Bf16TileMatMul(size_t rows, size_t n, size_t depth, const uint16_t* a, size_t lda,
                     const uint16_t* b, size_t b_rows, float* c, size_t ldc,
                     bool accumulate, const uint16_t* after);
+
+// Whether Bf16TileMatMul may use AMX: the CPU has it and the ISA cap allows it.
+bool AmxTileProducts();
+
+// The depth of one AMX tile product: 16 pairs of bfloat16 in a 64-byte tile row;
+// depths of an odd number of kAmxDepth / 2 run in half-depth products.
+constexpr size_t kAmxDepth = 32;
+// Configuring the tiles and releasing them costs about as much as a few tile
+// products: smaller products run on vdpbf16ps. (A decode step over a paged cache's
+// 16-token pages, 4 query heads x 16 keys x 128: 4 tile products, 1.11x slower on
+// AMX; over 128-token pages, 1 x 128 x 64: 16, 1.15x faster.)
+constexpr size_t kAmxMinTileProducts = 8;
+
+// The two kernels, as Bf16TileMatMul; the AMX one takes depth % (kAmxDepth / 2) == 0
+// and needs AmxTileProducts().
+void Bf16TileMatMulAvx512(size_t rows, size_t n, size_t depth, const uint16_t* a,
+                          size_t lda, const uint16_t* b, size_t b_rows, float* c,
+                          size_t ldc, bool accumulate, const uint16_t* after);
+void Bf16TileMatMulAmx(size_t rows, size_t n, size_t depth, const uint16_t* a, size_t lda,
+                       const uint16_t* b, size_t b_rows, float* c, size_t ldc,
+                       bool accumulate);
 
 }  // namespace mha::internal

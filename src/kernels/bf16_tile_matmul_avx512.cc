@@ -1,4 +1,4 @@
-// Bf16TileMatMul on AVX512_BF16 (bf16_tile_matmul.h): the outer-product micro-tile
+// Bf16TileMatMulAvx512 on AVX512_BF16 (bf16_tile_matmul.h): the outer-product micro-tile
 // of tile_matmul-inl.h, with one vdpbf16ps taking two rows of B (a pair-row of a
 // paired panel: 16 columns x 2 rows in one zmm) against one broadcast pair of A.
 // 6 x 4 accumulators + 4 B vectors + 1 broadcast fit the 32 registers.
@@ -108,10 +108,11 @@ MHA_BF16_TARGET void Strip(size_t rows, const uint16_t* a, size_t lda, Band b,
 
 }  // namespace
 
-MHA_BF16_TARGET void Bf16TileMatMul(size_t rows, size_t n, size_t depth,
-                                    const uint16_t* a, size_t lda, const uint16_t* b,
-                                    size_t b_rows, float* c, size_t ldc, bool accumulate,
-                                    const uint16_t* after) {
+MHA_BF16_TARGET void Bf16TileMatMulAvx512(size_t rows, size_t n, size_t depth,
+                                          const uint16_t* a, size_t lda,
+                                          const uint16_t* b, size_t b_rows, float* c,
+                                          size_t ldc, bool accumulate,
+                                          const uint16_t* after) {
   constexpr size_t kCols = 4;  // panels per strip
   const size_t panels = n / kPanelWidth;
   Band band{b, RoundUp(b_rows, 2), 0, nullptr};
@@ -142,8 +143,9 @@ MHA_BF16_TARGET void Bf16TileMatMul(size_t rows, size_t n, size_t depth,
 
 namespace mha::internal {
 
-void Bf16TileMatMul(size_t, size_t, size_t, const uint16_t*, size_t, const uint16_t*,
-                    size_t, float*, size_t, bool, const uint16_t*) {}
+void Bf16TileMatMulAvx512(size_t, size_t, size_t, const uint16_t*, size_t,
+                          const uint16_t*, size_t, float*, size_t, bool,
+                          const uint16_t*) {}
 
 }  // namespace mha::internal
 

@@ -22,6 +22,7 @@ HWY_AFTER_NAMESPACE();
 
 #include "mha/error.hpp"
 #include "mha/isa.hpp"
+#include "src/kernels/bf16_tile_matmul.h"
 #include "src/platform/cpu_features.h"
 #include "src/platform/isa_cap.h"
 #include "src/platform/onednn_errors.h"
@@ -60,6 +61,7 @@ std::mutex kernels_mutex;
 std::set<std::string> projection_kernels;
 
 bool capped = false;  // a cap other than native was applied; guarded by cap_mutex
+std::atomic<bool> amx_allowed{true};
 
 // Whether oneDNN, which fixes its ISA at its first primitive, already runs within
 // `entry` (the host may have used oneDNN before mha). Never true when lifting a cap.
@@ -84,6 +86,7 @@ void ApplyLocked(Isa isa, const char* source) {
     hwy::DisableTargets(entry.highway_disabled);
   }
   capped = entry.isa != Isa::kNative;
+  amx_allowed.store(!capped, std::memory_order_relaxed);
   cap_applied.store(true, std::memory_order_release);
 }
 
@@ -133,6 +136,8 @@ bool Bf16DotProductsRun() {
   return HWY_ARCH_X86 && target <= HWY_AVX3 && CpuHasAvx512Bf16();
 }
 
+bool CapAllowsAmx() { return amx_allowed.load(std::memory_order_relaxed); }
+
 void RecordProjectionKernel(const char* implementation) {
   const std::lock_guard<std::mutex> lock(kernels_mutex);
   projection_kernels.insert(implementation);
@@ -160,6 +165,7 @@ IsaReport DescribeIsa() {
   IsaReport report;
   report.simd_target = hwy::TargetName(HWY_DYNAMIC_DISPATCH(internal::CompiledTarget)());
   report.bf16_dot_products = internal::Bf16DotProductsRun();
+  report.amx_tiles = report.bf16_dot_products && internal::AmxTileProducts();
   report.onednn_isa = internal::OnednnIsaName(dnnl::get_effective_cpu_isa());
   const std::lock_guard<std::mutex> lock(internal::kernels_mutex);
   report.projection_kernels.assign(internal::projection_kernels.begin(),

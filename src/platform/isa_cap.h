@@ -16,6 +16,10 @@ dnnl::engine CpuEngine();
 // dispatched Highway target is AVX-512 (not capped below) and the CPU has them.
 bool Bf16DotProductsRun();
 
+// Whether the cap leaves AMX to mha's bf16 tile products: only "native" does, as
+// for oneDNN ("avx512" stops short of AMX). Cheap: read per tile product.
+bool CapAllowsAmx();
+
 // Remembers a projection primitive's oneDNN implementation name for DescribeIsa.
 void RecordProjectionKernel(const char* implementation);
 

@@ -1,8 +1,10 @@
-// bf16_tile_matmul.h (AVX512_BF16 dot products) against a double-precision product
-// of the same bfloat16 values: every row count of the micro-tile and its remainders,
-// every strip width, odd and even depths (an odd depth's half pair), B tiles with
-// more rows than the product uses, accumulating or not, and the NaN of an input it
-// reads. Skipped on CPUs without AVX512_BF16.
+// bf16_tile_matmul.h's kernels (AVX512_BF16 dot products, AMX tiles, and the
+// product that splits between them) against a double-precision product of the same
+// bfloat16 values: every row count of the micro-tile and of the AMX row blocks and
+// their remainders, every strip width, odd and even depths (an odd depth's half
+// pair; the AMX chunks' remainders), B tiles with more rows than the product uses,
+// accumulating or not, and the NaN of an input it reads. Each kernel is skipped on
+// CPUs without its instructions.
 #include "src/kernels/bf16_tile_matmul.h"
 
 #include <gtest/gtest.h>
@@ -50,17 +52,65 @@ struct PairedTile {
   }
 };
 
-class Bf16TileMatMul : public ::testing::Test {
+enum class Kernel { kAvx512Bf16, kAmxTiles, kSplit };
+
+const char* KernelName(Kernel kernel) {
+  switch (kernel) {
+    case Kernel::kAvx512Bf16:
+      return "Avx512Bf16";
+    case Kernel::kAmxTiles:
+      return "AmxTiles";
+    case Kernel::kSplit:
+      break;
+  }
+  return "AmxThenAvx512Bf16";
+}
+
+void PrintTo(Kernel kernel, std::ostream* os) { *os << KernelName(kernel); }
+
+using Product = void (*)(size_t rows, size_t n, size_t depth, const uint16_t* a,
+                         size_t lda, const uint16_t* b, size_t b_rows, float* c,
+                         size_t ldc, bool accumulate);
+
+class Bf16TileMatMul : public ::testing::TestWithParam<Kernel> {
  protected:
   void SetUp() override {
     if (!mha::internal::CpuHasAvx512Bf16()) GTEST_SKIP() << "no AVX512_BF16";
+    if (GetParam() == Kernel::kAmxTiles && !mha::internal::CpuHasAmxBf16()) {
+      GTEST_SKIP() << "no AMX-BF16";
+    }
+  }
+
+  static Product Run() {
+    switch (GetParam()) {
+      case Kernel::kAvx512Bf16:
+        return [](size_t rows, size_t n, size_t depth, const uint16_t* a, size_t lda,
+                  const uint16_t* b, size_t b_rows, float* c, size_t ldc, bool acc) {
+          mha::internal::Bf16TileMatMulAvx512(rows, n, depth, a, lda, b, b_rows, c, ldc,
+                                              acc, nullptr);
+        };
+      case Kernel::kAmxTiles:
+        return mha::internal::Bf16TileMatMulAmx;
+      case Kernel::kSplit:
+        break;
+    }
+    return [](size_t rows, size_t n, size_t depth, const uint16_t* a, size_t lda,
+              const uint16_t* b, size_t b_rows, float* c, size_t ldc, bool acc) {
+      mha::internal::Bf16TileMatMul(rows, n, depth, a, lda, b, b_rows, c, ldc, acc,
+                                    nullptr);
+    };
   }
 };
 
-TEST_F(Bf16TileMatMul, MatchesDoubleProductOfTheBf16Values) {
-  for (size_t rows : {1, 2, 3, 4, 5, 6, 7, 12, 13}) {
-    for (size_t n : {16, 32, 48, 64, 80, 144}) {
-      for (size_t depth : {1, 2, 3, 16, 17, 64, 128}) {
+TEST_P(Bf16TileMatMul, MatchesDoubleProductOfTheBf16Values) {
+  const Product product = Run();
+  for (size_t rows : {1, 5, 6, 7, 8, 13, 16, 17, 32, 33, 48}) {
+    for (size_t n : {16, 32, 48, 80, 144}) {
+      for (size_t depth : {1, 3, 16, 17, 32, 33, 48, 64, 128}) {
+        if (GetParam() == Kernel::kAmxTiles &&
+            depth % (mha::internal::kAmxDepth / 2) != 0) {
+          continue;
+        }
         for (size_t extra_rows : {0, 5}) {
           for (bool accumulate : {false, true}) {
             const size_t lda = RoundUp(depth, 2) + 4, ldc = n + 16;
@@ -81,8 +131,8 @@ TEST_F(Bf16TileMatMul, MatchesDoubleProductOfTheBf16Values) {
                 expected[i * ldc + j] = static_cast<float>(sum);
               }
             }
-            mha::internal::Bf16TileMatMul(rows, n, depth, a.data(), lda, b.bits.data(),
-                                          b.rows, c.data(), ldc, accumulate, nullptr);
+            product(rows, n, depth, a.data(), lda, b.bits.data(), b.rows, c.data(), ldc,
+                    accumulate);
             SCOPED_TRACE(::testing::Message()
                          << "rows " << rows << " n " << n << " depth " << depth
                          << " b rows " << b.rows << " accumulate " << accumulate);
@@ -98,19 +148,25 @@ TEST_F(Bf16TileMatMul, MatchesDoubleProductOfTheBf16Values) {
   }
 }
 
-TEST_F(Bf16TileMatMul, NaNInAnInputItReadsReachesTheProduct) {
-  const size_t depth = 16, n = 32, lda = depth;
+TEST_P(Bf16TileMatMul, NaNInAnInputItReadsReachesTheProduct) {
+  const size_t depth = 32, n = 32, lda = depth, rows = 9;
   PairedTile b(depth, n, 4);
-  std::vector<uint16_t> a(2 * lda, mha::internal::RoundToBf16Bits(0.5f));
+  std::vector<uint16_t> a(rows * lda, mha::internal::RoundToBf16Bits(0.5f));
   b.bits[PairedOffset(7, 20, depth)] = 0x7FC0;  // a quiet NaN in column 20
-  std::vector<float> c(2 * n, 0.0f);
-  mha::internal::Bf16TileMatMul(2, n, depth, a.data(), lda, b.bits.data(), depth,
-                                c.data(), n, false, nullptr);
-  for (size_t i = 0; i < 2; ++i) {
+  std::vector<float> c(rows * n, 0.0f);
+  Run()(rows, n, depth, a.data(), lda, b.bits.data(), depth, c.data(), n, false);
+  for (size_t i = 0; i < rows; ++i) {
     for (size_t j = 0; j < n; ++j) {
       EXPECT_EQ(std::isnan(c[i * n + j]), j == 20) << i << "," << j;
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Kernels, Bf16TileMatMul,
+                         ::testing::Values(Kernel::kAvx512Bf16, Kernel::kAmxTiles,
+                                           Kernel::kSplit),
+                         [](const ::testing::TestParamInfo<Kernel>& info) {
+                           return KernelName(info.param);
+                         });
 
 }  // namespace
