@@ -29,8 +29,9 @@ struct IsaReport {
   // Q K^T and P V in AVX512_BF16 dot products, queries and probabilities rounded to
   // bf16 (docs/serving.md, "bf16"); false: in fp32 on the widened bf16 values.
   bool bf16_dot_products = false;
-  // Those dot products run on AMX tiles (tdpbf16ps; Intel Sapphire Rapids and
-  // later) for tile products large enough to pay for them; needs the cap "native".
+  // Those products run on AMX tiles (tdpbf16ps; Intel Sapphire Rapids and later)
+  // for blocks of 16 query rows or more, and shorter blocks (decode) in fp32 on the
+  // widened bf16; needs the cap "native".
   bool amx_tiles = false;
   // oneDNN implementations of the projections created so far, e.g. "brg:avx2".
   std::vector<std::string> projection_kernels;

@@ -38,6 +38,9 @@ constexpr size_t kAmxDepth = 32;
 // 16-token pages, 4 query heads x 16 keys x 128: 4 tile products, 1.11x slower on
 // AMX; over 128-token pages, 1 x 128 x 64: 16, 1.15x faster.)
 constexpr size_t kAmxMinTileProducts = 8;
+// Where AMX tiles run, the attention kernel gives bf16 products only to blocks of at
+// least one tile of query rows (attention_head.cc).
+constexpr size_t kAmxMinRows = 16;
 
 // The two kernels, as Bf16TileMatMul; the AMX one takes depth % (kAmxDepth / 2) == 0
 // and needs AmxTileProducts().
