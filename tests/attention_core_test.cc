@@ -21,7 +21,7 @@ struct CoreCase {
   int64_t batch = 1, heads = 2, kv_heads = 2, query_len = 5, key_len = 5, head_dim = 8;
   HeadLayout layout = HeadLayout::kBHSD;
   bool causal = false, bottom_right = false;
-  std::optional<int64_t> window, window_right;
+  std::optional<int64_t> window, window_right, chunk;
   std::optional<float> softcap;
   bool alibi = false, given_slopes = false, sinks = false;
   RotaryPairing rope = RotaryPairing::kNone;
@@ -77,6 +77,7 @@ struct CoreProblem {
     if (c.given_slopes) options.features.alibi_slopes = RandomFloats(c.heads, 5, 0.5f);
     options.features.sliding_window = c.window;
     options.features.sliding_window_right = c.window_right;
+    options.features.attention_chunk_size = c.chunk;
     sink_values = RandomFloats(c.heads, 6, 2.0f);
     if (c.sinks) options.sinks = TensorView(sink_values.data(), Shape{c.heads});
     if (c.rope != RotaryPairing::kNone) {
@@ -250,6 +251,22 @@ std::vector<CoreCase> Cases() {
   add(c);
   c = Case("sliding_window_1");
   c.query_len = c.key_len = 30, c.causal = true, c.window = 1;
+  add(c);
+  // Llama 4's chunked attention: 48-row blocks and 128-key tiles straddle chunks.
+  c = Case("attention_chunk_causal_gqa");
+  c.heads = 8, c.kv_heads = 2, c.query_len = c.key_len = 300, c.head_dim = 64,
+  c.causal = true, c.chunk = 100;
+  add(c);
+  c = Case("attention_chunk_bidirectional");
+  c.batch = 2, c.query_len = c.key_len = 40, c.chunk = 7;
+  add(c);
+  c = Case("attention_chunk_bottom_right_window_sinks");
+  c.query_len = 50, c.key_len = 300, c.head_dim = 32, c.causal = true,
+  c.bottom_right = true, c.chunk = 64, c.window = 40, c.sinks = true, c.softcap = 5.0f,
+  c.alibi = true, c.rope = RotaryPairing::kHalfSplit;
+  add(c);
+  c = Case("attention_chunk_1");
+  c.query_len = c.key_len = 30, c.causal = true, c.chunk = 1;
   add(c);
   c = Case("softcap");
   c.query_len = 33, c.key_len = 70, c.head_dim = 80, c.softcap = 2.0f, c.scale = 1.0f;

@@ -142,6 +142,23 @@ static void CheckCore(void) {
   Check(strstr(mha_last_error(), "sliding_window") != NULL, "bad window message");
   Check(out[0] == 0.0f && out[S * 2 * D - 1] == 0.0f, "nothing written");
   args.features.sliding_window = 0;
+  args.features.attention_chunk_size = -1;
+  Check(mha_scaled_dot_product_attention(&args) == MHA_INVALID_ARGUMENT &&
+            strstr(mha_last_error(), "attention_chunk_size") != NULL && out[0] == 0.0f,
+        "bad attention chunk refused, naming it");
+  /* Chunks of 1 key (Llama 4's chunked attention at its smallest): without sinks
+   * every query sees only its own key, so each head's output row is V's. */
+  args.features.attention_chunk_size = 1;
+  args.sinks = NULL;
+  Check(mha_scaled_dot_product_attention(&args) == MHA_OK, "chunked core call");
+  float worst = 0.0f;
+  for (int i = 0; i < S; ++i)
+    for (int h = 0; h < 2; ++h)
+      for (int d = 0; d < D; ++d)
+        worst = fmaxf(worst, fabsf(out[(i * 2 + h) * D + d] - v[i * D + d]));
+  Check(worst < 1e-6f, "chunks of 1: the output is V");
+  args.features.attention_chunk_size = 0;
+  args.sinks = sinks;
 
   /* A rotary table: odd rotary_dim refused; a valid one changes the result. */
   mha_rope_config rope;

@@ -16,7 +16,7 @@ struct FeatureCase {
   int64_t num_heads = 4, num_kv_heads = 0, head_dim = 8;
   RotaryPairing rope = RotaryPairing::kNone;
   int64_t rotary_dim = 0;
-  std::optional<int64_t> window;
+  std::optional<int64_t> window, chunk;
   std::optional<float> softcap;
   bool alibi = false, sinks = false;
 };
@@ -42,6 +42,7 @@ struct FeatureLayer {
     layer.config.rotary.rotary_dim = c.rotary_dim;
     layer.config.rotary.max_positions = 512;
     layer.config.features.sliding_window = c.window;
+    layer.config.features.attention_chunk_size = c.chunk;
     layer.config.features.softcap = c.softcap;
     layer.config.features.alibi = c.alibi;
     sinks = RandomFloats(c.num_heads, 22, 1.5f);
@@ -63,6 +64,9 @@ std::vector<FeatureCase> Cases() {
   cases.push_back(c);
   c = Named("sliding_window");
   c.window = 5;
+  cases.push_back(c);
+  c = Named("attention_chunk_rope_gqa_sinks");  // Llama 4's chunked layers
+  c.chunk = 8, c.rope = RotaryPairing::kHalfSplit, c.num_kv_heads = 2, c.sinks = true;
   cases.push_back(c);
   c = Named("softcap");
   c.softcap = 1.5f;
@@ -210,6 +214,10 @@ TEST(FeatureErrors, NameTheArgumentAndWriteNothing) {
   expect_config_error("features.sliding_window: must be >= 1, got -3",
                       [](AttentionConfig& config, AttentionWeights&) {
                         config.features.sliding_window = -3;
+                      });
+  expect_config_error("features.attention_chunk_size: must be >= 1, got 0",
+                      [](AttentionConfig& config, AttentionWeights&) {
+                        config.features.attention_chunk_size = 0;
                       });
   expect_config_error(
       "features.softcap: must be finite and > 0, got 0",

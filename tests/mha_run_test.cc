@@ -114,7 +114,8 @@ TEST_F(MhaRun, DecoderFeatureFlags) {
   };
   const auto [code, err] =
       Run(with({"--causal", "--rope", "neox", "--rope-scaling", "llama3:8,1,4,16",
-                "--sliding-window", "2", "--softcap", "4.5", "--alibi"}));
+                "--sliding-window", "2", "--attention-chunk-size", "2", "--softcap",
+                "4.5", "--alibi"}));
   EXPECT_EQ(code, 0) << err;
   ExpectFailure(with({"--rope", "gptj"}), 2,
                 {"--rope: expected one of neox, interleaved, got 'gptj'"});
@@ -123,6 +124,8 @@ TEST_F(MhaRun, DecoderFeatureFlags) {
                 {"--rope-scaling", "llama3:F,LOW,HIGH,ORIGINAL", "'llama3:8,1'"});
   ExpectFailure(with({"--softcap", "big"}), 2, {"--softcap: expected a number", "'big'"});
   ExpectFailure(with({"--sliding-window", "0"}), 1, {"features.sliding_window", "got 0"});
+  ExpectFailure(with({"--attention-chunk-size", "0"}), 1,
+                {"features.attention_chunk_size", "got 0"});
   ExpectFailure(with({"--softcap", "0"}), 1, {"features.softcap", "got 0"});
   ExpectFailure(with({"--rope", "neox", "--rotary-dim", "3"}), 1,
                 {"rotary_dim", "got 3"});

@@ -23,6 +23,7 @@ struct PagedCase {
   bool rope = false;
   int64_t window = 0;  // the layer's sliding window, and the cache's
   std::vector<int64_t> chunks = {1};
+  int64_t attention_chunk = 0;  // the layer's attention_chunk_size, and the cache's
 };
 void PrintTo(const PagedCase& c, std::ostream* os) { *os << c.name; }
 
@@ -36,6 +37,7 @@ double Tolerance(DType storage) {
 AttentionConfig WithFeatures(AttentionConfig config, const PagedCase& c) {
   if (c.rope) config.rotary.pairing = RotaryPairing::kHalfSplit;
   if (c.window > 0) config.features.sliding_window = c.window;
+  if (c.attention_chunk > 0) config.features.attention_chunk_size = c.attention_chunk;
   return config;
 }
 
@@ -57,6 +59,7 @@ PagedKvCacheOptions Options(const PagedCase& c, int64_t num_blocks) {
   options.max_sequences = 8;
   options.storage = c.storage;
   options.sliding_window = c.window;
+  options.attention_chunk_size = c.attention_chunk;
   return options;
 }
 
@@ -122,7 +125,23 @@ INSTANTIATE_TEST_SUITE_P(
         PagedCase{"window_releases_blocks", 2, 16, DType::kFloat32, true, 24, {9, 1, 1}},
         PagedCase{"bf16_rope", 2, 16, DType::kBFloat16, true, 0, {17, 1, 1}},
         PagedCase{"int8_gqa", 2, 16, DType::kInt8, false, 0, {33, 1, 5, 1}},
-        PagedCase{"int8_rope_window_block64", 2, 64, DType::kInt8, true, 40, {20, 1}}),
+        PagedCase{"int8_rope_window_block64", 2, 64, DType::kInt8, true, 40, {20, 1}},
+        PagedCase{"attention_chunk_releases_blocks",
+                  2,
+                  16,
+                  DType::kFloat32,
+                  true,
+                  0,
+                  {21, 1, 1, 9, 1, 20},
+                  24},
+        PagedCase{"bf16_attention_chunk_and_window",
+                  2,
+                  16,
+                  DType::kBFloat16,
+                  true,
+                  20,
+                  {30, 1, 1, 17},
+                  32}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // The same steps through the contiguous KvCache and the paged one give the same
@@ -235,20 +254,63 @@ TEST(PagedKvCache, RunningOutOfBlocksChangesNothing) {
               Rows(expected, 20, 13), "after the failed call");
 }
 
-TEST(PagedKvCache, WindowKeepsMemoryBounded) {
-  PagedCase c{"window", 2, 16, DType::kFloat32, true, 32, {}};
+// Decodes 300 tokens one by one through a cache of `pool_blocks` blocks for case c's
+// layer, each step against the causal forward, with at most `max_used` blocks in use;
+// then checks `after` on the cache.
+template <class After>
+void DecodeInBoundedBlocks(const PagedCase& c, int64_t pool_blocks, int64_t max_used,
+                           const After& after) {
   const OwnedLayer layer = PagedLayer(c);
   const MultiheadAttention attention(layer.config, layer.weights);
   const std::vector<float> x = RandomFloats(300 * kEmbed, 5);
   const std::vector<float> expected = CausalForward(attention, x);
-  PagedKvCache cache(layer.config, Options(c, 4));  // 64 tokens of room for 300
+  PagedKvCache cache(layer.config, Options(c, pool_blocks));
   cache.AddSequence(0);
   for (int64_t t = 0; t < 300; ++t) {
     ExpectClose(PackedStep(attention, cache, {{0, Rows(x, t, 1)}})[0],
-                Rows(expected, t, 1), "windowed decode");
-    ASSERT_LE(cache.stats().used_blocks, 3);
+                Rows(expected, t, 1), c.name);
+    ASSERT_LE(cache.stats().used_blocks, max_used);
   }
-  EXPECT_THROW(cache.Truncate(0, 100), Error);  // those tokens left the window
+  after(cache);
+}
+
+TEST(PagedKvCache, WindowKeepsMemoryBounded) {
+  const PagedCase c{"windowed decode", 2, 16, DType::kFloat32, true, 32, {}};
+  DecodeInBoundedBlocks(c, 4, 3, [](PagedKvCache& cache) {  // 64 tokens of room
+    EXPECT_THROW(cache.Truncate(0, 100), Error);  // those tokens left the window
+  });
+}
+
+// Llama 4's chunked layers: a sequence holds its current chunk's blocks only, and may
+// not be truncated back into a chunk whose blocks are gone.
+TEST(PagedKvCache, AttentionChunkKeepsMemoryBounded) {
+  const PagedCase c{"chunked decode", 2, 16, DType::kFloat32, true, 0, {}, 32};
+  DecodeInBoundedBlocks(c, 3, 2, [](PagedKvCache& cache) {  // 48 tokens of room
+    ExpectErrorMentioning([&] { cache.Truncate(0, 287); },
+                          "length must be in [288, 300] (tokens before 288 left");
+    cache.Truncate(0, 288);
+    EXPECT_EQ(cache.length(0), 288);
+  });
+}
+
+// A cache that drops chunks serves only layers whose chunks tile its own.
+TEST(PagedKvCache, LayerChunkMustDivideTheCachesChunk) {
+  PagedCase c{"chunk", 2, 16, DType::kFloat32, false, 0, {}, 8};
+  const OwnedLayer layer = PagedLayer(c);
+  const MultiheadAttention attention(layer.config, layer.weights);
+  c.attention_chunk = 20;  // the cache's: 8 does not divide it
+  PagedKvCache cache(layer.config, Options(c, 4));
+  cache.AddSequence(0);
+  const std::vector<float> x = RandomFloats(kEmbed, 7);
+  const int64_t id = 0, count = 1;
+  cache.AppendSlots(&id, &count, 1);
+  ExpectErrorMentioning(
+      [&] {
+        PackedForward(attention, cache, {{0, x}}, 0, {});
+      },
+      "cache: keeps attention chunks of 20 tokens, this layer's "
+      "attention_chunk_size is 8 (must be > 0 and divide the cache's)");
+  EXPECT_EQ(cache.length(0), 1);  // the slot appended before the refused step
 }
 
 TEST(PagedKvCache, MultiLayerPoolSharesBlockIds) {

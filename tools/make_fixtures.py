@@ -421,10 +421,12 @@ def bloom_alibi_slopes(num_heads):
 
 
 def eager_attention(q, k, v, scaling, causal_offset=None, window=None, softcap=None,
-                    alibi=None, sinks=None, key_padding=None):
+                    alibi=None, sinks=None, key_padding=None, chunk=None):
     """q [B, H, Sq, D], k/v [B, KV, Sk, D] -> (out [B, H, Sq, D], logsumexp [B, H, Sq]).
     Order as in the references: scores * scaling, Gemma 2's softcap, BLOOM's alibi,
-    Mistral's causal sliding-window mask, gpt-oss's sinks joined to the softmax."""
+    Mistral's causal sliding-window mask, Llama 4's chunked overlay (transformers'
+    masking_utils: kv_idx // chunk == q_idx // chunk), gpt-oss's sinks joined to the
+    softmax."""
     groups = q.shape[1] // k.shape[1]
     k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
     scores = torch.matmul(q, k.transpose(2, 3)) * scaling
@@ -440,6 +442,9 @@ def eager_attention(q, k, v, scaling, causal_offset=None, window=None, softcap=N
         allowed &= j <= i
     if window is not None:
         allowed &= i - j < window
+    if chunk is not None:
+        allowed &= torch.div(i, chunk, rounding_mode="floor") == \
+            torch.div(j, chunk, rounding_mode="floor")
     scores = scores.masked_fill(~allowed, float("-inf"))
     if key_padding is not None:
         scores = scores.masked_fill(key_padding[:, None, None, :], float("-inf"))
@@ -457,7 +462,7 @@ def eager_attention(q, k, v, scaling, causal_offset=None, window=None, softcap=N
 
 def decoder_case(name, embed, heads, kv_heads, seq, rope=None, rotary_dim=None,
                  theta=10000.0, scaling=None, window=None, softcap=None, alibi=False,
-                 sinks=False, bias=False, position_ids=None, key_padding=None):
+                 sinks=False, bias=False, position_ids=None, key_padding=None, chunk=None):
     """A decoder layer (separate q/k/v/o linears, causal) run by mha-run."""
     torch.manual_seed(sum(name.encode()))
     head_dim = embed // heads
@@ -499,6 +504,8 @@ def decoder_case(name, embed, heads, kv_heads, seq, rope=None, rotary_dim=None,
                 case.flag("--position-ids", "position_ids.npy", position_ids.numpy())
         if window is not None:
             case.args += ["--sliding-window", str(window)]
+        if chunk is not None:
+            case.args += ["--attention-chunk-size", str(chunk)]
         if softcap is not None:
             case.args += ["--softcap", repr(softcap)]
         slopes = bloom_alibi_slopes(heads) if alibi else None
@@ -507,7 +514,7 @@ def decoder_case(name, embed, heads, kv_heads, seq, rope=None, rotary_dim=None,
         if key_padding is not None:
             case.flag("--key-padding-mask", "key_padding_mask.npy", key_padding.numpy())
         out, _ = eager_attention(q, k, v, head_dim ** -0.5, 0, window, softcap, slopes,
-                                 sink_values, key_padding)
+                                 sink_values, key_padding, chunk)
         out = lin["out_proj"](out.transpose(1, 2).reshape(batch, seq, heads * head_dim))
     case.finish(out)
 
@@ -551,6 +558,8 @@ def decoder_cases():
     decoder_case("gpt_oss_sinks_window", 32, 4, 2, 8, rope="neox", theta=150000.0,
                  window=5, sinks=True, bias=True)
     decoder_case("bloom_alibi_6_heads", 24, 6, 6, 7, alibi=True, bias=True)
+    decoder_case("llama4_chunked_attention", 32, 4, 2, 11, rope="neox", theta=500000.0,
+                 chunk=4)
     core_case("core_sdpa_features")
     rope_frequencies()
 

@@ -24,6 +24,11 @@ struct AttentionFeatures {
   // Keys after p + sliding_window_right are masked too (symmetric local attention);
   // >= 0. Absent: no right limit beyond what causal masking sets.
   std::optional<int64_t> sliding_window_right;
+  // Chunked local attention (Llama 4's attention_chunk_size): the query at position p
+  // sees only the keys of its own chunk, positions C * floor(p / C) .. C * floor(p / C)
+  // + C - 1 (and with causal masking none after p); >= 1. Tiles outside the chunk are
+  // never computed.
+  std::optional<int64_t> attention_chunk_size;
 };
 
 // BLOOM's ALiBi slopes: for the largest power of two n <= num_heads, 2^(-8i/n) for

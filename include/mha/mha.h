@@ -68,6 +68,7 @@ typedef struct {
   int64_t sliding_window;    /* > 0: keys p - sliding_window + 1 .. p */
   int has_sliding_window_right;
   int64_t sliding_window_right; /* with has_sliding_window_right: keys up to p + this */
+  int64_t attention_chunk_size; /* > 0: keys of p's chunk only (Llama 4) */
 } mha_features;
 
 typedef struct {
@@ -192,7 +193,8 @@ typedef struct {
   int64_t max_sequences; /* sequence ids are 0 .. max_sequences - 1 */
   int64_t num_layers;    /* 0: 1 */
   mha_kv_storage storage;
-  int64_t sliding_window; /* > 0: keep only the blocks this window can still see */
+  int64_t sliding_window;       /* > 0: keep only the blocks this window can still see */
+  int64_t attention_chunk_size; /* > 0: keep only the current chunk's blocks */
 } mha_paged_kv_cache_options;
 
 typedef struct {

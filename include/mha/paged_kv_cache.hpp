@@ -30,6 +30,12 @@ struct PagedKvCacheOptions {
   // (memory O(sliding_window) for unbounded generation); earlier blocks go back to
   // the pool as tokens are appended.
   int64_t sliding_window = 0;
+  // > 0: the layers using this cache attend within chunks of this many tokens (Llama
+  // 4's chunked layers, AttentionFeatures::attention_chunk_size, which must divide
+  // it), so a sequence keeps only the blocks of its current chunk: memory
+  // O(attention_chunk_size). With sliding_window too, a block goes back to the pool
+  // when either says no next token can see it.
+  int64_t attention_chunk_size = 0;
 };
 
 struct PagedKvCacheStats {

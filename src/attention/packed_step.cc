@@ -61,6 +61,13 @@ Problem MultiheadAttention::Impl::ValidatePackedCall(
          " tokens, this layer's sliding_window is ", window,
          " (must be in [1, the cache's])");
   }
+  const int64_t chunk = config.features.attention_chunk_size.value_or(0);
+  if (cache.options.attention_chunk_size > 0 &&
+      (chunk <= 0 || cache.options.attention_chunk_size % chunk != 0)) {
+    Fail("cache: keeps attention chunks of ", cache.options.attention_chunk_size,
+         " tokens, this layer's attention_chunk_size is ", chunk,
+         " (must be > 0 and divide the cache's)");
+  }
   if (query.shape.rank() != 2 || query.shape[1] != config.query_dim) {
     Fail("query: expected shape [T, ", config.query_dim, "], got ",
          query.shape.ToString());

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "src/base/check.h"
 #include "src/cache/kv_cache_storage.h"
@@ -38,6 +39,9 @@ void ValidateOptions(const PagedKvCacheOptions& o) {
   }
   if (o.sliding_window < 0) {
     Fail("PagedKvCache: sliding_window must be >= 0, got ", o.sliding_window);
+  }
+  if (o.attention_chunk_size < 0) {
+    Fail("PagedKvCache: attention_chunk_size must be >= 0, got ", o.attention_chunk_size);
   }
 }
 
@@ -130,12 +134,10 @@ void PagedKvCache::Impl::CountBlocks(const Sequence& s, int64_t count, int64_t& 
                                      std::vector<int32_t>& copied) const {
   const int64_t block_size = options.block_size;
   if (count == 0) return;
-  if (options.sliding_window > 0) {
-    // The first new token sees keys from length - window + 1 on.
-    const int64_t keep_from = std::max<int64_t>(0, s.length - options.sliding_window + 1);
-    for (int64_t p = s.first_page; p < keep_from / block_size; ++p) {
-      released.push_back(s.pages[p - s.first_page]);
-    }
+  // The first new token sees the fewest keys.
+  const int64_t keep_from = FirstVisible(s.length);
+  for (int64_t p = s.first_page; p < keep_from / block_size; ++p) {
+    released.push_back(s.pages[p - s.first_page]);
   }
   needed += std::max<int64_t>(0, PagesFor(s.length + count, block_size) - s.end_page());
   if (s.length % block_size != 0) {
@@ -173,10 +175,33 @@ int64_t PagedKvCache::Impl::CopiedBlocks(std::vector<int32_t>& copied) const {
   return copies;
 }
 
+int64_t PagedKvCache::Impl::FirstVisible(int64_t position) const {
+  int64_t first = 0;
+  if (options.sliding_window > 0) {
+    first = std::max<int64_t>(first, position - options.sliding_window + 1);
+  }
+  if (options.attention_chunk_size > 0) {
+    first = std::max<int64_t>(
+        first, position / options.attention_chunk_size * options.attention_chunk_size);
+  }
+  return first;
+}
+
+int64_t PagedKvCache::Impl::ShortestKeeping(int64_t kept_from) const {
+  if (kept_from == 0) return 0;
+  // FirstVisible(length) >= kept_from when either bound reaches it; blocks are
+  // released only with a window or a chunk, so at least one is set.
+  int64_t shortest = std::numeric_limits<int64_t>::max();
+  if (options.sliding_window > 0) shortest = kept_from + options.sliding_window - 1;
+  if (options.attention_chunk_size > 0) {
+    const int64_t chunk = options.attention_chunk_size;
+    shortest = std::min(shortest, (kept_from + chunk - 1) / chunk * chunk);
+  }
+  return shortest;
+}
+
 void PagedKvCache::Impl::ReleaseWindow(Sequence& s, int64_t next_position) {
-  if (options.sliding_window <= 0) return;
-  const int64_t keep_from =
-      std::max<int64_t>(0, next_position - options.sliding_window + 1);
+  const int64_t keep_from = FirstVisible(next_position);
   const int64_t released =
       std::max<int64_t>(0, keep_from / options.block_size - s.first_page);
   if (released == 0) return;
@@ -333,14 +358,13 @@ void PagedKvCache::Truncate(int64_t sequence, int64_t length) {
   const std::lock_guard<std::mutex> lock(impl_->mutex);
   Impl::Sequence& s = impl_->Active("Truncate", sequence);
   const int64_t block_size = impl_->options.block_size;
-  // The next token (at `length`) must still find its whole window.
+  // The next token (at `length`) must still find every key it may see.
   const int64_t kept_from = s.first_page * block_size;
-  const int64_t shortest =
-      kept_from > 0 ? kept_from + impl_->options.sliding_window - 1 : 0;
+  const int64_t shortest = impl_->ShortestKeeping(kept_from);
   if (length < shortest || length > s.length) {
     Fail("PagedKvCache::Truncate: length must be in [", shortest, ", ", s.length, "]",
          kept_from > 0 ? " (tokens before " + std::to_string(kept_from) +
-                             " left the sliding window)"
+                             " left the sliding window or attention chunk)"
                        : std::string(),
          ", got ", length);
   }

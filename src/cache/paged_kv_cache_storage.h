@@ -51,6 +51,12 @@ struct PagedKvCache::Impl {
   // sequences is copied by its first r - 1 writers.
   int64_t CopiedBlocks(std::vector<int32_t>& copied) const;
   void Grow(Sequence& sequence, int64_t count);
+  // The first position a token at `position` may see: its sliding window's and its
+  // attention chunk's start (0 without either).
+  int64_t FirstVisible(int64_t position) const;
+  // The shortest length a sequence whose blocks before kept_from are gone may be
+  // truncated to: its next token must not see a released key.
+  int64_t ShortestKeeping(int64_t kept_from) const;
   void ReleaseWindow(Sequence& sequence, int64_t next_position);
   // Makes page `index` of the table private (a copy when shared).
   void Unshare(Sequence& sequence, int64_t page);

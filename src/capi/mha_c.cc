@@ -150,6 +150,7 @@ mha::AttentionFeatures ToFeatures(const mha_features& c, int64_t num_heads) {
   }
   if (c.sliding_window != 0) features.sliding_window = c.sliding_window;
   if (c.has_sliding_window_right) features.sliding_window_right = c.sliding_window_right;
+  if (c.attention_chunk_size != 0) features.attention_chunk_size = c.attention_chunk_size;
   return features;
 }
 
@@ -446,6 +447,7 @@ mha_status mha_paged_kv_cache_create(const mha_layer* layer,
     o.num_layers = options->num_layers ? options->num_layers : 1;
     o.storage = ToStorage(options->storage);
     o.sliding_window = options->sliding_window;
+    o.attention_chunk_size = options->attention_chunk_size;
     *cache = new mha_paged_kv_cache{mha::PagedKvCache(layer->attention.config(), o)};
   });
 }

@@ -18,6 +18,10 @@ void ValidateFeatures(const AttentionFeatures& features, int64_t num_heads) {
     Fail("features.sliding_window_right: must be >= 0, got ",
          *features.sliding_window_right);
   }
+  if (features.attention_chunk_size && *features.attention_chunk_size < 1) {
+    Fail("features.attention_chunk_size: must be >= 1, got ",
+         *features.attention_chunk_size);
+  }
   if (!features.alibi_slopes.empty()) {
     if (!features.alibi) Fail("features.alibi_slopes: given while features.alibi is off");
     if (static_cast<int64_t>(features.alibi_slopes.size()) != num_heads) {

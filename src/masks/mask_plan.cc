@@ -107,6 +107,7 @@ void MaskPlan::PlanWindow(const AttentionFeatures& features) {
   constexpr int64_t kWidest = int64_t{1} << 62;
   window_ = std::min(features.sliding_window.value_or(0), kWidest);
   window_right_ = std::min(features.sliding_window_right.value_or(-1), kWidest);
+  chunk_ = std::min(features.attention_chunk_size.value_or(0), kWidest);
 }
 
 MaskPlan::StridedMask MaskPlan::PlanAttnMask(const TensorView& mask,

@@ -24,13 +24,14 @@ struct CallSizes {
 
 class MaskPlan {
  public:
-  // features: the sliding window (checked by ValidateFeatures).
+  // features: the sliding window and the attention chunk (checked by
+  // ValidateFeatures).
   MaskPlan(const AttentionMasks& masks, const AttentionFeatures& features,
            const CallSizes& sizes, int64_t num_heads);
 
   // Decoding over a KV cache: causal, bottom-right aligned. Query i of batch b sits at
   // position first_positions[b] + i and sees keys 0 .. first_positions[b] + i (and
-  // only the window's).
+  // only the window's and the chunk's).
   static MaskPlan ForCache(const int64_t* first_positions, int64_t key_capacity,
                            const AttentionFeatures& features);
 
@@ -39,19 +40,24 @@ class MaskPlan {
     return (first_positions_ ? first_positions_[batch] : query_offset_) + query;
   }
 
-  // Keys at index < KeyBegin(batch, query) are masked (by the sliding window).
+  // Keys at index < KeyBegin(batch, query) are masked (by the sliding window or the
+  // attention chunk).
   int64_t KeyBegin(int64_t batch, int64_t query) const {
-    if (window_ <= 0) return 0;
-    return std::max<int64_t>(0, QueryPosition(batch, query) - window_ + 1);
+    const int64_t position = QueryPosition(batch, query);
+    int64_t begin = 0;
+    if (window_ > 0) begin = std::max<int64_t>(begin, position - window_ + 1);
+    if (chunk_ > 0) begin = std::max<int64_t>(begin, ChunkStart(position));
+    return begin;
   }
 
-  // Keys at index >= KeyEnd(batch, query) are masked (by is_causal, key_lengths or
-  // the window's right side).
+  // Keys at index >= KeyEnd(batch, query) are masked (by is_causal, key_lengths, the
+  // window's right side or the attention chunk).
   int64_t KeyEnd(int64_t batch, int64_t query) const {
     int64_t end = key_lengths_ ? std::min(KeyLength(batch), key_len_) : key_len_;
     const int64_t position = QueryPosition(batch, query);
     if (is_causal_) end = std::min(end, position + 1);
     if (window_right_ >= 0) end = std::min(end, position + window_right_ + 1);
+    if (chunk_ > 0) end = std::min(end, ChunkStart(position) + chunk_);
     return std::max<int64_t>(0, end);
   }
 
@@ -85,11 +91,18 @@ class MaskPlan {
   int64_t KeyLength(int64_t batch) const;  // key_lengths[batch], or Sk without them
 
   void PlanWindow(const AttentionFeatures& features);
+  // C * floor(position / C) for the attention chunk C, rounding down below 0 too.
+  int64_t ChunkStart(int64_t position) const {
+    const int64_t chunk =
+        position >= 0 ? position / chunk_ : -((-position - 1) / chunk_) - 1;
+    return chunk * chunk_;
+  }
 
   bool is_causal_ = false;
   int64_t key_len_ = 0;
   int64_t query_offset_ = 0;  // Sk - Sq when bottom-right aligned
   int64_t window_ = 0, window_right_ = -1;
+  int64_t chunk_ = 0;                         // attention chunk size; 0: none
   const int64_t* first_positions_ = nullptr;  // per batch, with ForCache
   const void* key_lengths_ = nullptr;
   DType key_lengths_dtype_ = DType::kInt64;

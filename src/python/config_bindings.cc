@@ -69,7 +69,8 @@ void BindFeatures(py::module_& m) {
       .def_readwrite("alibi", &AttentionFeatures::alibi)
       .def_readwrite("alibi_slopes", &AttentionFeatures::alibi_slopes)
       .def_readwrite("sliding_window", &AttentionFeatures::sliding_window)
-      .def_readwrite("sliding_window_right", &AttentionFeatures::sliding_window_right);
+      .def_readwrite("sliding_window_right", &AttentionFeatures::sliding_window_right)
+      .def_readwrite("attention_chunk_size", &AttentionFeatures::attention_chunk_size);
 }
 
 }  // namespace

@@ -92,6 +92,14 @@ bool KeyMasked(const NaiveCoreInputs& in, int64_t b, int64_t position, int64_t j
   // As differences: position +- a window near INT64_MAX would overflow.
   if (in.features.sliding_window && position - j >= *in.features.sliding_window)
     return true;
+  // Llama 4's chunked overlay: kv_idx // C == q_idx // C (floor division).
+  if (in.features.attention_chunk_size) {
+    const auto chunk = [&](int64_t p) {
+      return static_cast<int64_t>(
+          std::floor(static_cast<double>(p) / *in.features.attention_chunk_size));
+    };
+    if (chunk(j) != chunk(position)) return true;
+  }
   return in.features.sliding_window_right &&
          j - position > *in.features.sliding_window_right;
 }

@@ -1,7 +1,7 @@
 // libFuzzer target: the attention core against its double-precision reference. The
 // input picks the shapes, both layouts, dense and strided views, and every feature
-// at once or alone (causal alignments, windows, soft-cap, ALiBi, sinks, rotary
-// embeddings, all mask kinds and conventions, log-sum-exp, thread counts). The two
+// at once or alone (causal alignments, windows, attention chunks, soft-cap, ALiBi, sinks,
+// rotary embeddings, all mask kinds and conventions, log-sum-exp, thread counts). The two
 // must agree: both refuse the call, or both give the same outputs within fp32 error
 // (NaN exactly where the reference has NaN). Any disagreement aborts.
 #include <cmath>
@@ -111,6 +111,7 @@ struct Features {
       rotary.emplace(config, d);
       options.rotary = &*rotary;
     }
+    if (pick & 128) options.features.attention_chunk_size = input.Size(20);  // 0: refused
     options.num_threads = 1 + input.Byte() % 2;
   }
 };

@@ -62,7 +62,9 @@ def features(flags):
     return mha.AttentionFeatures(
         alibi="--alibi" in flags,
         softcap=float(flags["--softcap"]) if "--softcap" in flags else None,
-        sliding_window=int(flags["--sliding-window"]) if "--sliding-window" in flags else None)
+        sliding_window=int(flags["--sliding-window"]) if "--sliding-window" in flags else None,
+        attention_chunk_size=(int(flags["--attention-chunk-size"])
+                              if "--attention-chunk-size" in flags else None))
 
 
 def load(case, flags, flag):

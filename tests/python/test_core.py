@@ -7,13 +7,17 @@ import mha
 from fixture_files import DATA, parse_args, rotary_config, features
 
 
-def reference_sdpa(query, key, value, is_causal=False):
+def reference_sdpa(query, key, value, is_causal=False, chunk=None):
     q, k, v = (a.astype(np.float64) for a in (query, key, value))
     group = q.shape[1] // k.shape[1]
     k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
     scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
     if is_causal:
         scores += np.triu(np.full(scores.shape[-2:], -np.inf), 1)
+    if chunk:  # Llama 4's chunked overlay: kv_idx // chunk == q_idx // chunk
+        positions = np.arange(scores.shape[-1])
+        same = positions[:, None] // chunk == positions[None, :] // chunk
+        scores += np.where(same, 0.0, -np.inf)
     weights = np.exp(scores - scores.max(-1, keepdims=True))
     return (weights / weights.sum(-1, keepdims=True)) @ v
 
@@ -29,6 +33,17 @@ def test_matches_float64_reference(batch, heads, kv_heads, query_len, key_len, h
     expected = reference_sdpa(q, k, v, causal)
     np.testing.assert_allclose(mha.scaled_dot_product_attention(q, k, v, is_causal=causal),
                                expected, atol=1e-4, rtol=0)
+
+
+def test_attention_chunks_match_float64_reference():
+    rng = np.random.default_rng(5)
+    q = rng.standard_normal((1, 4, 50, 16), np.float32)
+    k = rng.standard_normal((1, 2, 50, 16), np.float32)
+    v = rng.standard_normal((1, 2, 50, 16), np.float32)
+    output = mha.scaled_dot_product_attention(
+        q, k, v, is_causal=True, features=mha.AttentionFeatures(attention_chunk_size=12))
+    np.testing.assert_allclose(output, reference_sdpa(q, k, v, True, chunk=12),
+                               atol=1e-4, rtol=0)
 
 
 def test_bf16_compute_within_its_bound():

@@ -23,7 +23,8 @@ constexpr char kUsage[] =
     "               [--rope neox|interleaved] [--rope-theta T] [--rotary-dim R]\n"
     "               [--rope-scaling linear:F|llama3:F,LOW,HIGH,ORIGINAL]\n"
     "               [--rope-max-positions N] [--position-ids P.npy]\n"
-    "               [--sliding-window W] [--sliding-window-right R] [--softcap C]\n"
+    "               [--sliding-window W] [--sliding-window-right R]\n"
+    "               [--attention-chunk-size C] [--softcap C]\n"
     "               [--alibi] --output O.npy [--attn-weights A.npy]\n"
     "               [--average-heads] [--threads N] [--isa sse4|avx2|avx512|native]\n"
     "               [--weight-dtype float32|bfloat16|int8]\n"
@@ -135,6 +136,8 @@ bool ParseValueFlag(const std::string& flag, const std::string& value, Options& 
     options.features.sliding_window = ParseCount(flag, value);
   } else if (flag == "--sliding-window-right") {
     options.features.sliding_window_right = ParseCount(flag, value);
+  } else if (flag == "--attention-chunk-size") {
+    options.features.attention_chunk_size = ParseCount(flag, value);
   } else if (flag == "--softcap") {
     options.features.softcap = static_cast<float>(ParseNumber(flag, value));
   } else if (flag == "--scale") {
