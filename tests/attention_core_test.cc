@@ -22,6 +22,7 @@ struct CoreCase {
   HeadLayout layout = HeadLayout::kBHSD;
   bool causal = false, bottom_right = false;
   std::optional<int64_t> window, window_right, chunk;
+  std::optional<AttentionTemperature> temperature;
   std::optional<float> softcap;
   bool alibi = false, given_slopes = false, sinks = false;
   RotaryPairing rope = RotaryPairing::kNone;
@@ -78,6 +79,7 @@ struct CoreProblem {
     options.features.sliding_window = c.window;
     options.features.sliding_window_right = c.window_right;
     options.features.attention_chunk_size = c.chunk;
+    options.features.temperature_tuning = c.temperature;
     sink_values = RandomFloats(c.heads, 6, 2.0f);
     if (c.sinks) options.sinks = TensorView(sink_values.data(), Shape{c.heads});
     if (c.rope != RotaryPairing::kNone) {
@@ -264,6 +266,16 @@ std::vector<CoreCase> Cases() {
   c.query_len = 50, c.key_len = 300, c.head_dim = 32, c.causal = true,
   c.bottom_right = true, c.chunk = 64, c.window = 40, c.sinks = true, c.softcap = 5.0f,
   c.alibi = true, c.rope = RotaryPairing::kHalfSplit;
+  add(c);
+  // Llama 4's NoPE layers: the query temperature, whose scale steps every 4 positions
+  // here; bottom-right aligned so that cached positions count.
+  c = Case("temperature_tuning_bottom_right_gqa");
+  c.heads = 4, c.kv_heads = 2, c.query_len = 30, c.key_len = 90, c.causal = true,
+  c.bottom_right = true, c.temperature = AttentionTemperature{4.0, 0.25};
+  add(c);
+  c = Case("temperature_tuning_chunk_softcap_sinks");
+  c.query_len = c.key_len = 70, c.causal = true, c.chunk = 16, c.softcap = 3.0f,
+  c.sinks = true, c.temperature = AttentionTemperature{8.0, 0.5};
   add(c);
   c = Case("attention_chunk_1");
   c.query_len = c.key_len = 30, c.causal = true, c.chunk = 1;

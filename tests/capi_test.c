@@ -159,6 +159,20 @@ static void CheckCore(void) {
   Check(worst < 1e-6f, "chunks of 1: the output is V");
   args.features.attention_chunk_size = 0;
   args.sinks = sinks;
+  /* A bad query temperature is refused, naming it. */
+  args.features.temperature_tuning = 1;
+  args.features.temperature_floor_scale = -1.0;
+  memset(out, 0, sizeof out);
+  Check(mha_scaled_dot_product_attention(&args) == MHA_INVALID_ARGUMENT &&
+            strstr(mha_last_error(), "temperature_tuning.floor_scale") != NULL &&
+            out[0] == 0.0f,
+        "bad temperature refused, naming it");
+  /* A floor_scale past every position leaves every query's scale exactly 1. */
+  args.features.temperature_floor_scale = 1e30;
+  args.features.temperature_attn_scale = 0.5;
+  Check(mha_scaled_dot_product_attention(&args) == MHA_OK, "temperature accepted");
+  Check(Close(out, expected, S * 2 * D) < 1e-5f, "temperature 1: the plain output");
+  args.features.temperature_tuning = 0;
 
   /* A rotary table: odd rotary_dim refused; a valid one changes the result. */
   mha_rope_config rope;

@@ -1,9 +1,9 @@
 // Features in combination: random layers (RoPE, sliding windows, attention chunks,
-// sinks, soft-cap, ALiBi, GQA) decoded through every cache kind and storage, with
-// prefills that put the decode steps on both sides of the 256-key split cuts, on 1 and 2
-// threads; every step's output equals the rows of one causal forward of the
-// double-precision naive layer. Plus the smallest case of each combination defect found
-// so far.
+// query temperature, sinks, soft-cap, ALiBi, GQA) decoded through every cache kind and
+// storage, with prefills that put the decode steps on both sides of the 256-key split
+// cuts, on 1 and 2 threads; every step's output equals the rows of one causal forward of
+// the double-precision naive layer. Plus the smallest case of each combination defect
+// found so far.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -19,7 +19,8 @@ constexpr int64_t kEmbed = 16;
 struct Combination {
   int64_t num_heads, num_kv_heads, head_dim;
   RotaryPairing rope;
-  std::optional<int64_t> window, chunk;  // sliding window, attention chunk
+  std::optional<int64_t> window, chunk;             // sliding window, attention chunk
+  std::optional<AttentionTemperature> temperature;  // Llama 4's NoPE layers
   std::optional<float> softcap;
   bool alibi, sinks;
   int64_t prefill;
@@ -41,7 +42,8 @@ struct Combination {
            " d" + std::to_string(head_dim) + " rope " +
            std::to_string(static_cast<int>(rope)) + " window " +
            std::to_string(window.value_or(0)) + " chunk " +
-           std::to_string(chunk.value_or(0)) + " softcap " +
+           std::to_string(chunk.value_or(0)) + " temperature " +
+           std::to_string(temperature.has_value()) + " softcap " +
            std::to_string(softcap.value_or(0.0f)) + " alibi " + std::to_string(alibi) +
            " sinks " + std::to_string(sinks) + " prefill " + std::to_string(prefill) +
            " threads " + std::to_string(threads);
@@ -71,6 +73,7 @@ Combination RandomCombination(std::mt19937& rng) {
   c.threads = static_cast<int>(pick(1, 2));
   const int64_t chunks[] = {0, 0, 48, 128, 200};  // Llama 4's chunked layers
   if (const int64_t size = chunks[pick(0, 4)]) c.chunk = size;
+  if (pick(0, 2) == 0) c.temperature = AttentionTemperature{64.0, 0.2};
   return c;
 }
 
@@ -85,6 +88,7 @@ OwnedLayer CombinationLayer(const Combination& c, std::vector<float>& sinks) {
   layer.config.rotary.max_positions = 1024;
   layer.config.features.sliding_window = c.window;
   layer.config.features.attention_chunk_size = c.chunk;
+  layer.config.features.temperature_tuning = c.temperature;
   layer.config.features.softcap = c.softcap;
   layer.config.features.alibi = c.alibi;
   sinks = RandomFloats(c.num_heads, 32, 3.0f);

@@ -4,6 +4,7 @@
 // prefill equal one causal Forward; bad feature arguments fail cleanly.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 #include "tests/test_util.h"
@@ -17,6 +18,7 @@ struct FeatureCase {
   RotaryPairing rope = RotaryPairing::kNone;
   int64_t rotary_dim = 0;
   std::optional<int64_t> window, chunk;
+  std::optional<AttentionTemperature> temperature;
   std::optional<float> softcap;
   bool alibi = false, sinks = false;
 };
@@ -43,6 +45,7 @@ struct FeatureLayer {
     layer.config.rotary.max_positions = 512;
     layer.config.features.sliding_window = c.window;
     layer.config.features.attention_chunk_size = c.chunk;
+    layer.config.features.temperature_tuning = c.temperature;
     layer.config.features.softcap = c.softcap;
     layer.config.features.alibi = c.alibi;
     sinks = RandomFloats(c.num_heads, 22, 1.5f);
@@ -67,6 +70,9 @@ std::vector<FeatureCase> Cases() {
   cases.push_back(c);
   c = Named("attention_chunk_rope_gqa_sinks");  // Llama 4's chunked layers
   c.chunk = 8, c.rope = RotaryPairing::kHalfSplit, c.num_kv_heads = 2, c.sinks = true;
+  cases.push_back(c);
+  c = Named("temperature_tuning_nope_gqa");  // Llama 4's NoPE layers
+  c.temperature = AttentionTemperature{4.0, 0.3}, c.num_kv_heads = 2;
   cases.push_back(c);
   c = Named("softcap");
   c.softcap = 1.5f;
@@ -219,6 +225,16 @@ TEST(FeatureErrors, NameTheArgumentAndWriteNothing) {
                       [](AttentionConfig& config, AttentionWeights&) {
                         config.features.attention_chunk_size = 0;
                       });
+  expect_config_error(
+      "features.temperature_tuning.floor_scale: must be finite and > 0",
+      [](AttentionConfig& config, AttentionWeights&) {
+        config.features.temperature_tuning = AttentionTemperature{0.0, 0.1};
+      });
+  expect_config_error(
+      "features.temperature_tuning.attn_scale: must be finite, got nan",
+      [](AttentionConfig& config, AttentionWeights&) {
+        config.features.temperature_tuning = AttentionTemperature{8.0, std::nan("")};
+      });
   expect_config_error(
       "features.softcap: must be finite and > 0, got 0",
       [](AttentionConfig& config, AttentionWeights&) { config.features.softcap = 0.0f; });

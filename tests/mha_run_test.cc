@@ -126,6 +126,10 @@ TEST_F(MhaRun, DecoderFeatureFlags) {
   ExpectFailure(with({"--sliding-window", "0"}), 1, {"features.sliding_window", "got 0"});
   ExpectFailure(with({"--attention-chunk-size", "0"}), 1,
                 {"features.attention_chunk_size", "got 0"});
+  ExpectFailure(with({"--temperature-tuning", "8192"}), 2,
+                {"--temperature-tuning: expected FLOOR_SCALE,ATTN_SCALE, got '8192'"});
+  ExpectFailure(with({"--temperature-tuning", "0,0.1"}), 1,
+                {"features.temperature_tuning.floor_scale", "got 0"});
   ExpectFailure(with({"--softcap", "0"}), 1, {"features.softcap", "got 0"});
   ExpectFailure(with({"--rope", "neox", "--rotary-dim", "3"}), 1,
                 {"rotary_dim", "got 3"});

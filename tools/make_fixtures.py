@@ -462,7 +462,8 @@ def eager_attention(q, k, v, scaling, causal_offset=None, window=None, softcap=N
 
 def decoder_case(name, embed, heads, kv_heads, seq, rope=None, rotary_dim=None,
                  theta=10000.0, scaling=None, window=None, softcap=None, alibi=False,
-                 sinks=False, bias=False, position_ids=None, key_padding=None, chunk=None):
+                 sinks=False, bias=False, position_ids=None, key_padding=None, chunk=None,
+                 temperature=None):
     """A decoder layer (separate q/k/v/o linears, causal) run by mha-run."""
     torch.manual_seed(sum(name.encode()))
     head_dim = embed // heads
@@ -502,6 +503,13 @@ def decoder_case(name, embed, heads, kv_heads, seq, rope=None, rotary_dim=None,
                     str(v) for v in scaling[1:])]
             if position_ids is not None:
                 case.flag("--position-ids", "position_ids.npy", position_ids.numpy())
+        if temperature is not None:  # Llama4TextAttention, on NoPE layers
+            floor_scale, attn_scale = temperature
+            cache_position = torch.arange(seq).float()
+            attn_scales = torch.log(torch.floor((cache_position + 1.0) / floor_scale) + 1.0) \
+                * attn_scale + 1.0
+            q = q * attn_scales.view(1, 1, seq, 1)
+            case.args += ["--temperature-tuning", repr(floor_scale) + "," + repr(attn_scale)]
         if window is not None:
             case.args += ["--sliding-window", str(window)]
         if chunk is not None:
@@ -560,6 +568,7 @@ def decoder_cases():
     decoder_case("bloom_alibi_6_heads", 24, 6, 6, 7, alibi=True, bias=True)
     decoder_case("llama4_chunked_attention", 32, 4, 2, 11, rope="neox", theta=500000.0,
                  chunk=4)
+    decoder_case("llama4_nope_temperature", 32, 4, 2, 11, temperature=(3.0, 0.1))
     core_case("core_sdpa_features")
     rope_frequencies()
 

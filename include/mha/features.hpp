@@ -9,6 +9,15 @@
 
 namespace mha {
 
+// Llama 4's attention temperature tuning (`attn_temperature_tuning`, on its NoPE
+// layers): the query at position p is multiplied by
+// log(floor((p + 1) / floor_scale) + 1) * attn_scale + 1, as transformers'
+// Llama4TextAttention does (in float32), so logits stay sharp over long contexts.
+struct AttentionTemperature {
+  double floor_scale = 8192.0;  // > 0
+  double attn_scale = 0.1;      // finite
+};
+
 struct AttentionFeatures {
   // Logits soft-capped: score = softcap * tanh(score / softcap), on the scaled
   // scores before any bias or mask (Gemma 2's attn_logit_softcapping); > 0.
@@ -29,6 +38,8 @@ struct AttentionFeatures {
   // + C - 1 (and with causal masking none after p); >= 1. Tiles outside the chunk are
   // never computed.
   std::optional<int64_t> attention_chunk_size;
+  // Position-dependent query scale (Llama 4's NoPE layers); see AttentionTemperature.
+  std::optional<AttentionTemperature> temperature_tuning;
 };
 
 // BLOOM's ALiBi slopes: for the largest power of two n <= num_heads, 2^(-8i/n) for

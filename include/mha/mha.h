@@ -69,6 +69,10 @@ typedef struct {
   int has_sliding_window_right;
   int64_t sliding_window_right; /* with has_sliding_window_right: keys up to p + this */
   int64_t attention_chunk_size; /* > 0: keys of p's chunk only (Llama 4) */
+  /* non-zero: Llama 4's query temperature, log(floor((p + 1) / floor_scale) + 1) *
+   * attn_scale + 1 (see mha/features.hpp) */
+  int temperature_tuning;
+  double temperature_floor_scale, temperature_attn_scale;
 } mha_features;
 
 typedef struct {

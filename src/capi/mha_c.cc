@@ -151,6 +151,10 @@ mha::AttentionFeatures ToFeatures(const mha_features& c, int64_t num_heads) {
   if (c.sliding_window != 0) features.sliding_window = c.sliding_window;
   if (c.has_sliding_window_right) features.sliding_window_right = c.sliding_window_right;
   if (c.attention_chunk_size != 0) features.attention_chunk_size = c.attention_chunk_size;
+  if (c.temperature_tuning) {
+    features.temperature_tuning =
+        mha::AttentionTemperature{c.temperature_floor_scale, c.temperature_attn_scale};
+  }
   return features;
 }
 

@@ -22,6 +22,16 @@ void ValidateFeatures(const AttentionFeatures& features, int64_t num_heads) {
     Fail("features.attention_chunk_size: must be >= 1, got ",
          *features.attention_chunk_size);
   }
+  if (features.temperature_tuning) {
+    const AttentionTemperature& t = *features.temperature_tuning;
+    if (!(std::isfinite(t.floor_scale) && t.floor_scale > 0)) {
+      Fail("features.temperature_tuning.floor_scale: must be finite and > 0, got ",
+           t.floor_scale);
+    }
+    if (!std::isfinite(t.attn_scale)) {
+      Fail("features.temperature_tuning.attn_scale: must be finite, got ", t.attn_scale);
+    }
+  }
   if (!features.alibi_slopes.empty()) {
     if (!features.alibi) Fail("features.alibi_slopes: given while features.alibi is off");
     if (static_cast<int64_t>(features.alibi_slopes.size()) != num_heads) {
@@ -44,6 +54,12 @@ LogitFeatures::LogitFeatures(const AttentionFeatures& features,
 void LogitFeatures::Set(const AttentionFeatures& features, const TensorView& sinks_view,
                         int64_t num_heads, const char* sinks_name) {
   softcap = features.softcap.value_or(0.0f);
+  temperature_floor_scale = temperature_attn_scale = 0.0f;
+  if (features.temperature_tuning) {
+    temperature_floor_scale =
+        static_cast<float>(features.temperature_tuning->floor_scale);
+    temperature_attn_scale = static_cast<float>(features.temperature_tuning->attn_scale);
+  }
   alibi_slopes.clear();
   sinks.clear();
   if (features.alibi) {

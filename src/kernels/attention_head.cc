@@ -1,7 +1,7 @@
 // AttendHead, compiled once per SIMD target: for each block of queries (staged:
-// scaled and rotated) walk the key pages the masks and window leave open:
-// scores = Q K^T, soft-cap, ALiBi, masks, online softmax (seeded by the sink),
-// context += P V.
+// scaled, by Llama 4's temperature too, and rotated) walk the key pages the masks and
+// window leave open: scores = Q K^T, soft-cap, ALiBi, masks, online softmax (seeded by
+// the sink), context += P V.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/kernels/attention_head.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "hwy/highway.h"
+#include "src/features/temperature.h"
 #include "src/kernels/attention_head.h"
 #include "src/kernels/bf16_convert.h"
 #include "src/kernels/bf16_tile_matmul.h"
@@ -123,11 +124,19 @@ class QueryBlock {
     const int64_t stride = task_rows_.QueryStride();
     QueryRows query{task_rows_.Query(first_row_), static_cast<size_t>(stride)};
     const size_t head_dim = static_cast<size_t>(params_.head_dim);
-    if (params_.query_scale != 1.0f || params_.rotary || stride == 0) {
+    const bool temperature = params_.temperature_floor_scale > 0.0f;
+    if (params_.query_scale != 1.0f || params_.rotary || stride == 0 || temperature) {
       const int64_t* positions = task_rows_.query_positions();
       for (size_t i = 0; i < rows_; ++i) {
+        const float scale =
+            temperature
+                ? params_.query_scale *
+                      QueryTemperature(params_.temperature_floor_scale,
+                                       params_.temperature_attn_scale,
+                                       masks_.QueryPosition(task_.batch, Absolute(i)))
+                : params_.query_scale;
         RotateRow(d, task_rows_.Query(KernelRow(i)), head_dim, params_.rotary,
-                  params_.rotary ? positions[Absolute(i)] : 0, params_.query_scale,
+                  params_.rotary ? positions[Absolute(i)] : 0, scale,
                   query_tile_ + i * layout_.padded_head_dim);
       }
       query = {query_tile_, layout_.padded_head_dim};

@@ -30,6 +30,9 @@ struct AttentionParams {
   // Logits: query scale (1 when folded into weights), soft-cap (0: none), ALiBi
   // slopes and sinks per query head (null: none).
   float query_scale = 1.0f, softcap = 0.0f;
+  // Llama 4's query temperature by position (src/features/temperature.h);
+  // temperature_floor_scale 0: none.
+  float temperature_floor_scale = 0.0f, temperature_attn_scale = 0.0f;
   const float* alibi_slopes = nullptr;
   const float* sinks = nullptr;
   // Rotary embedding of the queries (keys were rotated when written into pages):

@@ -63,6 +63,11 @@ void BindRotary(py::module_& m) {
 }
 
 void BindFeatures(py::module_& m) {
+  py::class_<AttentionTemperature>(m, "AttentionTemperature",
+                                   "Llama 4's query temperature by position.")
+      .def(py::init(&FromKeywords<AttentionTemperature>))
+      .def_readwrite("floor_scale", &AttentionTemperature::floor_scale)
+      .def_readwrite("attn_scale", &AttentionTemperature::attn_scale);
   py::class_<AttentionFeatures>(m, "AttentionFeatures")
       .def(py::init(&FromKeywords<AttentionFeatures>))
       .def_readwrite("softcap", &AttentionFeatures::softcap)
@@ -70,7 +75,8 @@ void BindFeatures(py::module_& m) {
       .def_readwrite("alibi_slopes", &AttentionFeatures::alibi_slopes)
       .def_readwrite("sliding_window", &AttentionFeatures::sliding_window)
       .def_readwrite("sliding_window_right", &AttentionFeatures::sliding_window_right)
-      .def_readwrite("attention_chunk_size", &AttentionFeatures::attention_chunk_size);
+      .def_readwrite("attention_chunk_size", &AttentionFeatures::attention_chunk_size)
+      .def_readwrite("temperature_tuning", &AttentionFeatures::temperature_tuning);
 }
 
 }  // namespace

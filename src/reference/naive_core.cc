@@ -6,6 +6,7 @@
 
 #include "mha/scaled_dot_product_attention.hpp"
 #include "src/core/core_arguments.h"
+#include "src/features/temperature.h"
 
 namespace mha::internal {
 namespace {
@@ -123,6 +124,11 @@ void Logits(const NaiveCoreInputs& in, const std::vector<double>& q,
     double logit = 0.0;
     for (int64_t x = 0; x < d; ++x) logit += qi[x] * kj[x];
     logit *= in.scale;
+    if (in.features.temperature_tuning) {  // scales q: the logit, before the soft-cap
+      const AttentionTemperature& t = *in.features.temperature_tuning;
+      logit *= QueryTemperature(static_cast<float>(t.floor_scale),
+                                static_cast<float>(t.attn_scale), position);
+    }
     if (in.features.softcap) {
       const double cap = *in.features.softcap;
       logit = cap * std::tanh(logit / cap);

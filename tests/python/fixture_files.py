@@ -64,7 +64,15 @@ def features(flags):
         softcap=float(flags["--softcap"]) if "--softcap" in flags else None,
         sliding_window=int(flags["--sliding-window"]) if "--sliding-window" in flags else None,
         attention_chunk_size=(int(flags["--attention-chunk-size"])
-                              if "--attention-chunk-size" in flags else None))
+                              if "--attention-chunk-size" in flags else None),
+        temperature_tuning=temperature(flags))
+
+
+def temperature(flags):
+    if "--temperature-tuning" not in flags:
+        return None
+    floor_scale, attn_scale = (float(x) for x in flags["--temperature-tuning"].split(","))
+    return mha.AttentionTemperature(floor_scale=floor_scale, attn_scale=attn_scale)
 
 
 def load(case, flags, flag):

@@ -46,6 +46,21 @@ def test_attention_chunks_match_float64_reference():
                                atol=1e-4, rtol=0)
 
 
+def test_temperature_tuning_scales_each_query_by_its_position():
+    rng = np.random.default_rng(6)
+    q = rng.standard_normal((2, 4, 40, 16), np.float32)
+    k = rng.standard_normal((2, 1, 40, 16), np.float32)
+    v = rng.standard_normal((2, 1, 40, 16), np.float32)
+    temperature = mha.AttentionTemperature(floor_scale=4.0, attn_scale=0.2)
+    output = mha.scaled_dot_product_attention(
+        q, k, v, is_causal=True,
+        features=mha.AttentionFeatures(temperature_tuning=temperature))
+    positions = np.arange(40, dtype=np.float32)
+    scales = np.log(np.floor((positions + 1) / 4.0) + 1) * 0.2 + 1  # Llama 4's formula
+    np.testing.assert_allclose(output, reference_sdpa(q * scales[:, None], k, v, True),
+                               atol=1e-4, rtol=0)
+
+
 def test_bf16_compute_within_its_bound():
     rng = np.random.default_rng(11)
     q = rng.standard_normal((2, 4, 33, 64), np.float32)

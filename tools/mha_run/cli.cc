@@ -24,7 +24,8 @@ constexpr char kUsage[] =
     "               [--rope-scaling linear:F|llama3:F,LOW,HIGH,ORIGINAL]\n"
     "               [--rope-max-positions N] [--position-ids P.npy]\n"
     "               [--sliding-window W] [--sliding-window-right R]\n"
-    "               [--attention-chunk-size C] [--softcap C]\n"
+    "               [--attention-chunk-size C] [--temperature-tuning FLOOR,SCALE]\n"
+    "               [--softcap C]\n"
     "               [--alibi] --output O.npy [--attn-weights A.npy]\n"
     "               [--average-heads] [--threads N] [--isa sse4|avx2|avx512|native]\n"
     "               [--weight-dtype float32|bfloat16|int8]\n"
@@ -78,6 +79,17 @@ double ParseNumber(const std::string& flag, const std::string& text) {
     throw UsageError(flag + ": expected a number, got '" + text + "'");
   }
   return value;
+}
+
+// FLOOR_SCALE,ATTN_SCALE (Llama 4's floor_scale and attn_scale)
+AttentionTemperature ParseTemperature(const std::string& text) {
+  const std::string flag = "--temperature-tuning";
+  const size_t comma = text.find(',');
+  if (comma == std::string::npos || text.find(',', comma + 1) != std::string::npos) {
+    throw UsageError(flag + ": expected FLOOR_SCALE,ATTN_SCALE, got '" + text + "'");
+  }
+  return AttentionTemperature{ParseNumber(flag, text.substr(0, comma)),
+                              ParseNumber(flag, text.substr(comma + 1))};
 }
 
 // linear:F or llama3:F,LOW,HIGH,ORIGINAL
@@ -136,6 +148,8 @@ bool ParseValueFlag(const std::string& flag, const std::string& value, Options& 
     options.features.sliding_window = ParseCount(flag, value);
   } else if (flag == "--sliding-window-right") {
     options.features.sliding_window_right = ParseCount(flag, value);
+  } else if (flag == "--temperature-tuning") {
+    options.features.temperature_tuning = ParseTemperature(value);
   } else if (flag == "--attention-chunk-size") {
     options.features.attention_chunk_size = ParseCount(flag, value);
   } else if (flag == "--softcap") {
