@@ -16,14 +16,17 @@ struct CoreCase {
   bool causal;
   int64_t window;  // 0: none
   bool rope;
+  int64_t chunk = 0;  // attention chunk (Llama 4); 0: none
 };
 
-// Open (query, key) pairs of one head: causal and windowed rows see fewer keys.
-double OpenPairs(int64_t seq, bool causal, int64_t window) {
+// Open (query, key) pairs of one head: causal, windowed and chunked rows see fewer
+// keys (chunks: causal ones).
+double OpenPairs(int64_t seq, bool causal, int64_t window, int64_t chunk = 0) {
   double pairs = 0.0;
   for (int64_t i = 0; i < seq; ++i) {
     int64_t keys = causal ? i + 1 : seq;
     if (window) keys = std::min(keys, window);
+    if (chunk) keys = std::min(keys, i % chunk + 1);
     pairs += static_cast<double>(keys);
   }
   return pairs;
@@ -55,6 +58,7 @@ void BM_Core(benchmark::State& state, const CoreCase& c, DType compute_dtype) {
   CoreOptions options;
   options.compute_dtype = compute_dtype;
   if (c.window) options.features.sliding_window = c.window;
+  if (c.chunk) options.features.attention_chunk_size = c.chunk;
   RotaryConfig rotary_config = Llama3Rotary();
   rotary_config.max_positions = std::max<int64_t>(c.seq, 1);
   const RotaryEmbedding rotary(rotary_config, c.head_dim);
@@ -62,7 +66,8 @@ void BM_Core(benchmark::State& state, const CoreCase& c, DType compute_dtype) {
   for (auto _ : state) {
     ScaledDotProductAttention(query, key, value, masks, output, options);
   }
-  SetGflops(state, 4.0 * c.heads * c.head_dim * OpenPairs(c.seq, c.causal, c.window));
+  SetGflops(state,
+            4.0 * c.heads * c.head_dim * OpenPairs(c.seq, c.causal, c.window, c.chunk));
 }
 
 // One Llama 3 8B attention layer (E=4096, 32 query / 8 KV heads of 128, RoPE llama3,
@@ -104,6 +109,9 @@ constexpr CoreCase kCoreCases[] = {
     {"core_d128_h32_kv8_s1024_causal_rope", 32, 8, 1024, 128, true, 0, true},
     {"mistral_window4096_s8192", 32, 8, 8192, 128, true, 4096, false},
     {"mistral_window4096_s16384", 32, 8, 16384, 128, true, 4096, false},
+    // Llama 4's chunked layers (chunks of 8192): prefill time linear in S past a chunk.
+    {"llama4_chunk8192_s16384", 32, 8, 16384, 128, true, 0, false, 8192},
+    {"llama4_chunk8192_s32768", 32, 8, 32768, 128, true, 0, false, 8192},
 };
 
 }  // namespace
@@ -115,9 +123,10 @@ void RegisterDecoderCases() {
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
   }
-  // The bf16 compute path on the cases of the targets (not the long windows).
+  // The bf16 compute path on the cases of the targets (not the long windows
+  // and chunks).
   for (const CoreCase& c : kCoreCases) {
-    if (c.window) continue;
+    if (c.window || c.chunk) continue;
     benchmark::RegisterBenchmark(
         (std::string("BM_Core/") + c.name + "/bf16_compute").c_str(), BM_Core, c,
         DType::kBFloat16)
