@@ -128,15 +128,8 @@ class QueryBlock {
     if (params_.query_scale != 1.0f || params_.rotary || stride == 0 || temperature) {
       const int64_t* positions = task_rows_.query_positions();
       for (size_t i = 0; i < rows_; ++i) {
-        const float scale =
-            temperature
-                ? params_.query_scale *
-                      QueryTemperature(params_.temperature_floor_scale,
-                                       params_.temperature_attn_scale,
-                                       masks_.QueryPosition(task_.batch, Absolute(i)))
-                : params_.query_scale;
         RotateRow(d, task_rows_.Query(KernelRow(i)), head_dim, params_.rotary,
-                  params_.rotary ? positions[Absolute(i)] : 0, scale,
+                  params_.rotary ? positions[Absolute(i)] : 0, QueryScale(i),
                   query_tile_ + i * layout_.padded_head_dim);
       }
       query = {query_tile_, layout_.padded_head_dim};
@@ -149,6 +142,15 @@ class QueryBlock {
       }
     }
     return query;
+  }
+
+  // Row i's query scale: the softmax's, times Llama 4's temperature at its position.
+  float QueryScale(size_t i) const {
+    if (params_.temperature_floor_scale <= 0.0f) return params_.query_scale;
+    return params_.query_scale *
+           QueryTemperature(params_.temperature_floor_scale,
+                            params_.temperature_attn_scale,
+                            masks_.QueryPosition(task_.batch, Absolute(i)));
   }
 
   // Page `page`'s K^T and V tiles, as the kernel's element type.
