@@ -16,7 +16,8 @@ struct CoreCase {
   bool causal;
   int64_t window;  // 0: none
   bool rope;
-  int64_t chunk = 0;  // attention chunk (Llama 4); 0: none
+  int64_t chunk = 0;     // attention chunk (Llama 4); 0: none
+  bool qk_norm = false;  // per head (Qwen 3)
 };
 
 // Open (query, key) pairs of one head: causal, windowed and chunked rows see fewer
@@ -63,6 +64,12 @@ void BM_Core(benchmark::State& state, const CoreCase& c, DType compute_dtype) {
   rotary_config.max_positions = std::max<int64_t>(c.seq, 1);
   const RotaryEmbedding rotary(rotary_config, c.head_dim);
   if (c.rope) options.rotary = &rotary;
+  const std::vector<float> norm_weights = Random(2 * c.head_dim, 4, 1.0f);
+  if (c.qk_norm) {
+    options.features.qk_norm = QkNorm{};
+    options.query_norm_weight = {norm_weights.data(), Shape{c.head_dim}};
+    options.key_norm_weight = {norm_weights.data() + c.head_dim, Shape{c.head_dim}};
+  }
   for (auto _ : state) {
     ScaledDotProductAttention(query, key, value, masks, output, options);
   }
@@ -107,6 +114,9 @@ constexpr CoreCase kCoreCases[] = {
     {"core_d64_h12_s1024_causal", 12, 12, 1024, 64, true, 0, false},
     {"core_d128_h32_kv8_s1024_causal", 32, 8, 1024, 128, true, 0, false},
     {"core_d128_h32_kv8_s1024_causal_rope", 32, 8, 1024, 128, true, 0, true},
+    // Qwen 3 8B's shape with its QK-norm: the norm's cost over the RoPE case above.
+    {"qwen3_qk_norm_d128_h32_kv8_s1024_causal_rope", 32, 8, 1024, 128, true, 0, true, 0,
+     true},
     {"mistral_window4096_s8192", 32, 8, 8192, 128, true, 4096, false},
     {"mistral_window4096_s16384", 32, 8, 16384, 128, true, 4096, false},
     // Llama 4's chunked layers (chunks of 8192): prefill time linear in S past a chunk.
@@ -126,7 +136,7 @@ void RegisterDecoderCases() {
   // The bf16 compute path on the cases of the targets (not the long windows
   // and chunks).
   for (const CoreCase& c : kCoreCases) {
-    if (c.window || c.chunk) continue;
+    if (c.window || c.chunk || c.qk_norm) continue;
     benchmark::RegisterBenchmark(
         (std::string("BM_Core/") + c.name + "/bf16_compute").c_str(), BM_Core, c,
         DType::kBFloat16)

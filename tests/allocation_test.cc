@@ -152,6 +152,10 @@ TEST(Allocations, CoreCallWithEveryFeatureAllocatesNothing) {
   options.features.softcap = 30.0f;
   options.sinks = TensorView(sinks.data(), Shape{h});
   options.rotary = &rotary;
+  const std::vector<float> norm_weights = RandomFloats(d, 4);
+  options.features.qk_norm = QkNorm{};
+  options.query_norm_weight = options.key_norm_weight =
+      TensorView(norm_weights.data(), Shape{d});
   AttentionMasks masks;
   masks.is_causal = true;
   masks.causal_alignment = CausalAlignment::kBottomRight;

@@ -24,6 +24,7 @@ struct CoreCase {
   std::optional<int64_t> window, window_right, chunk;
   std::optional<AttentionTemperature> temperature;
   std::optional<float> softcap;
+  std::optional<QkNorm> qk_norm;
   bool alibi = false, given_slopes = false, sinks = false;
   RotaryPairing rope = RotaryPairing::kNone;
   int64_t rotary_dim = 0;
@@ -82,6 +83,13 @@ struct CoreProblem {
     options.features.temperature_tuning = c.temperature;
     sink_values = RandomFloats(c.heads, 6, 2.0f);
     if (c.sinks) options.sinks = TensorView(sink_values.data(), Shape{c.heads});
+    options.features.qk_norm = c.qk_norm;
+    query_norm = RandomFloats(c.head_dim, 7, 0.5f);
+    key_norm = RandomFloats(c.head_dim, 8, 0.5f);
+    if (c.qk_norm) {
+      options.query_norm_weight = TensorView(query_norm.data(), Shape{c.head_dim});
+      options.key_norm_weight = TensorView(key_norm.data(), Shape{c.head_dim});
+    }
     if (c.rope != RotaryPairing::kNone) {
       RotaryConfig config;
       config.pairing = c.rope;
@@ -134,7 +142,7 @@ struct CoreProblem {
   }
 
   CoreCase c;
-  std::vector<float> fused, q, k, v, mask, sink_values;
+  std::vector<float> fused, q, k, v, mask, sink_values, query_norm, key_norm;
   std::vector<int64_t> lengths, query_positions, key_positions;
   std::vector<uint8_t> padding;
   AttentionTensor query, key, value;
@@ -276,6 +284,22 @@ std::vector<CoreCase> Cases() {
   c = Case("temperature_tuning_chunk_softcap_sinks");
   c.query_len = c.key_len = 70, c.causal = true, c.chunk = 16, c.softcap = 3.0f,
   c.sinks = true, c.temperature = AttentionTemperature{8.0, 0.5};
+  add(c);
+  // Qwen 3 and Gemma 3: QK-norm before the rotation, in fused-QKV strided views.
+  c = Case("qk_norm_rope_gqa_fused_qkv");
+  c.heads = 4, c.kv_heads = 2, c.query_len = c.key_len = 45, c.head_dim = 64,
+  c.causal = true, c.qk_norm = QkNorm{}, c.rope = RotaryPairing::kHalfSplit,
+  c.fused_qkv = true;
+  add(c);
+  c = Case("qk_norm_value_norm_gqa_sinks");  // Gemma 3n
+  c.heads = 4, c.kv_heads = 1, c.query_len = c.key_len = 33, c.head_dim = 24,
+  c.causal = true, c.sinks = true,
+  c.qk_norm = QkNorm{1e-6, false, QkNormScope::kPerHead, true};
+  add(c);
+  c = Case("qk_norm_unit_offset_window_softcap_bottom_right");
+  c.query_len = 20, c.key_len = 75, c.head_dim = 40, c.causal = true,
+  c.bottom_right = true, c.window = 16, c.softcap = 4.0f, c.qk_norm = QkNorm{1e-6, true},
+  c.rope = RotaryPairing::kInterleaved;
   add(c);
   c = Case("attention_chunk_1");
   c.query_len = c.key_len = 30, c.causal = true, c.chunk = 1;

@@ -3,6 +3,7 @@
  * cache's packed steps (and running out of blocks), the cross-attention cache, and the
  * attention core (GQA, BSHD, sinks, log-sum-exp, rotary table) against naive C. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +93,16 @@ static void NaiveCore(const float* q, const float* k, const float* v, const floa
     }
 }
 
+/* rows x D values of x, each row x * w / sqrt(mean(x^2) + 1e-6), into y. */
+static void RmsNormRows(const float* x, int rows, const float* w, float* y) {
+  for (int r = 0; r < rows; ++r) {
+    double squares = 0.0;
+    for (int d = 0; d < D; ++d) squares += (double)x[r * D + d] * x[r * D + d];
+    const double inverse = 1.0 / sqrt(squares / D + 1e-6);
+    for (int d = 0; d < D; ++d) y[r * D + d] = (float)(x[r * D + d] * inverse * w[d]);
+  }
+}
+
 static mha_attention_tensor Bshd(const float* data, int64_t heads) {
   mha_attention_tensor t;
   memset(&t, 0, sizeof t);
@@ -134,6 +145,33 @@ static void CheckCore(void) {
   Check(mha_scaled_dot_product_attention_ex(&ex) == MHA_INVALID_ARGUMENT &&
             strstr(mha_last_error(), "struct_size") != NULL && out_ex[0] == 0.0f,
         "core struct_size refused");
+
+  /* QK-norm (a field of the growing struct) equals normalising q and k first. */
+  float q_norm[S * 2 * D], k_norm[S * D], q_weight[D], k_weight[D], normed[S * 2 * D];
+  for (int d = 0; d < D; ++d)
+    q_weight[d] = 0.5f + 0.1f * d, k_weight[d] = 1.5f - 0.05f * d;
+  RmsNormRows(q, S * 2, q_weight, q_norm);
+  RmsNormRows(k, S, k_weight, k_norm);
+  mha_attention_args pre = args;
+  pre.query = Bshd(q_norm, 2), pre.key = Bshd(k_norm, 1), pre.output = Bshd(normed, 2);
+  pre.logsumexp = NULL;
+  Check(mha_scaled_dot_product_attention(&pre) == MHA_OK, "core on normalised q, k");
+  ex.struct_size = sizeof ex;
+  ex.call.features.qk_norm = MHA_QK_NORM_PER_HEAD;
+  ex.query_norm_weight = q_weight, ex.key_norm_weight = k_weight;
+  Check(mha_scaled_dot_product_attention_ex(&ex) == MHA_OK, "core with QK-norm");
+  Check(Close(out_ex, normed, S * 2 * D) < 1e-5f, "QK-norm: as normalised first");
+  Check(Close(out_ex, out, S * 2 * D) > 1e-3f, "QK-norm changes the output");
+  /* The first release's struct_size is taken, and reads no weights past it. */
+  ex.struct_size = offsetof(mha_attention_ex_args, query_norm_weight);
+  Check(mha_scaled_dot_product_attention_ex(&ex) == MHA_INVALID_ARGUMENT &&
+            strstr(mha_last_error(), "query_norm_weight: required by features.qk_norm"),
+        "first-release struct: no weights read");
+  ex.struct_size = sizeof ex;
+  ex.call.features.qk_norm = MHA_QK_NORM_ACROSS_HEADS;
+  Check(mha_scaled_dot_product_attention_ex(&ex) == MHA_INVALID_ARGUMENT &&
+            strstr(mha_last_error(), "qk_norm.scope") != NULL,
+        "QK-norm across heads refused by the core");
 
   /* A bad window is refused, naming it, with the output untouched. */
   args.features.sliding_window = -2;
@@ -241,6 +279,19 @@ static void CheckPaged(const mha_layer* layer, const float* x, const float* expe
       args.query_start_loc = starts;
       args.output = out;
       Check(mha_forward_packed_ex(layer, cache, &args) == MHA_OK, "packed step, _ex");
+      /* The layer KV-shared with itself reads the keys and values it just wrote: the
+       * same output (its queries projected alone), nothing appended. */
+      float shared_out[2 * S * E];
+      args.output = shared_out;
+      args.kv_shared = 1;
+      Check(mha_forward_packed_ex(layer, cache, &args) == MHA_OK &&
+                Close(shared_out, out, (int)starts[2] * E) < 1e-5f &&
+                mha_paged_kv_cache_length(cache, 0) == done[0],
+            "kv_shared packed step");
+      args.struct_size = offsetof(mha_packed_forward_args, kv_shared);
+      Check(mha_forward_packed_ex(layer, cache, &args) == MHA_OK,
+            "the first release's struct_size");
+      args.output = out;
       args.struct_size = 0;
       Check(mha_forward_packed_ex(layer, cache, &args) == MHA_INVALID_ARGUMENT &&
                 strstr(mha_last_error(), "struct_size") != NULL,

@@ -1,9 +1,9 @@
 // Features in combination: random layers (RoPE, sliding windows, attention chunks,
-// query temperature, sinks, soft-cap, ALiBi, GQA) decoded through every cache kind and
-// storage, with prefills that put the decode steps on both sides of the 256-key split
-// cuts, on 1 and 2 threads; every step's output equals the rows of one causal forward of
-// the double-precision naive layer. Plus the smallest case of each combination defect
-// found so far.
+// query temperature, QK-norm, sinks, soft-cap, ALiBi, GQA) decoded through every cache
+// kind and storage, with prefills that put the decode steps on both sides of the 256-key
+// split cuts, on 1 and 2 threads; every step's output equals the rows of one causal
+// forward of the double-precision naive layer. Plus the smallest case of each combination
+// defect found so far.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -22,6 +22,7 @@ struct Combination {
   std::optional<int64_t> window, chunk;             // sliding window, attention chunk
   std::optional<AttentionTemperature> temperature;  // Llama 4's NoPE layers
   std::optional<float> softcap;
+  std::optional<QkNorm> qk_norm;  // Qwen 3, Gemma 3 (unit offset), OLMo 2 (across)
   bool alibi, sinks;
   int64_t prefill;
   std::vector<int64_t> steps;  // after the prefill
@@ -43,10 +44,14 @@ struct Combination {
            std::to_string(static_cast<int>(rope)) + " window " +
            std::to_string(window.value_or(0)) + " chunk " +
            std::to_string(chunk.value_or(0)) + " temperature " +
-           std::to_string(temperature.has_value()) + " softcap " +
-           std::to_string(softcap.value_or(0.0f)) + " alibi " + std::to_string(alibi) +
-           " sinks " + std::to_string(sinks) + " prefill " + std::to_string(prefill) +
-           " threads " + std::to_string(threads);
+           std::to_string(temperature.has_value()) + " qk_norm " +
+           (qk_norm ? std::to_string(static_cast<int>(qk_norm->scope)) +
+                          (qk_norm->unit_offset ? "+1" : "") +
+                          (qk_norm->value_norm ? "+v" : "")
+                    : std::string("none")) +
+           " softcap " + std::to_string(softcap.value_or(0.0f)) + " alibi " +
+           std::to_string(alibi) + " sinks " + std::to_string(sinks) + " prefill " +
+           std::to_string(prefill) + " threads " + std::to_string(threads);
   }
 };
 
@@ -74,10 +79,19 @@ Combination RandomCombination(std::mt19937& rng) {
   const int64_t chunks[] = {0, 0, 48, 128, 200};  // Llama 4's chunked layers
   if (const int64_t size = chunks[pick(0, 4)]) c.chunk = size;
   if (pick(0, 2) == 0) c.temperature = AttentionTemperature{64.0, 0.2};
+  const QkNorm norms[] = {QkNorm{1e-6},
+                          QkNorm{1e-6, true, QkNormScope::kPerHead, /*value_norm=*/true},
+                          QkNorm{1e-5, false, QkNormScope::kAcrossHeads}};
+  if (const int64_t norm = pick(0, 3)) c.qk_norm = norms[norm - 1];
   return c;
 }
 
-OwnedLayer CombinationLayer(const Combination& c, std::vector<float>& sinks) {
+// The weights a combination's layer views besides its projections.
+struct FeatureWeights {
+  std::vector<float> sinks, query_norm, key_norm;
+};
+
+OwnedLayer CombinationLayer(const Combination& c, FeatureWeights& weights) {
   LayerSpec spec;
   spec.num_heads = c.num_heads;
   spec.num_kv_heads = c.num_kv_heads;
@@ -91,8 +105,19 @@ OwnedLayer CombinationLayer(const Combination& c, std::vector<float>& sinks) {
   layer.config.features.temperature_tuning = c.temperature;
   layer.config.features.softcap = c.softcap;
   layer.config.features.alibi = c.alibi;
-  sinks = RandomFloats(c.num_heads, 32, 3.0f);
-  if (c.sinks) layer.weights.sinks = TensorView(sinks.data(), Shape{c.num_heads});
+  weights.sinks = RandomFloats(c.num_heads, 32, 3.0f);
+  if (c.sinks) layer.weights.sinks = TensorView(weights.sinks.data(), Shape{c.num_heads});
+  layer.config.features.qk_norm = c.qk_norm;
+  if (c.qk_norm) {
+    const bool across = c.qk_norm->scope == QkNormScope::kAcrossHeads;
+    const int64_t query_width = across ? c.num_heads * c.head_dim : c.head_dim;
+    const int64_t key_width = across ? c.num_kv_heads * c.head_dim : c.head_dim;
+    weights.query_norm = RandomFloats(query_width, 35, 1.5f);
+    weights.key_norm = RandomFloats(key_width, 36, 1.5f);
+    layer.weights.query_norm_weight =
+        TensorView(weights.query_norm.data(), Shape{query_width});
+    layer.weights.key_norm_weight = TensorView(weights.key_norm.data(), Shape{key_width});
+  }
   return layer;
 }
 
@@ -166,8 +191,8 @@ TEST(Combinations, RandomFeaturesCachesSplitsAndThreads) {
   for (int trial = 0; trial < 10; ++trial) {
     const Combination c = RandomCombination(rng);
     SCOPED_TRACE(c.Describe());
-    std::vector<float> sinks;
-    const OwnedLayer layer = CombinationLayer(c, sinks);
+    FeatureWeights weights;
+    const OwnedLayer layer = CombinationLayer(c, weights);
     const std::vector<float> x = RandomFloats(c.total() * kEmbed, 33 + trial);
     const std::vector<float> ref = NaiveCausal(layer, x);
     const DType storages[] = {DType::kFloat32, DType::kBFloat16, DType::kInt8};
@@ -188,9 +213,9 @@ TEST(Combinations, SinkCountsInWindowedDecodePastTheFirstCut) {
   c.prefill = 256;
   c.steps = {1, 1};
   c.threads = 1;
-  std::vector<float> sinks;
-  OwnedLayer layer = CombinationLayer(c, sinks);
-  sinks[0] = 3.0f;
+  FeatureWeights weights;
+  OwnedLayer layer = CombinationLayer(c, weights);
+  weights.sinks[0] = 3.0f;
   const std::vector<float> x = RandomFloats(c.total() * kEmbed, 34);
   const std::vector<float> ref = NaiveCausal(layer, x);
   DecodeContiguous(c, layer, x, ref, DType::kFloat32);

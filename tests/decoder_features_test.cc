@@ -1,5 +1,5 @@
 // The layer with today's decoder features (rotary embeddings, sliding windows,
-// soft-capping, sinks, ALiBi) against the naive layer, in the whole and chunked
+// soft-capping, sinks, ALiBi, QK-norm) against the naive layer, in the whole and chunked
 // flows and with attention weights; with a KV cache, prefill, decode and chunked
 // prefill equal one causal Forward; bad feature arguments fail cleanly.
 #include <gtest/gtest.h>
@@ -20,6 +20,7 @@ struct FeatureCase {
   std::optional<int64_t> window, chunk;
   std::optional<AttentionTemperature> temperature;
   std::optional<float> softcap;
+  std::optional<QkNorm> qk_norm;
   bool alibi = false, sinks = false;
 };
 
@@ -50,9 +51,24 @@ struct FeatureLayer {
     layer.config.features.alibi = c.alibi;
     sinks = RandomFloats(c.num_heads, 22, 1.5f);
     if (c.sinks) layer.weights.sinks = TensorView(sinks.data(), Shape{c.num_heads});
+    layer.config.features.qk_norm = c.qk_norm;
+    if (c.qk_norm) {
+      const bool across = c.qk_norm->scope == QkNormScope::kAcrossHeads;
+      const int64_t kv_heads = c.num_kv_heads ? c.num_kv_heads : c.num_heads;
+      const int64_t query_width = across ? c.num_heads * c.head_dim : c.head_dim;
+      const int64_t key_width = across ? kv_heads * c.head_dim : c.head_dim;
+      // Around 1, as trained norms are (Gemma's offset adds the 1 itself).
+      const float base = c.qk_norm->unit_offset ? 0.0f : 1.0f;
+      query_norm = RandomFloats(query_width, 28, 0.5f);
+      key_norm = RandomFloats(key_width, 29, 0.5f);
+      for (float& w : query_norm) w += base;
+      for (float& w : key_norm) w += base;
+      layer.weights.query_norm_weight = TensorView(query_norm.data(), Shape{query_width});
+      layer.weights.key_norm_weight = TensorView(key_norm.data(), Shape{key_width});
+    }
   }
   OwnedLayer layer;
-  std::vector<float> sinks;
+  std::vector<float> sinks, query_norm, key_norm;
 };
 
 std::vector<FeatureCase> Cases() {
@@ -83,9 +99,28 @@ std::vector<FeatureCase> Cases() {
   c = Named("sinks_mqa");
   c.sinks = true, c.num_kv_heads = 1;
   cases.push_back(c);
+  c = Named("qk_norm_rope_gqa");  // Qwen 3
+  c.qk_norm = QkNorm{}, c.rope = RotaryPairing::kHalfSplit, c.num_kv_heads = 2;
+  cases.push_back(c);
+  c = Named("qk_norm_unit_offset_window_partial_rope");  // Gemma 3's local layers
+  c.qk_norm = QkNorm{1e-6, true}, c.window = 6, c.rope = RotaryPairing::kHalfSplit,
+  c.rotary_dim = 4;
+  cases.push_back(c);
+  c = Named("qk_norm_value_norm_rope_window");  // Gemma 3n
+  c.qk_norm = QkNorm{1e-6, false, QkNormScope::kPerHead, true},
+  c.rope = RotaryPairing::kHalfSplit, c.window = 5, c.num_kv_heads = 1;
+  cases.push_back(c);
+  c = Named("qk_norm_across_heads_rope_gqa");  // OLMo 2
+  c.qk_norm = QkNorm{1e-6, false, QkNormScope::kAcrossHeads},
+  c.rope = RotaryPairing::kHalfSplit, c.num_kv_heads = 2;
+  cases.push_back(c);
+  c = Named("qk_norm_nope_chunk_temperature_sinks");
+  c.qk_norm = QkNorm{1e-5}, c.chunk = 8, c.temperature = AttentionTemperature{4.0, 0.3},
+  c.sinks = true;
+  cases.push_back(c);
   c = Named("everything_gqa");
   c.rope = RotaryPairing::kHalfSplit, c.window = 7, c.softcap = 20.0f, c.alibi = true,
-  c.sinks = true, c.num_kv_heads = 2;
+  c.sinks = true, c.num_kv_heads = 2, c.qk_norm = QkNorm{1e-6, true};
   cases.push_back(c);
   return cases;
 }
@@ -264,6 +299,42 @@ TEST(FeatureErrors, NameTheArgumentAndWriteNothing) {
                       [](AttentionConfig& config, AttentionWeights&) {
                         config.rotary.attention_factor = 1e39;
                       });
+  const std::vector<float> norm8(8, 1.0f), norm7(7, 1.0f),
+      norm_nan = {1, 1, NAN, 1, 1, 1, 1, 1};
+  expect_config_error("features.qk_norm.eps: must be finite and >= 0, got -1",
+                      [&](AttentionConfig& config, AttentionWeights& weights) {
+                        config.features.qk_norm = QkNorm{-1.0};
+                        weights.query_norm_weight = weights.key_norm_weight =
+                            TensorView(norm8.data(), Shape{8});
+                      });
+  expect_config_error("weights.query_norm_weight: required by features.qk_norm",
+                      [&](AttentionConfig& config, AttentionWeights& weights) {
+                        config.features.qk_norm = QkNorm{};
+                        weights.key_norm_weight = TensorView(norm8.data(), Shape{8});
+                      });
+  expect_config_error("weights.key_norm_weight: expected shape [8], got [7]",
+                      [&](AttentionConfig& config, AttentionWeights& weights) {
+                        config.features.qk_norm = QkNorm{};
+                        weights.query_norm_weight = TensorView(norm8.data(), Shape{8});
+                        weights.key_norm_weight = TensorView(norm7.data(), Shape{7});
+                      });
+  expect_config_error(
+      "weights.query_norm_weight: expected shape [32], got [8]",
+      [&](AttentionConfig& config, AttentionWeights& weights) {
+        config.features.qk_norm = QkNorm{1e-6, false, QkNormScope::kAcrossHeads};
+        weights.query_norm_weight = weights.key_norm_weight =
+            TensorView(norm8.data(), Shape{8});
+      });
+  expect_config_error("weights.key_norm_weight[2]: must be finite, got nan",
+                      [&](AttentionConfig& config, AttentionWeights& weights) {
+                        config.features.qk_norm = QkNorm{};
+                        weights.query_norm_weight = TensorView(norm8.data(), Shape{8});
+                        weights.key_norm_weight = TensorView(norm_nan.data(), Shape{8});
+                      });
+  expect_config_error("weights.query_norm_weight: given without features.qk_norm",
+                      [&](AttentionConfig&, AttentionWeights& weights) {
+                        weights.query_norm_weight = TensorView(norm8.data(), Shape{8});
+                      });
   const std::vector<float> three_sinks(3, 0.0f);
   expect_config_error("weights.sinks: expected shape [4], got [3]",
                       [&](AttentionConfig&, AttentionWeights& weights) {
@@ -325,6 +396,17 @@ TEST(CoreErrors, StridesAndShapes) {
   const std::vector<float> two(2, 0.0f);
   sinks.sinks = TensorView(two.data(), Shape{2});
   expect_error("options.sinks: expected shape [3], got [2]", q, sinks);
+  CoreOptions norm;
+  const std::vector<float> eight(8, 1.0f);
+  norm.features.qk_norm = QkNorm{};
+  norm.query_norm_weight = TensorView(eight.data(), Shape{8});
+  expect_error("options.key_norm_weight: required by features.qk_norm", q, norm);
+  norm.key_norm_weight = TensorView(two.data(), Shape{2});
+  expect_error("options.key_norm_weight: expected shape [8], got [2]", q, norm);
+  norm.key_norm_weight = norm.query_norm_weight;
+  norm.features.qk_norm->scope = QkNormScope::kAcrossHeads;
+  expect_error("options.features.qk_norm.scope: the core normalises each head's rows", q,
+               norm);
   CoreOptions window;
   window.features.sliding_window = 0;
   expect_error("features.sliding_window: must be >= 1, got 0", q, window);

@@ -131,6 +131,14 @@ TEST_F(MhaRun, DecoderFeatureFlags) {
   ExpectFailure(with({"--temperature-tuning", "0,0.1"}), 1,
                 {"features.temperature_tuning.floor_scale", "got 0"});
   ExpectFailure(with({"--softcap", "0"}), 1, {"features.softcap", "got 0"});
+  ExpectFailure(with({"--qk-norm", "per-token"}), 2,
+                {"--qk-norm: expected one of per-head, across-heads, got 'per-token'"});
+  ExpectFailure(with({"--qk-norm-eps", "1e-5"}), 2,
+                {"--qk-norm-eps applies only with --qk-norm"});
+  ExpectFailure(with({"--qk-norm", "per-head"}), 1,
+                {"weights.query_norm_weight: required by features.qk_norm"});
+  ExpectFailure(with({"--q-norm-weight", query_}), 2,
+                {"--q-norm-weight applies only with --core"});
   ExpectFailure(with({"--rope", "neox", "--rotary-dim", "3"}), 1,
                 {"rotary_dim", "got 3"});
   ExpectFailure({"--core", "--query", query_, "--output", output_}, 2, {"missing --key"});

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "src/io/npy.h"
+#include "src/io/safetensors.h"
 #include "tests/test_util.h"
 #include "tools/mha_run/cli.h"
 
@@ -140,6 +141,56 @@ TEST(SeedNotebooks, Seed000InOutLayoutWithoutOutputProjection) {
 
 TEST(SeedNotebooks, Seed001PerHeadWeightsCausal) {
   ExpectSeedMatches("seed001", WeightLayout::kHeadsInHeadDim, 2, true);
+}
+
+// Gemma 3n's KV sharing: the source layer decodes (prefill 7, then single tokens)
+// into a KvCache, and after each step the sharing layer (its own q_proj, q_norm and
+// o_proj from shared.safetensors) reads the same cache with options.kv_shared.
+// mha's layer object takes key and value weights, which a kv_shared call never
+// reads: the source's are passed.
+TEST(PyTorchGemma3n, KvSharedLayerReadsTheSourceLayersCache) {
+  const fs::path dir = kDataDir / "gemma3n_kv_sharing";
+  const io::Safetensors source_file = io::Safetensors::Read(dir / "source.safetensors");
+  const io::Safetensors shared_file = io::Safetensors::Read(dir / "shared.safetensors");
+  const std::vector<float> x_source = LoadFloats(dir / "source_input.npy");
+  const std::vector<float> x_shared = LoadFloats(dir / "shared_input.npy");
+  const std::vector<float> expected = LoadFloats(dir / "expected_output.npy");
+  constexpr int64_t kEmbed = 32, kSeq = 12;
+  AttentionConfig config;
+  config.num_heads = 4, config.num_kv_heads = 2, config.head_dim = 8;
+  config.query_dim = kEmbed;
+  config.scale = 1.0f;
+  config.rotary.pairing = RotaryPairing::kHalfSplit;
+  config.features.sliding_window = 5;
+  config.features.qk_norm = QkNorm{1e-6, false, QkNormScope::kPerHead, true};
+  AttentionWeights source, shared;
+  for (auto [weights, file] :
+       {std::pair{&source, &source_file}, {&shared, &shared_file}}) {
+    weights->query.weight = file->Find("q_proj.weight");
+    weights->output.weight = file->Find("out_proj.weight");
+    weights->query_norm_weight = file->Find("q_norm.weight");
+  }
+  for (AttentionWeights* weights : {&source, &shared}) {
+    weights->key.weight = source_file.Find("k_proj.weight");
+    weights->value.weight = source_file.Find("v_proj.weight");
+    weights->key_norm_weight = source_file.Find("k_norm.weight");
+  }
+  const MultiheadAttention source_layer(config, source), shared_layer(config, shared);
+  KvCache cache(config, 1, kSeq);
+  ForwardOptions sharing;
+  sharing.kv_shared = true;
+  std::vector<float> out(kSeq * kEmbed), ignored(kSeq * kEmbed);
+  for (int64_t done = 0; done < kSeq;) {
+    const int64_t step = done == 0 ? 7 : 1;
+    const Shape shape{1, step, kEmbed};
+    const int64_t first = done * kEmbed;
+    source_layer.ForwardWithCache(TensorView(x_source.data() + first, shape), {}, cache,
+                                  MutableTensorView(ignored.data() + first, shape));
+    shared_layer.ForwardWithCache(TensorView(x_shared.data() + first, shape), {}, cache,
+                                  MutableTensorView(out.data() + first, shape), sharing);
+    done += step;
+  }
+  ExpectClose(out, expected, "gemma3n_kv_sharing");
 }
 
 // A model's RoPE frequencies are part of the model: transformers' float32 values

@@ -460,11 +460,18 @@ def eager_attention(q, k, v, scaling, causal_offset=None, window=None, softcap=N
     return torch.matmul(probs, v), lse
 
 
+def rms_norm(x, weight, eps):
+    """Qwen3RMSNorm / Olmo2RMSNorm (Gemma3RMSNorm with 1 + weight passed), in float32."""
+    return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+
 def decoder_case(name, embed, heads, kv_heads, seq, rope=None, rotary_dim=None,
                  theta=10000.0, scaling=None, window=None, softcap=None, alibi=False,
                  sinks=False, bias=False, position_ids=None, key_padding=None, chunk=None,
-                 temperature=None):
-    """A decoder layer (separate q/k/v/o linears, causal) run by mha-run."""
+                 temperature=None, qk_norm=None):
+    """A decoder layer (separate q/k/v/o linears, causal) run by mha-run. qk_norm:
+    (scope, eps, unit_offset), scope "per-head" (Qwen 3; Gemma 3 with unit_offset) or
+    "across-heads" (OLMo 2)."""
     torch.manual_seed(sum(name.encode()))
     head_dim = embed // heads
     batch = 2
@@ -478,6 +485,13 @@ def decoder_case(name, embed, heads, kv_heads, seq, rope=None, rotary_dim=None,
     sink_values = torch.randn(heads) * 2 if sinks else None
     if sinks:
         tensors["sinks"] = sink_values
+    if qk_norm is not None:
+        scope, eps, unit_offset = qk_norm
+        widths = (head_dim, head_dim) if scope == "per-head" else \
+            (heads * head_dim, kv_heads * head_dim)
+        # Trained norms sit around 1; Gemma's stored weights around 0 (it adds the 1).
+        norm_weights = [torch.randn(w) * 0.3 + (0.0 if unit_offset else 1.0) for w in widths]
+        tensors["q_norm.weight"], tensors["k_norm.weight"] = norm_weights
     case = Case(name)
     save_safetensors(os.path.join(case.dir, "weights.safetensors"), tensors)
     case.args += ["--weights", "weights.safetensors", "--num-heads", str(heads),
@@ -487,8 +501,20 @@ def decoder_case(name, embed, heads, kv_heads, seq, rope=None, rotary_dim=None,
     def split(t, h):
         return t.view(batch, seq, h, head_dim).transpose(1, 2)
 
+    def norm(t, weight):
+        return rms_norm(t, 1.0 + weight if unit_offset else weight, eps)
+
     with torch.no_grad():
-        q, k = split(lin["q_proj"](x), heads), split(lin["k_proj"](x), kv_heads)
+        q_flat, k_flat = lin["q_proj"](x), lin["k_proj"](x)
+        if qk_norm is not None and scope == "across-heads":  # Olmo2Attention
+            q_flat, k_flat = norm(q_flat, norm_weights[0]), norm(k_flat, norm_weights[1])
+        q, k = split(q_flat, heads), split(k_flat, kv_heads)
+        if qk_norm is not None and scope == "per-head":  # Qwen3Attention, Gemma3Attention
+            q, k = norm(q, norm_weights[0]), norm(k, norm_weights[1])
+        if qk_norm is not None:
+            case.args += ["--qk-norm", scope, "--qk-norm-eps", repr(eps)]
+            if unit_offset:
+                case.args += ["--qk-norm-unit-offset"]
         v = split(lin["v_proj"](x), kv_heads)
         if rope is not None:
             rotary_dim = rotary_dim or head_dim
@@ -524,6 +550,49 @@ def decoder_case(name, embed, heads, kv_heads, seq, rope=None, rotary_dim=None,
         out, _ = eager_attention(q, k, v, head_dim ** -0.5, 0, window, softcap, slopes,
                                  sink_values, key_padding, chunk)
         out = lin["out_proj"](out.transpose(1, 2).reshape(batch, seq, heads * head_dim))
+    case.finish(out)
+
+
+def gemma3n_kv_sharing_case(name):
+    """Gemma 3n's KV sharing (Gemma3nTextAttention): a source layer and a later layer
+    of the same type that reads the source's cached keys and values instead of
+    projecting its own. Both: q_norm and k_norm (Gemma3nRMSNorm: x / sqrt(mean(x^2) +
+    eps) * weight), v_norm without a weight, RoPE, a sliding window, scaling 1.0.
+    shared.safetensors holds what the sharing layer has: q_proj, o_proj, q_norm."""
+    torch.manual_seed(sum(name.encode()))
+    embed, heads, kv_heads, head_dim, seq, window, eps = 32, 4, 2, 8, 12, 5, 1e-6
+    source = {n: nn.Linear(embed, o * head_dim, bias=False) for n, o in
+              (("q_proj", heads), ("k_proj", kv_heads), ("v_proj", kv_heads))}
+    shared = {"q_proj": nn.Linear(embed, heads * head_dim, bias=False)}
+    for layer in (source, shared):
+        layer["out_proj"] = nn.Linear(heads * head_dim, embed, bias=False)
+    norms = {n: torch.randn(head_dim) * 0.3 + 1.0 for n in
+             ("source.q_norm", "source.k_norm", "shared.q_norm")}
+    case = Case(name)
+    source_tensors = {n + ".weight": m.weight for n, m in source.items()}
+    source_tensors["q_norm.weight"] = norms["source.q_norm"]
+    source_tensors["k_norm.weight"] = norms["source.k_norm"]
+    shared_tensors = {n + ".weight": m.weight for n, m in shared.items()}
+    shared_tensors["q_norm.weight"] = norms["shared.q_norm"]
+    save_safetensors(os.path.join(case.dir, "source.safetensors"), source_tensors)
+    save_safetensors(os.path.join(case.dir, "shared.safetensors"), shared_tensors)
+    x_source, x_shared = torch.randn(1, seq, embed), torch.randn(1, seq, embed)
+    case.array("source_input.npy", x_source)
+    case.array("shared_input.npy", x_shared)
+    inv_freq = rope_inv_freq(head_dim, 10000.0)
+    positions = torch.arange(seq)[None, :]
+
+    def heads_of(t, h):
+        return t.view(1, seq, h, head_dim)
+
+    with torch.no_grad():
+        k = rms_norm(heads_of(source["k_proj"](x_source), kv_heads), norms["source.k_norm"], eps)
+        v = rms_norm(heads_of(source["v_proj"](x_source), kv_heads), 1.0, eps)
+        q = rms_norm(heads_of(shared["q_proj"](x_shared), heads), norms["shared.q_norm"], eps)
+        q = apply_rope(q.transpose(1, 2), positions, inv_freq, "neox")
+        k = apply_rope(k.transpose(1, 2), positions, inv_freq, "neox")
+        out, _ = eager_attention(q, k, v.transpose(1, 2), 1.0, 0, window)
+        out = shared["out_proj"](out.transpose(1, 2).reshape(1, seq, heads * head_dim))
     case.finish(out)
 
 
@@ -569,6 +638,13 @@ def decoder_cases():
     decoder_case("llama4_chunked_attention", 32, 4, 2, 11, rope="neox", theta=500000.0,
                  chunk=4)
     decoder_case("llama4_nope_temperature", 32, 4, 2, 11, temperature=(3.0, 0.1))
+    decoder_case("qwen3_qk_norm_gqa", 32, 4, 2, 9, rope="neox", theta=1000000.0,
+                 qk_norm=("per-head", 1e-6, False))
+    decoder_case("gemma3_qk_norm_window", 32, 4, 2, 10, rope="neox", window=4,
+                 qk_norm=("per-head", 1e-6, True))
+    decoder_case("olmo2_qk_norm_across_heads", 32, 4, 4, 8, rope="neox", theta=500000.0,
+                 qk_norm=("across-heads", 1e-6, False))
+    gemma3n_kv_sharing_case("gemma3n_kv_sharing")
     core_case("core_sdpa_features")
     rope_frequencies()
 

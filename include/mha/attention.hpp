@@ -42,6 +42,12 @@ struct ForwardOptions {
   // tokens (and of the keys in self-attention), e.g. for left-padded batches or
   // packed sequences. Absent: 0..S-1 in Forward, cache.length(b) + i with a cache.
   TensorView position_ids;
+  // Cross-layer KV sharing (Gemma 3n's KV-shared layers): in ForwardWithCache and
+  // ForwardPacked, the new tokens' keys and values are already in the cache, written
+  // in this step by the layer this one shares with (ForwardPacked: `layer` names that
+  // layer); only the queries are projected, and nothing is written or appended. The
+  // tokens are the cache's last ones (contiguous: cache.length(b) counts them).
+  bool kv_shared = false;
 };
 
 // The new tokens of N sequences of a PagedKvCache, packed without padding: sequence

@@ -18,6 +18,26 @@ struct AttentionTemperature {
   double attn_scale = 0.1;      // finite
 };
 
+// Which values one QK-norm RMSNorm spans.
+enum class QkNormScope {
+  kPerHead,     // each head's head_dim values (Qwen 3, Gemma 3): weights [head_dim]
+  kAcrossHeads  // every head of a token (OLMo 2): weights [num_heads * head_dim] for
+                // queries, [num_kv_heads * head_dim] for keys
+};
+
+// QK-norm: the projected queries and keys pass through an RMSNorm with learned
+// weights (AttentionWeights::query_norm_weight / key_norm_weight, or the core's
+// options) before rotary embeddings: x * w / sqrt(mean(x^2) + eps), in float32 as
+// transformers' Qwen3RMSNorm computes it. Keys are stored normalised in caches.
+struct QkNorm {
+  double eps = 1e-6;         // rms_norm_eps; finite, >= 0
+  bool unit_offset = false;  // Gemma 3: scale by (1 + w) instead of w
+  QkNormScope scope = QkNormScope::kPerHead;
+  // Gemma 3n: each head's value row is RMS-normalised too, with no weight (its
+  // v_norm), as it is written into pages (caches store normalised values).
+  bool value_norm = false;
+};
+
 struct AttentionFeatures {
   // Logits soft-capped: score = softcap * tanh(score / softcap), on the scaled
   // scores before any bias or mask (Gemma 2's attn_logit_softcapping); > 0.
@@ -40,6 +60,8 @@ struct AttentionFeatures {
   std::optional<int64_t> attention_chunk_size;
   // Position-dependent query scale (Llama 4's NoPE layers); see AttentionTemperature.
   std::optional<AttentionTemperature> temperature_tuning;
+  // RMSNorm of queries and keys before rotation (Qwen 3, Gemma 3, OLMo 2).
+  std::optional<QkNorm> qk_norm;
 };
 
 // BLOOM's ALiBi slopes: for the largest power of two n <= num_heads, 2^(-8i/n) for

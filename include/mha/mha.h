@@ -60,6 +60,13 @@ typedef struct {
   double attention_factor; /* 0: 1 */
 } mha_rope_config;
 
+/* QK-norm: RMSNorm of queries and keys before rotation (see mha/features.hpp). */
+typedef enum {
+  MHA_QK_NORM_NONE = 0,
+  MHA_QK_NORM_PER_HEAD = 1,    /* Qwen 3, Gemma 3: weights [head_dim] */
+  MHA_QK_NORM_ACROSS_HEADS = 2 /* OLMo 2: weights [heads * head_dim] (layers only) */
+} mha_qk_norm;
+
 /* Logit and window features (see mha/features.hpp); all-zero: none. */
 typedef struct {
   float softcap;             /* > 0: score = softcap * tanh(score / softcap) */
@@ -73,6 +80,10 @@ typedef struct {
    * attn_scale + 1 (see mha/features.hpp) */
   int temperature_tuning;
   double temperature_floor_scale, temperature_attn_scale;
+  mha_qk_norm qk_norm;     /* with query_norm_weight/key_norm_weight given */
+  int qk_norm_unit_offset; /* non-zero: Gemma's 1 + weight */
+  double qk_norm_eps;      /* 0: 1e-6 */
+  int qk_norm_value_norm;  /* non-zero: Gemma 3n's v_norm (values, no weight) */
 } mha_features;
 
 typedef struct {
@@ -98,6 +109,10 @@ typedef struct {
   mha_projection query, key, value, output;
   int64_t output_dim; /* width of the output projection; 0: num_heads * head_dim */
   const float* sinks; /* [num_heads] attention sinks (gpt-oss), or NULL */
+  /* QK-norm weights (features.qk_norm): [head_dim] each per head; [num_heads *
+   * head_dim] and [num_kv_heads * head_dim] across heads. NULL without QK-norm. */
+  const float* query_norm_weight;
+  const float* key_norm_weight;
 } mha_weights;
 
 typedef struct mha_layer mha_layer;
@@ -170,6 +185,10 @@ typedef struct {
   const int64_t* position_ids; /* [batch, new_tokens] or NULL: cache length + i */
   float* output;               /* [batch, new_tokens, output_dim] */
   int num_threads;
+  /* Since 0.4: non-zero: a KV-shared layer (Gemma 3n) reads the new tokens' keys and
+   * values another layer appended in this step, appending nothing
+   * (ForwardOptions::kv_shared). */
+  int kv_shared;
 } mha_cache_forward_args;
 
 /* mha_forward_with_cache with its arguments in a struct. */
@@ -247,6 +266,9 @@ typedef struct {
   const int64_t* position_ids;    /* [num_tokens] or NULL */
   float* output;                  /* [num_tokens, output_dim] */
   int num_threads;
+  /* Since 0.4: non-zero: a KV-shared layer reads layer_index's keys and values of
+   * these tokens, written in this step by that layer (ForwardOptions::kv_shared). */
+  int kv_shared;
 } mha_packed_forward_args;
 
 /* mha_forward_packed with its arguments in a struct. */
@@ -297,6 +319,10 @@ mha_status mha_scaled_dot_product_attention(const mha_attention_args* args);
 typedef struct {
   size_t struct_size;
   mha_attention_args call;
+  /* Since 0.4: QK-norm weights ([head_dim] each) for call.features.qk_norm
+   * MHA_QK_NORM_PER_HEAD; NULL: none. */
+  const float* query_norm_weight;
+  const float* key_norm_weight;
 } mha_attention_ex_args;
 
 mha_status mha_scaled_dot_product_attention_ex(const mha_attention_ex_args* args);

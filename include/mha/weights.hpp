@@ -33,6 +33,11 @@ struct AttentionWeights {
   // Optional [num_heads] float32 attention sinks (gpt-oss): one learned logit per
   // query head that joins each row's softmax denominator and adds no value.
   TensorView sinks;
+  // QK-norm's float32 weights (with AttentionConfig::features.qk_norm, required
+  // then): [head_dim] each, or [num_heads * head_dim] and [num_kv_heads * head_dim]
+  // for QkNormScope::kAcrossHeads. Hugging Face's q_norm.weight and k_norm.weight.
+  TensorView query_norm_weight;
+  TensorView key_norm_weight;
 };
 
 // PyTorch nn.MultiheadAttention's packed in_proj_weight [3E, E] and in_proj_bias [3E]

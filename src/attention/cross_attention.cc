@@ -92,6 +92,9 @@ void MultiheadAttention::Impl::ProjectMemory(const TensorView& memory,
 void MultiheadAttention::Impl::ForwardCrossAttention(
     const TensorView& query, KvCache::Impl& cache, const MutableTensorView& output,
     const ForwardOptions& options) const {
+  if (options.kv_shared) {  // the memory's keys and values are read, never written
+    Fail("options.kv_shared: does not apply to ForwardCrossAttention");
+  }
   if (query.shape.rank() != 3 || query.shape[2] != config.query_dim) {
     Fail("query: expected shape [B, Sq, ", config.query_dim, "], got ",
          query.shape.ToString());

@@ -1,6 +1,7 @@
 // MultiheadAttention::ForwardWithCache: decoding over a caller-owned KV cache. New
 // tokens are projected with the fused QKV GEMM, appended to the cache's panels, and
-// attend causally (bottom-right aligned) over everything cached.
+// attend causally (bottom-right aligned) over everything cached. A kv_shared layer
+// projects queries only and reads what the layer it shares with appended.
 #include <algorithm>
 
 #include "src/attention/layer_impl.h"
@@ -52,7 +53,13 @@ Problem MultiheadAttention::Impl::ValidateCacheCall(const TensorView& query,
       Fail("new_lengths[", b, "]: must be in [0, ", problem.query_len, "], got ",
            counts[b]);
     }
-    positions[b] = cache.lengths[b];
+    positions[b] = options.kv_shared ? cache.lengths[b] - counts[b] : cache.lengths[b];
+    if (positions[b] < 0) {
+      Fail("cache: sequence ", b, " holds ", cache.lengths[b], " tokens, fewer than the ",
+           counts[b],
+           " new ones a kv_shared layer reads (the layer it shares with "
+           "writes them first)");
+    }
     if (positions[b] + counts[b] > cache.max_seq_len) {
       Fail("cache: sequence ", b, " holds ", positions[b], " tokens; appending ",
            counts[b], " exceeds max_seq_len ", cache.max_seq_len);
@@ -91,9 +98,10 @@ void MultiheadAttention::Impl::ForwardWithCache(const TensorView& query,
   params.query_counts = counts;
   const internal::MaskPlan masks = internal::MaskPlan::ForCache(
       workspace->positions.data(), cache.capacity, config.features);
-  RunQueries({&query, 0, problem.batch_size * sq, sq, nullptr, &write, staged.floats(),
-              /*padded=*/true},
+  RunQueries({&query, 0, problem.batch_size * sq, sq, nullptr,
+              options.kv_shared ? nullptr : &write, staged.floats(), /*padded=*/true},
              params, masks, *workspace);
+  if (options.kv_shared) return FinishOutput(staged, output);
   for (int64_t b = 0; b < problem.batch_size; ++b) cache.lengths[b] += counts[b];
   FinishOutput(staged, output);
 }

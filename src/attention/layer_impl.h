@@ -14,6 +14,7 @@
 #include "src/core/attention_core.h"
 #include "src/core/write_kv_pages.h"
 #include "src/features/logit_features.h"
+#include "src/features/qk_norm.h"
 #include "src/masks/mask_plan.h"
 #include "src/projection/linear_primitive.h"
 #include "src/projection/packed_weights.h"
@@ -118,6 +119,9 @@ struct MultiheadAttention::Impl {
     internal::PageSource pages;
   };
   void ProjectKeys(const KeyPass& pass, internal::Workspace& workspace) const;
+  // QK-norm across heads (OLMo 2) of `count` projected rows, in place: `queries`
+  // and `keys` point at their first row's query or key columns (null: none).
+  void NormAcrossHeads(float* queries, float* keys, int64_t count, int64_t stride) const;
   // A KvWrite of this layer's heads, rotated to rotary_positions for rotary layers;
   // the caller sets the rows, sequences and pages.
   internal::KvWrite LayerKvWrite(const int64_t* rotary_positions,
@@ -156,6 +160,7 @@ struct MultiheadAttention::Impl {
   internal::LinearPrimitive linears[5];
   bool has_output = false;
   internal::LogitFeatures logits;
+  internal::QkNormWeights qk_norm;
   std::optional<RotaryEmbedding> rotary;
   mutable internal::WorkspacePool workspaces;
 };

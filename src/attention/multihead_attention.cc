@@ -68,6 +68,9 @@ MultiheadAttention::Impl::Impl(const AttentionConfig& layer_config,
       logits(layer_config.features, weights.sinks, layer_config.num_heads,
              "weights.sinks") {
   if (config.rotary.enabled()) rotary.emplace(config.rotary, config.head_dim);
+  qk_norm.Set(config.features.qk_norm, weights.query_norm_weight, weights.key_norm_weight,
+              config.num_heads, config.resolved_num_kv_heads(), config.head_dim,
+              "weights.");
   for (int input = PackedWeights::kQuery; input <= PackedWeights::kValue; ++input) {
     const PackedProjection projection =
         packed.InputProjection(static_cast<PackedWeights::Input>(input));
@@ -94,6 +97,8 @@ AttentionParams MultiheadAttention::Impl::BaseParams(
   params.batch_end = problem.batch_size;
   params.query_count = problem.query_len;
   internal::SetLogits(logits, params);
+  params.query_scale = packed.unfolded_query_scale();
+  params.query_norm = qk_norm.QueryHeadNorm();
   if (rotary) {
     params.rotary = &*rotary;
     params.query_positions = rotary_positions;
@@ -205,6 +210,11 @@ void MultiheadAttention::Impl::Forward(const AttentionInputs& inputs,
                                        const AttentionMasks& masks,
                                        const AttentionOutputs& outputs,
                                        const ForwardOptions& options) const {
+  if (options.kv_shared) {
+    internal::Fail(
+        "options.kv_shared: applies to a layer reading a cache "
+        "(ForwardWithCache, ForwardPacked), not to Forward");
+  }
   const Problem problem =
       internal::ValidateForward(config, output_dim, inputs, outputs, options);
   const internal::MaskPlan mask_plan(masks, config.features, problem, config.num_heads);

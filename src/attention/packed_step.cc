@@ -1,7 +1,8 @@
 // MultiheadAttention::ForwardPacked: one continuous-batching step over a paged KV
 // cache. The packed tokens of every sequence are projected by one fused QKV GEMM
 // (no padding rows), their keys and values written into the cache's blocks, and the
-// attention core attends each sequence's queries over its blocks in place.
+// attention core attends each sequence's queries over its blocks in place (a
+// kv_shared layer projects queries only, over blocks another layer wrote).
 #include <algorithm>
 
 #include "src/attention/layer_impl.h"
@@ -196,8 +197,9 @@ void MultiheadAttention::Impl::ForwardPacked(const TensorView& query,
   params.query_counts = workspace->new_lengths.data();
   const internal::MaskPlan masks = internal::MaskPlan::ForCache(
       workspace->positions.data(), problem.key_len, config.features);
-  RunQueries({&query, 0, tokens, 0, rows, &write, staged.floats()}, params, masks,
-             *workspace);
+  RunQueries(
+      {&query, 0, tokens, 0, rows, options.kv_shared ? nullptr : &write, staged.floats()},
+      params, masks, *workspace);
   FinishOutput(staged, output);
 }
 

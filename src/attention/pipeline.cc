@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "src/attention/layer_impl.h"
+#include "src/kernels/rms_norm_rows.h"
 
 namespace mha {
 
@@ -19,6 +20,8 @@ KvWrite MultiheadAttention::Impl::LayerKvWrite(const int64_t* rotary_positions,
   KvWrite write;
   write.num_kv_heads = config.resolved_num_kv_heads();
   write.head_dim = config.head_dim;
+  write.key_norm = qk_norm.KeyHeadNorm();
+  write.value_norm = qk_norm.ValueHeadNorm();
   if (rotary) {
     write.rotary = &*rotary;
     write.rotary_positions = rotary_positions;
@@ -61,6 +64,7 @@ void MultiheadAttention::Impl::ProjectKeys(const KeyPass& pass,
     for (int64_t first = 0; first < count; first += pass.chunk_rows) {
       write.count = std::min(pass.chunk_rows, count - first);
       Linear(kKeyLinear, *pass.key, input_row + first, write.count, keys, workspace);
+      NormAcrossHeads(nullptr, keys, write.count, kv_dim);
       Linear(kValueLinear, *pass.value, input_row + first, write.count, values,
              workspace);
       write.batch_begin = b;
@@ -73,6 +77,19 @@ void MultiheadAttention::Impl::ProjectKeys(const KeyPass& pass,
   }
 }
 
+void MultiheadAttention::Impl::NormAcrossHeads(float* queries, float* keys, int64_t count,
+                                               int64_t stride) const {
+  if (!qk_norm.enabled() || !qk_norm.across_heads) return;
+  if (queries) {
+    internal::RmsNormRows(queries, count, stride, config.model_dim(),
+                          qk_norm.query.data(), qk_norm.eps);
+  }
+  if (keys) {
+    internal::RmsNormRows(keys, count, stride, config.kv_dim(), qk_norm.key.data(),
+                          qk_norm.eps);
+  }
+}
+
 void MultiheadAttention::Impl::RunQueries(const QueryPass& pass, AttentionParams params,
                                           const internal::MaskPlan& masks,
                                           Workspace& workspace) const {
@@ -82,6 +99,9 @@ void MultiheadAttention::Impl::RunQueries(const QueryPass& pass, AttentionParams
   float* rows = Workspace::Reserve(workspace.projections, pass.rows * width);
   Linear(fused ? kFusedLinear : kQueryLinear, *pass.input, pass.first_row, pass.rows,
          rows, workspace);
+  NormAcrossHeads(rows + (fused ? packed.FusedColumn(PackedWeights::kQuery) : 0),
+                  fused ? rows + packed.FusedColumn(PackedWeights::kKey) : nullptr,
+                  pass.rows, width);
   // Heads starting at `column` of the projected rows.
   const auto columns = [&](int64_t column) {
     return internal::HeadRows<const float>{rows + column, pass.rows_per_batch * width,

@@ -2,6 +2,7 @@
 // exception into a status and a thread-local message.
 #include "mha/mha.h"
 
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <new>
@@ -64,13 +65,14 @@ void Require(const void* pointer, const char* name) {
 }
 
 // A copy of a growing argument struct: the fields the caller's struct_size covers,
-// zeros after them. Every struct's first release is its size today.
+// zeros after them. first_release: the struct's size in its first release.
 template <class Args>
-Args VersionedArgs(const Args* args) {
+Args VersionedArgs(const Args* args, size_t first_release = sizeof(Args)) {
   Require(args, "args");
-  if (args->struct_size != sizeof(Args)) {
-    throw mha::Error("mha: args.struct_size: must be " + std::to_string(sizeof(Args)) +
-                     " (sizeof the struct), got " + std::to_string(args->struct_size));
+  if (args->struct_size < first_release || args->struct_size > sizeof(Args)) {
+    throw mha::Error("mha: args.struct_size: must be in [" +
+                     std::to_string(first_release) + ", " + std::to_string(sizeof(Args)) +
+                     "] (sizeof the struct), got " + std::to_string(args->struct_size));
   }
   Args copy;
   std::memset(&copy, 0, sizeof copy);
@@ -155,6 +157,17 @@ mha::AttentionFeatures ToFeatures(const mha_features& c, int64_t num_heads) {
     features.temperature_tuning =
         mha::AttentionTemperature{c.temperature_floor_scale, c.temperature_attn_scale};
   }
+  const int qk_norm = EnumValue(c.qk_norm);
+  if (qk_norm != MHA_QK_NORM_NONE) {
+    if (qk_norm != MHA_QK_NORM_PER_HEAD && qk_norm != MHA_QK_NORM_ACROSS_HEADS) {
+      UnknownValue("features.qk_norm", qk_norm);
+    }
+    features.qk_norm = mha::QkNorm{
+        c.qk_norm_eps != 0.0 ? c.qk_norm_eps : 1e-6, c.qk_norm_unit_offset != 0,
+        qk_norm == MHA_QK_NORM_PER_HEAD ? mha::QkNormScope::kPerHead
+                                        : mha::QkNormScope::kAcrossHeads,
+        c.qk_norm_value_norm != 0};
+  }
   return features;
 }
 
@@ -222,6 +235,16 @@ mha::AttentionWeights ToWeights(const mha::AttentionConfig& config,
       weights.output.bias = mha::TensorView(w.output.bias, mha::Shape{out});
   }
   if (w.sinks) weights.sinks = mha::TensorView(w.sinks, mha::Shape{config.num_heads});
+  const bool across = config.features.qk_norm &&
+                      config.features.qk_norm->scope == mha::QkNormScope::kAcrossHeads;
+  if (w.query_norm_weight) {
+    weights.query_norm_weight =
+        mha::TensorView(w.query_norm_weight, mha::Shape{across ? config.model_dim() : d});
+  }
+  if (w.key_norm_weight) {
+    weights.key_norm_weight =
+        mha::TensorView(w.key_norm_weight, mha::Shape{across ? config.kv_dim() : d});
+  }
   return weights;
 }
 
@@ -373,7 +396,8 @@ mha_status mha_forward_with_cache(const mha_layer* layer, mha_kv_cache* cache,
                                        new_lengths,
                                        position_ids,
                                        output,
-                                       num_threads};
+                                       num_threads,
+                                       0};
   return mha_forward_with_cache_ex(layer, cache, &args);
 }
 
@@ -382,10 +406,12 @@ mha_status mha_forward_with_cache_ex(const mha_layer* layer, mha_kv_cache* cache
   return Guard([&] {
     Require(layer, "layer");
     Require(cache, "cache");
-    const mha_cache_forward_args a = VersionedArgs(versioned);
+    const mha_cache_forward_args a =
+        VersionedArgs(versioned, offsetof(mha_cache_forward_args, kv_shared));
     const int64_t dim = layer->attention.config().query_dim;
     mha::ForwardOptions options;
     options.num_threads = a.num_threads;
+    options.kv_shared = a.kv_shared != 0;
     if (a.position_ids) {
       options.position_ids = mha::TensorView(a.position_ids, mha::DType::kInt64,
                                              mha::Shape{a.batch, a.new_tokens});
@@ -532,7 +558,8 @@ mha_status mha_forward_packed(const mha_layer* layer, mha_paged_kv_cache* cache,
                                         query_start_loc,
                                         position_ids,
                                         output,
-                                        num_threads};
+                                        num_threads,
+                                        0};
   return mha_forward_packed_ex(layer, cache, &args);
 }
 
@@ -541,7 +568,8 @@ mha_status mha_forward_packed_ex(const mha_layer* layer, mha_paged_kv_cache* cac
   return Guard([&] {
     Require(layer, "layer");
     Require(cache, "cache");
-    const mha_packed_forward_args a = VersionedArgs(versioned);
+    const mha_packed_forward_args a =
+        VersionedArgs(versioned, offsetof(mha_packed_forward_args, kv_shared));
     // Checked before num_sequences + 1 is formed.
     if (a.num_sequences < 0 || a.num_sequences == INT64_MAX) {
       throw mha::Error("mha: num_sequences: must be in [0, 2^63 - 1), got " +
@@ -549,6 +577,7 @@ mha_status mha_forward_packed_ex(const mha_layer* layer, mha_paged_kv_cache* cac
     }
     mha::ForwardOptions options;
     options.num_threads = a.num_threads;
+    options.kv_shared = a.kv_shared != 0;
     if (a.position_ids) {
       options.position_ids =
           mha::TensorView(a.position_ids, mha::DType::kInt64, mha::Shape{a.num_tokens});
@@ -589,7 +618,8 @@ mha_status mha_scaled_dot_product_attention(const mha_attention_args* args) {
 
 mha_status mha_scaled_dot_product_attention_ex(const mha_attention_ex_args* versioned) {
   return Guard([&] {
-    const mha_attention_ex_args copy = VersionedArgs(versioned);
+    const mha_attention_ex_args copy =
+        VersionedArgs(versioned, offsetof(mha_attention_ex_args, query_norm_weight));
     const mha_attention_args* args = &copy.call;
     const mha::AttentionTensor query = ToTensor(args->query, "query");
     const mha::AttentionTensor key = ToTensor(args->key, "key");
@@ -603,6 +633,15 @@ mha_status mha_scaled_dot_product_attention_ex(const mha_attention_ex_args* vers
     if (args->scale != 0.0f) options.scale = args->scale;
     options.features = ToFeatures(args->features, heads);
     if (args->sinks) options.sinks = mha::TensorView(args->sinks, mha::Shape{heads});
+    const int64_t head_dim = query.shape[3];
+    if (copy.query_norm_weight) {
+      options.query_norm_weight =
+          mha::TensorView(copy.query_norm_weight, mha::Shape{head_dim});
+    }
+    if (copy.key_norm_weight) {
+      options.key_norm_weight =
+          mha::TensorView(copy.key_norm_weight, mha::Shape{head_dim});
+    }
     if (args->rotary) options.rotary = &args->rotary->embedding;
     if (args->query_positions) {
       options.query_positions =

@@ -128,6 +128,14 @@ void CoreArguments::Check(const AttentionTensor& query_view,
   ValidateFeatures(options.features, num_heads);
   masks.emplace(mask_views, options.features, sizes, num_heads);
   logits.Set(options.features, options.sinks, num_heads, "options.sinks");
+  if (options.features.qk_norm &&
+      options.features.qk_norm->scope != QkNormScope::kPerHead) {
+    Fail(
+        "options.features.qk_norm.scope: the core normalises each head's rows "
+        "(kPerHead); a norm across heads belongs to the layer's projections");
+  }
+  qk_norm.Set(options.features.qk_norm, options.query_norm_weight,
+              options.key_norm_weight, num_heads, num_kv_heads, head_dim, "options.");
   ResolveRotary(options, mask_views.causal_alignment);
 }
 

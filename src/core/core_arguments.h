@@ -10,6 +10,7 @@
 #include "mha/scaled_dot_product_attention.hpp"
 #include "src/core/attention_core.h"
 #include "src/features/logit_features.h"
+#include "src/features/qk_norm.h"
 #include "src/masks/mask_plan.h"
 
 namespace mha::internal {
@@ -35,6 +36,7 @@ struct CoreArguments {
   CallSizes sizes;  // for the masks
   std::optional<MaskPlan> masks;
   LogitFeatures logits;
+  QkNormWeights qk_norm;  // per head only
   const RotaryEmbedding* rotary = nullptr;
   // Rotary positions [B, Sq] and [B, Sk] (unused without rotary), and each batch's
   // default query offset.

@@ -47,6 +47,9 @@ void ScaledDotProductAttention(const AttentionTensor& query, const AttentionTens
   params.logsumexp = logsumexp.floats();
   params.query_scale = args.scale;
   internal::SetLogits(args.logits, params);
+  params.query_norm = args.qk_norm.QueryHeadNorm();
+  write.key_norm = args.qk_norm.KeyHeadNorm();
+  write.value_norm = args.qk_norm.ValueHeadNorm();
   params.pages = pages;
   params.page_size = page_size;
   if (args.rotary) {

@@ -38,6 +38,10 @@ PanelAppend AppendFor(const KvWrite& write, int64_t b, int64_t kv_head,
         write.key.batch_rows ? write.key.batch_rows[b] : b * write.positions_per_sequence;
     append.rotary = write.rotary;
     append.positions = write.rotary_positions + first_row;
+  }
+  append.key_norm = write.key_norm;
+  append.value_norm = write.value_norm;
+  if (write.rotary || write.key_norm.enabled() || write.value_norm.enabled()) {
     append.rotation_scratch = rotation_scratch;
     append.rotation_rows = kRotationRows;
   }
@@ -67,7 +71,9 @@ const int64_t* VisibleKeyCounts(const MaskPlan& masks, int64_t batch_size,
 void WriteKvPages(const KvWrite& write, std::vector<float>& rotation_scratch) {
   const int64_t kv_heads = write.num_kv_heads;
   const int64_t units = (write.batch_end - write.batch_begin) * kv_heads;
-  const size_t rotation_floats = write.rotary ? kRotationRows * write.head_dim : 0;
+  const bool transformed =
+      write.rotary || write.key_norm.enabled() || write.value_norm.enabled();
+  const size_t rotation_floats = transformed ? kRotationRows * write.head_dim : 0;
   const size_t floats = TeamSize() * rotation_floats;
   if (rotation_scratch.size() < floats) rotation_scratch.resize(floats);
   const auto write_unit = [&](int64_t index, float* scratch) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "mha/rotary.hpp"
+#include "src/kernels/head_norm.h"
 #include "src/kernels/head_rows.h"
 #include "src/kernels/page_source.h"
 #include "src/masks/mask_plan.h"
@@ -31,6 +32,8 @@ struct KvWrite {
   const RotaryEmbedding* rotary = nullptr;
   const int64_t* rotary_positions = nullptr;
   int64_t positions_per_sequence = 0;
+  // QK-norm of each key before its rotation; Gemma 3n's norm of each value.
+  HeadNorm key_norm, value_norm;
   // Workspace pages: also zero the V rows from the last new one to the next multiple
   // of the panel width (the kernel reads them, times a zero weight). Caches are
   // zero-filled already.

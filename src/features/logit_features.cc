@@ -2,6 +2,7 @@
 #include "src/features/logit_features.h"
 
 #include <cmath>
+#include <limits>
 
 #include "src/base/check.h"
 
@@ -31,6 +32,11 @@ void ValidateFeatures(const AttentionFeatures& features, int64_t num_heads) {
     if (!std::isfinite(t.attn_scale)) {
       Fail("features.temperature_tuning.attn_scale: must be finite, got ", t.attn_scale);
     }
+  }
+  if (features.qk_norm &&
+      !(std::isfinite(features.qk_norm->eps) && features.qk_norm->eps >= 0 &&
+        features.qk_norm->eps <= std::numeric_limits<float>::max())) {
+    Fail("features.qk_norm.eps: must be finite and >= 0, got ", features.qk_norm->eps);
   }
   if (!features.alibi_slopes.empty()) {
     if (!features.alibi) Fail("features.alibi_slopes: given while features.alibi is off");

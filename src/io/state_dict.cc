@@ -78,6 +78,8 @@ LayerFromNames LayerFromStateDict(const TensorLookup& find, const std::string& s
   layer.weights.output.weight = file.Find("out_proj.weight");
   layer.weights.output.bias = file.Find("out_proj.bias");
   layer.weights.sinks = file.Find("sinks");
+  layer.weights.query_norm_weight = file.Find("q_norm.weight");
+  layer.weights.key_norm_weight = file.Find("k_norm.weight");
 
   AttentionConfig& config = layer.config;
   config.query_dim = Columns(file, "query", layer.weights.query.weight);

@@ -25,7 +25,9 @@ struct LayerFromNames {
 // none; a missing out_proj.weight means no output projection. head_dim is the query
 // projection's rows / num_heads; num_kv_heads 0 means num_heads (key and value
 // projections then have num_kv_heads * head_dim rows). An optional `sinks` tensor
-// [num_heads] gives attention sinks (gpt-oss). Errors (FileError) start with `source`.
+// [num_heads] gives attention sinks (gpt-oss); optional q_norm.weight and
+// k_norm.weight give QK-norm's weights (Qwen 3, Gemma 3, OLMo 2: the config's
+// features.qk_norm says how they apply). Errors (FileError) start with `source`.
 LayerFromNames LayerFromStateDict(const TensorLookup& find, const std::string& source,
                                   int64_t num_heads, int64_t num_kv_heads = 0);
 

@@ -15,8 +15,8 @@
 #include "src/kernels/attention_head.h"
 #include "src/kernels/bf16_convert.h"
 #include "src/kernels/bf16_tile_matmul.h"
+#include "src/kernels/head_norm-inl.h"
 #include "src/kernels/logits-inl.h"
-#include "src/kernels/rotary-inl.h"
 #include "src/kernels/softmax-inl.h"
 #include "src/kernels/tile_matmul-inl.h"
 #include "src/platform/cpu_features.h"
@@ -32,8 +32,8 @@ using mha::HWY_NAMESPACE::ExpAndSumToBf16;
 using mha::HWY_NAMESPACE::kNegInf;
 using mha::HWY_NAMESPACE::MaskOutside;
 using mha::HWY_NAMESPACE::MulRow;
+using mha::HWY_NAMESPACE::NormRotateRow;
 using mha::HWY_NAMESPACE::OnlineSoftmaxBlock;
-using mha::HWY_NAMESPACE::RotateRow;
 using mha::HWY_NAMESPACE::RowMax;
 using mha::HWY_NAMESPACE::ScaleProbabilities;
 using mha::HWY_NAMESPACE::ScaleRow;
@@ -125,12 +125,13 @@ class QueryBlock {
     QueryRows query{task_rows_.Query(first_row_), static_cast<size_t>(stride)};
     const size_t head_dim = static_cast<size_t>(params_.head_dim);
     const bool temperature = params_.temperature_floor_scale > 0.0f;
-    if (params_.query_scale != 1.0f || params_.rotary || stride == 0 || temperature) {
+    if (params_.query_scale != 1.0f || params_.rotary || stride == 0 || temperature ||
+        params_.query_norm.enabled()) {
       const int64_t* positions = task_rows_.query_positions();
       for (size_t i = 0; i < rows_; ++i) {
-        RotateRow(d, task_rows_.Query(KernelRow(i)), head_dim, params_.rotary,
-                  params_.rotary ? positions[Absolute(i)] : 0, QueryScale(i),
-                  query_tile_ + i * layout_.padded_head_dim);
+        NormRotateRow(d, task_rows_.Query(KernelRow(i)), head_dim, params_.query_norm,
+                      params_.rotary, params_.rotary ? positions[Absolute(i)] : 0,
+                      QueryScale(i), query_tile_ + i * layout_.padded_head_dim);
       }
       query = {query_tile_, layout_.padded_head_dim};
     }

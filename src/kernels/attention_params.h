@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "mha/rotary.hpp"
+#include "src/kernels/head_norm.h"
 #include "src/kernels/head_rows.h"
 #include "src/kernels/page_source.h"
 
@@ -40,6 +41,9 @@ struct AttentionParams {
   // packed).
   const RotaryEmbedding* rotary = nullptr;
   const int64_t* query_positions = nullptr;
+  // QK-norm of each query row before its rotation (keys were normalised when
+  // written).
+  HeadNorm query_norm;
 };
 
 // One task: a tile of queries of `heads` query heads (one, or every query head of a

@@ -38,16 +38,21 @@ void AppendSplit(const PanelAppend& a) {
     const size_t zero_end =
         last ? std::max(offset + rows, static_cast<size_t>(pad_end)) : offset + rows;
     const mha::HWY_NAMESPACE::KeyRotation rotation{
-        a.rotary, a.positions ? a.positions + done : nullptr,
-        static_cast<int64_t>(offset), a.rotation_scratch, a.rotation_rows};
+        a.rotary,
+        a.key_norm,
+        a.positions ? a.positions + done : nullptr,
+        static_cast<int64_t>(offset),
+        a.rotation_scratch,
+        a.rotation_rows};
     mha::HWY_NAMESPACE::SplitRotatedKeys(d, a.keys + done * a.key_stride, a.key_stride,
                                          offset, rows, zero_end, head_dim,
                                          reinterpret_cast<T*>(pages.KeyPage(page)),
                                          static_cast<size_t>(pages.page_size), rotation);
-    mha::HWY_NAMESPACE::SplitValues(d, a.values + done * a.value_stride, a.value_stride,
-                                    offset, rows, zero_end, head_dim, padded,
-                                    reinterpret_cast<T*>(pages.ValuePage(page)),
-                                    static_cast<size_t>(pages.page_size));
+    mha::HWY_NAMESPACE::SplitNormalizedValues(
+        d, a.values + done * a.value_stride, a.value_stride, offset, rows, zero_end,
+        head_dim, padded, reinterpret_cast<T*>(pages.ValuePage(page)),
+        static_cast<size_t>(pages.page_size), a.value_norm, a.rotation_scratch,
+        a.rotation_rows);
     done += static_cast<int64_t>(rows);
   }
 }
@@ -84,25 +89,33 @@ void AppendInt8(const PanelAppend& a) {
     const int64_t position = a.first + r, page = position / pages.page_size;
     const size_t offset = static_cast<size_t>(position % pages.page_size);
     const float* key = a.keys + r * a.key_stride;
-    if (a.rotary) {
-      mha::HWY_NAMESPACE::RotateRow(d, key, head_dim, a.rotary, a.positions[r], 1.0f,
-                                    a.rotation_scratch);
+    if (a.rotary || a.key_norm.enabled()) {
+      mha::HWY_NAMESPACE::NormRotateRow(d, key, head_dim, a.key_norm, a.rotary,
+                                        a.rotary ? a.positions[r] : 0, 1.0f,
+                                        a.rotation_scratch);
       key = a.rotation_scratch;
     }
     // Key `offset` is column `offset` of the page's K^T tile, row `offset` of its V.
     pages.KeyScales(page)[offset] =
         Quantize(key, head_dim, reinterpret_cast<int8_t*>(pages.KeyPage(page)),
                  [&](size_t k) { return PanelOffset(k, offset, head_dim); });
+    const float* value = a.values + r * a.value_stride;
+    if (a.value_norm.enabled()) {  // the key's scratch is free again
+      mha::HWY_NAMESPACE::NormRotateRow(d, value, head_dim, a.value_norm, nullptr, 0,
+                                        1.0f, a.rotation_scratch);
+      value = a.rotation_scratch;
+    }
     pages.ValueScales(page)[offset] =
-        Quantize(a.values + r * a.value_stride, head_dim,
-                 reinterpret_cast<int8_t*>(pages.ValuePage(page)),
+        Quantize(value, head_dim, reinterpret_cast<int8_t*>(pages.ValuePage(page)),
                  [&](size_t k) { return PanelOffset(offset, k, page_size); });
   }
 }
 
 void AppendToPages(const PanelAppend& a) {
   HWY_DASSERT(a.pages && a.rows >= 0 && a.first >= 0 && a.pad_to >= a.first + a.rows);
-  HWY_DASSERT(!a.rotary || (a.positions && a.rotation_scratch && a.rotation_rows > 0));
+  HWY_DASSERT(!a.rotary || a.positions);
+  HWY_DASSERT(!(a.rotary || a.key_norm.enabled() || a.value_norm.enabled()) ||
+              (a.rotation_scratch && a.rotation_rows > 0));
   switch (a.pages->storage) {
     case KvStorage::kFloat32:
       return AppendSplit<float>(a);

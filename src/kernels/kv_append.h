@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "mha/rotary.hpp"
+#include "src/kernels/head_norm.h"
 #include "src/kernels/kv_pages.h"
 
 namespace mha::internal {
@@ -24,8 +25,10 @@ struct PanelAppend {
   int64_t first = 0, pad_to = 0;
   // Rotary layers: new key r is rotated to position positions[r] on its way in,
   // rotation_rows keys at a time through rotation_scratch (rotation_rows * head_dim
-  // floats).
+  // floats), after QK-norm when key_norm is enabled (which needs the scratch too).
   const RotaryEmbedding* rotary = nullptr;
+  HeadNorm key_norm;
+  HeadNorm value_norm;  // Gemma 3n's v_norm (through the same scratch)
   const int64_t* positions = nullptr;
   float* rotation_scratch = nullptr;
   size_t rotation_rows = 0;

@@ -23,8 +23,8 @@
 #include "hwy/highway.h"
 #include "src/kernels/bf16_convert.h"
 #include "src/kernels/bf16_round-inl.h"
+#include "src/kernels/head_norm-inl.h"
 #include "src/kernels/kv_pages.h"
-#include "src/kernels/rotary-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mha {
@@ -108,6 +108,7 @@ HWY_INLINE void SplitKeysTransposed(D d, const float* HWY_RESTRICT src, size_t s
 // scratch_rows * head_dim floats.
 struct KeyRotation {
   const RotaryEmbedding* rotary = nullptr;
+  internal::HeadNorm norm;  // QK-norm before the rotation
   const int64_t* positions = nullptr;
   int64_t positions_first = 0;
   float* scratch = nullptr;
@@ -126,7 +127,7 @@ HWY_INLINE void SplitRotatedKeys(D d, const float* HWY_RESTRICT src, size_t src_
                                  size_t first, size_t rows, size_t zero_end,
                                  size_t head_dim, T* HWY_RESTRICT panel, size_t block,
                                  const KeyRotation& rotation) {
-  if (!rotation.rotary) {
+  if (!rotation.rotary && !rotation.norm.enabled()) {
     return SplitKeysTransposed(d, src, src_stride, first, rows, zero_end, head_dim, panel,
                                block);
   }
@@ -138,8 +139,9 @@ HWY_INLINE void SplitRotatedKeys(D d, const float* HWY_RESTRICT src, size_t src_
   for (size_t begin = first; begin < end; begin += rotation.scratch_rows) {
     const size_t count = std::min(rotation.scratch_rows, end - begin);
     for (size_t r = 0; r < count; ++r) {
-      RotateRow(d, src + (begin - first + r) * src_stride, head_dim, rotation.rotary,
-                rotation.Position(begin + r), 1.0f, rotation.scratch + r * head_dim);
+      NormRotateRow(d, src + (begin - first + r) * src_stride, head_dim, rotation.norm,
+                    rotation.rotary, rotation.rotary ? rotation.Position(begin + r) : 0,
+                    1.0f, rotation.scratch + r * head_dim);
     }
     SplitKeysTransposed(d, rotation.scratch, head_dim, begin, count,
                         begin + count < end ? begin + count : zero_end, head_dim, panel,
@@ -224,6 +226,32 @@ HWY_INLINE void SplitValues(D d, const float* HWY_RESTRICT src, size_t src_strid
       StoreValueRow(value, col, copied,
                     tile + internal::TileOffset<T>(row, col, page_rows));
     }
+  }
+}
+
+// SplitValues with each value RMS-normalised first (Gemma 3n's v_norm), through
+// `scratch` (scratch_rows rows of head_dim floats) a bounded number of rows at a time.
+template <class D, typename T>
+HWY_INLINE void SplitNormalizedValues(D d, const float* HWY_RESTRICT src,
+                                      size_t src_stride, size_t first, size_t rows,
+                                      size_t zero_end, size_t head_dim,
+                                      size_t padded_head_dim, T* HWY_RESTRICT pages,
+                                      size_t page_rows, const internal::HeadNorm& norm,
+                                      float* scratch, size_t scratch_rows) {
+  if (!norm.enabled() || rows == 0) {
+    return SplitValues(d, src, src_stride, first, rows, zero_end, head_dim,
+                       padded_head_dim, pages, page_rows);
+  }
+  const size_t end = first + rows;
+  for (size_t begin = first; begin < end; begin += scratch_rows) {
+    const size_t count = std::min(scratch_rows, end - begin);
+    for (size_t r = 0; r < count; ++r) {
+      NormRotateRow(d, src + (begin - first + r) * src_stride, head_dim, norm, nullptr, 0,
+                    1.0f, scratch + r * head_dim);
+    }
+    SplitValues(d, scratch, head_dim, begin, count,
+                begin + count < end ? begin + count : zero_end, head_dim, padded_head_dim,
+                pages, page_rows);
   }
 }
 

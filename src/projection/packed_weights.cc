@@ -106,6 +106,7 @@ void PackedWeights::PackInputs(const AttentionConfig& config,
   const float scale = config.scale
                           ? *config.scale
                           : 1.0f / std::sqrt(static_cast<float>(config.head_dim));
+  if (config.features.qk_norm) unfolded_query_scale_ = scale;
   const bool has_bias = sources[0]->bias.present() || sources[1]->bias.present() ||
                         sources[2]->bias.present();
   int64_t total = 0;
@@ -117,7 +118,7 @@ void PackedWeights::PackInputs(const AttentionConfig& config,
     const Input which = static_cast<Input>(input);
     const int64_t out_dim = out_dims_[input];
     const WeightReader reader(*sources[input], in_dims_[input], out_dim, config.head_dim);
-    const float factor = input == kQuery ? scale : 1.0f;
+    const float factor = input == kQuery && !config.features.qk_norm ? scale : 1.0f;
     float* out = input_weights_.data() + InputOffset(which);
     for (int64_t in = 0; in < in_dims_[input]; ++in) {
       for (int64_t col = 0; col < out_dim; ++col) {

@@ -46,6 +46,9 @@ class PackedWeights {
   PackedProjection OutputProjection() const;
   // First column of `input` in the fused matrix (and in its bias).
   int64_t FusedColumn(Input input) const;
+  // The softmax scale the kernel must still apply: 1 when folded into the query
+  // weights; the scale itself under QK-norm, whose RMSNorm would undo a folded one.
+  float unfolded_query_scale() const { return unfolded_query_scale_; }
 
  private:
   void PackInputs(const AttentionConfig& config, const AttentionWeights& weights);
@@ -63,6 +66,7 @@ class PackedWeights {
   int64_t out_dims_[3] = {};  // model_dim, kv_dim, kv_dim
   int64_t fused_width_ = 0;   // model_dim + 2 * kv_dim
   int64_t model_dim_ = 0, output_dim_ = 0;
+  float unfolded_query_scale_ = 1.0f;
   std::vector<float> input_weights_, input_bias_, output_weights_, output_bias_;
   WeightStorage storage_ = WeightStorage::kFloat32;  // bf16 and int8: the vectors below
   std::vector<uint16_t> input_weights_bf16_, output_weights_bf16_;

@@ -31,6 +31,9 @@ void BindEnums(py::module_& m) {
   py::enum_<CausalAlignment>(m, "CausalAlignment")
       .value("top_left", CausalAlignment::kTopLeft)
       .value("bottom_right", CausalAlignment::kBottomRight);
+  py::enum_<QkNormScope>(m, "QkNormScope", "Which values one QK-norm RMSNorm spans.")
+      .value("per_head", QkNormScope::kPerHead)
+      .value("across_heads", QkNormScope::kAcrossHeads);
 }
 
 void BindRotary(py::module_& m) {
@@ -68,6 +71,15 @@ void BindFeatures(py::module_& m) {
       .def(py::init(&FromKeywords<AttentionTemperature>))
       .def_readwrite("floor_scale", &AttentionTemperature::floor_scale)
       .def_readwrite("attn_scale", &AttentionTemperature::attn_scale);
+  py::class_<QkNorm>(m, "QkNorm",
+                     "RMSNorm of queries and keys before rotation (Qwen 3, Gemma 3 with "
+                     "unit_offset, OLMo 2 across heads); weights are the layer's "
+                     "q_norm_weight and k_norm_weight.")
+      .def(py::init(&FromKeywords<QkNorm>))
+      .def_readwrite("eps", &QkNorm::eps)
+      .def_readwrite("unit_offset", &QkNorm::unit_offset)
+      .def_readwrite("scope", &QkNorm::scope)
+      .def_readwrite("value_norm", &QkNorm::value_norm);
   py::class_<AttentionFeatures>(m, "AttentionFeatures")
       .def(py::init(&FromKeywords<AttentionFeatures>))
       .def_readwrite("softcap", &AttentionFeatures::softcap)
@@ -76,7 +88,8 @@ void BindFeatures(py::module_& m) {
       .def_readwrite("sliding_window", &AttentionFeatures::sliding_window)
       .def_readwrite("sliding_window_right", &AttentionFeatures::sliding_window_right)
       .def_readwrite("attention_chunk_size", &AttentionFeatures::attention_chunk_size)
-      .def_readwrite("temperature_tuning", &AttentionFeatures::temperature_tuning);
+      .def_readwrite("temperature_tuning", &AttentionFeatures::temperature_tuning)
+      .def_readwrite("qk_norm", &AttentionFeatures::qk_norm);
 }
 
 }  // namespace

@@ -73,7 +73,8 @@ const RotaryEmbedding* RotaryTable(py::handle rotary, int64_t head_dim,
 py::object Attend(py::handle query_object, py::handle key_object, py::handle value_object,
                   py::handle attn_mask_object, bool is_causal, std::optional<float> scale,
                   HeadLayout layout, const AttentionFeatures& features,
-                  py::handle sinks_object, py::handle rotary,
+                  py::handle sinks_object, py::handle q_norm_weight_object,
+                  py::handle k_norm_weight_object, py::handle rotary,
                   py::handle key_padding_mask_object, CausalAlignment causal_alignment,
                   bool return_logsumexp, int num_threads, DType compute_dtype) {
   const CoreInput query = CoreTensor(query_object, "query", layout);
@@ -82,6 +83,8 @@ py::object Attend(py::handle query_object, py::handle key_object, py::handle val
   const Input attn_mask = MaskInput(attn_mask_object, "attn_mask");
   const Input key_padding_mask = MaskInput(key_padding_mask_object, "key_padding_mask");
   const Input sinks = FloatInput(sinks_object, "sinks");
+  const Input q_norm_weight = FloatInput(q_norm_weight_object, "q_norm_weight");
+  const Input k_norm_weight = FloatInput(k_norm_weight_object, "k_norm_weight");
   const Shape& shape = query.tensor.shape;
   if (shape.rank() != 4) {
     throw py::value_error("mha: query: expected 4 dimensions, got " + shape.ToString());
@@ -101,6 +104,8 @@ py::object Attend(py::handle query_object, py::handle key_object, py::handle val
   options.scale = scale;
   options.features = features;
   options.sinks = sinks.view;
+  options.query_norm_weight = q_norm_weight.view;
+  options.key_norm_weight = k_norm_weight.view;
   options.num_threads = num_threads;
   options.compute_dtype = compute_dtype;
   std::optional<RotaryEmbedding> rotary_table;
@@ -127,6 +132,7 @@ void BindCore(py::module_& m) {
       py::arg("value"), py::arg("attn_mask") = py::none(), py::arg("is_causal") = false,
       py::arg("scale") = py::none(), py::kw_only(), py::arg("layout") = HeadLayout::kBHSD,
       py::arg("features") = AttentionFeatures(), py::arg("sinks") = py::none(),
+      py::arg("q_norm_weight") = py::none(), py::arg("k_norm_weight") = py::none(),
       py::arg("rotary") = py::none(), py::arg("key_padding_mask") = py::none(),
       py::arg("causal_alignment") = CausalAlignment::kTopLeft,
       py::arg("return_logsumexp") = false, py::arg("num_threads") = 0,
@@ -135,7 +141,8 @@ void BindCore(py::module_& m) {
       "D], key and value [B, H_kv, Sk, D] (layout=HeadLayout.bshd: [B, S, H, D]); "
       "rotary (a RotaryConfig, or a RotaryEmbedding built once and reused) rotates query "
       "and key first (query positions i, or Sk - Sq + i with causal_alignment "
-      "bottom_right, as the masks place them). compute_dtype=DType.bfloat16: bf16 dot "
+      "bottom_right, as the masks place them), after QK-norm when features.qk_norm is "
+      "set (q_norm_weight, k_norm_weight: [D]). compute_dtype=DType.bfloat16: bf16 dot "
       "products on CPUs with AVX512_BF16, fp32 elsewhere. "
       "Returns the output, or (output, logsumexp [B, H_q, Sq]).");
 }

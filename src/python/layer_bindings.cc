@@ -182,7 +182,7 @@ py::tuple Forward(const PyLayer<Engine>& self, const ForwardArgs& args) {
 py::array ForwardWithCache(const PyLayer<MultiheadAttention>& self,
                            py::handle query_object, PyKvCache& cache,
                            py::handle new_lengths_object, py::handle position_ids_object,
-                           int num_threads) {
+                           int num_threads, bool kv_shared) {
   const Input query = SequenceInput(query_object, "query", self.batch_first);
   const Input new_lengths = IndexInput(new_lengths_object, "new_lengths");
   const Input position_ids = IndexInput(position_ids_object, "position_ids");
@@ -192,6 +192,7 @@ py::array ForwardWithCache(const PyLayer<MultiheadAttention>& self,
   ForwardOptions options;
   options.num_threads = num_threads;
   options.position_ids = position_ids.view;
+  options.kv_shared = kv_shared;
   const MutableTensorView output_view = ViewOf(output);
   cache.Locked([&](KvCache& locked) {
     self.engine.ForwardWithCache(query.view, new_lengths.view, locked, output_view,
@@ -210,12 +211,14 @@ py::class_<PyLayer<Engine>> BindEngine(py::module_& m, const char* name,
                        py::object k_proj_weight, py::object v_proj_weight,
                        py::object out_proj_weight, py::object q_proj_bias,
                        py::object k_proj_bias, py::object v_proj_bias,
-                       py::object out_proj_bias, py::object sinks, WeightLayout layout,
-                       std::optional<HeadShard> head_shard, bool batch_first) {
+                       py::object out_proj_bias, py::object sinks,
+                       py::object q_norm_weight, py::object k_norm_weight,
+                       WeightLayout layout, std::optional<HeadShard> head_shard,
+                       bool batch_first) {
              const ProjectionArrays arrays{q_proj_weight,   k_proj_weight, v_proj_weight,
                                            out_proj_weight, q_proj_bias,   k_proj_bias,
                                            v_proj_bias,     out_proj_bias, sinks,
-                                           layout};
+                                           q_norm_weight,   k_norm_weight, layout};
              return Build<Engine>(FromArrays(config, arrays), head_shard, batch_first);
            }),
            py::arg("config"), py::arg("q_proj_weight"), py::arg("k_proj_weight"),
@@ -223,6 +226,7 @@ py::class_<PyLayer<Engine>> BindEngine(py::module_& m, const char* name,
            py::kw_only(), py::arg("q_proj_bias") = py::none(),
            py::arg("k_proj_bias") = py::none(), py::arg("v_proj_bias") = py::none(),
            py::arg("out_proj_bias") = py::none(), py::arg("sinks") = py::none(),
+           py::arg("q_norm_weight") = py::none(), py::arg("k_norm_weight") = py::none(),
            py::arg("layout") = WeightLayout::kOutIn, py::arg("head_shard") = py::none(),
            py::arg("batch_first") = true)
       .def_static(
@@ -311,10 +315,15 @@ void BindLayer(py::module_& m) {
           py::arg("sequence"), py::arg("length"));
   BindEngine<MultiheadAttention>(m, "MultiheadAttention",
                                  "The attention layer: built once, run many times.")
-      .def("forward_with_cache", &ForwardWithCache, py::arg("query"), py::arg("cache"),
-           py::kw_only(), py::arg("new_lengths") = py::none(),
-           py::arg("position_ids") = py::none(), py::arg("num_threads") = 0,
-           "Appends the new tokens to `cache` and attends causally over it.");
+      .def(
+          "forward_with_cache", &ForwardWithCache, py::arg("query"), py::arg("cache"),
+          py::kw_only(), py::arg("new_lengths") = py::none(),
+          py::arg("position_ids") = py::none(), py::arg("num_threads") = 0,
+          py::arg("kv_shared") = false,
+          "Appends the new tokens to `cache` and attends causally over it. "
+          "kv_shared=True (Gemma 3n's KV-shared layers): the tokens' keys and values are "
+          "already in `cache`, appended in this step by the layer this one shares "
+          "with; only queries are projected and nothing is appended.");
   BindEngine<NaiveLayer>(m, "NaiveMultiheadAttention",
                          "The double-precision loop baseline, for checking.");
 }

@@ -32,6 +32,8 @@ LayerSource FromArrays(const AttentionConfig& config, const ProjectionArrays& ar
   weights.output = {Keep(source, arrays.out_proj_weight, "out_proj_weight"),
                     output_layout, Keep(source, arrays.out_proj_bias, "out_proj_bias")};
   weights.sinks = Keep(source, arrays.sinks, "sinks");
+  weights.query_norm_weight = Keep(source, arrays.q_norm_weight, "q_norm_weight");
+  weights.key_norm_weight = Keep(source, arrays.k_norm_weight, "k_norm_weight");
   return source;
 }
 

@@ -20,6 +20,7 @@ struct LayerSource {
 struct ProjectionArrays {
   py::object q_proj_weight, k_proj_weight, v_proj_weight, out_proj_weight;
   py::object q_proj_bias, k_proj_bias, v_proj_bias, out_proj_bias, sinks;
+  py::object q_norm_weight, k_norm_weight;
   WeightLayout layout = WeightLayout::kOutIn;
 };
 

@@ -9,6 +9,7 @@
 #include "mha/reference.hpp"
 #include "src/base/check.h"
 #include "src/features/logit_features.h"
+#include "src/features/qk_norm.h"
 #include "src/kernels/bf16_convert.h"
 #include "src/masks/mask_plan.h"
 #include "src/projection/weight_layout.h"
@@ -130,15 +131,25 @@ void NaiveMultiheadAttention(const AttentionConfig& config,
   in.query_len = p.query_len;
   in.key_len = p.key_len;
   in.head_dim = head_dim;
-  in.query =
-      Transpose(project(p.query, p.query_len, config.query_dim, model, weights.query),
-                p.batch_size, p.query_len, heads, head_dim, true);
-  in.key =
-      Transpose(project(p.key, p.key_len, config.resolved_key_dim(), kv_dim, weights.key),
-                p.batch_size, p.key_len, kv_heads, head_dim, true);
-  in.value = Transpose(
-      project(p.value, p.key_len, config.resolved_value_dim(), kv_dim, weights.value),
-      p.batch_size, p.key_len, kv_heads, head_dim, true);
+  std::vector<double> query =
+      project(p.query, p.query_len, config.query_dim, model, weights.query);
+  std::vector<double> key =
+      project(p.key, p.key_len, config.resolved_key_dim(), kv_dim, weights.key);
+  internal::QkNormWeights qk_norm;  // per head or across heads: runs of the rows
+  qk_norm.Set(config.features.qk_norm, weights.query_norm_weight, weights.key_norm_weight,
+              heads, kv_heads, head_dim, "weights.");
+  if (qk_norm.enabled()) {
+    internal::NaiveRmsNorm(qk_norm.query, config.features.qk_norm->eps, query);
+    internal::NaiveRmsNorm(qk_norm.key, config.features.qk_norm->eps, key);
+  }
+  in.query = Transpose(query, p.batch_size, p.query_len, heads, head_dim, true);
+  in.key = Transpose(key, p.batch_size, p.key_len, kv_heads, head_dim, true);
+  std::vector<double> value =
+      project(p.value, p.key_len, config.resolved_value_dim(), kv_dim, weights.value);
+  if (!qk_norm.value_ones.empty()) {  // Gemma 3n's v_norm: per head, no weight
+    internal::NaiveRmsNorm(qk_norm.value_ones, config.features.qk_norm->eps, value);
+  }
+  in.value = Transpose(value, p.batch_size, p.key_len, kv_heads, head_dim, true);
   in.scale =
       config.scale ? *config.scale : 1.0 / std::sqrt(static_cast<double>(head_dim));
   in.masks = &masks;

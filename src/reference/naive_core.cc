@@ -140,9 +140,25 @@ void Logits(const NaiveCoreInputs& in, const std::vector<double>& q,
 
 }  // namespace
 
+void NaiveRmsNorm(const std::vector<float>& weight, double eps, std::vector<double>& x) {
+  const size_t n = weight.size();
+  for (size_t first = 0; first < x.size(); first += n) {
+    double squares = 0.0;
+    for (size_t k = 0; k < n; ++k) squares += x[first + k] * x[first + k];
+    const double inverse_rms = 1.0 / std::sqrt(squares / double(n) + eps);
+    for (size_t k = 0; k < n; ++k) x[first + k] *= inverse_rms * weight[k];
+  }
+}
+
 NaiveCoreOutputs NaiveAttentionCore(const NaiveCoreInputs& in) {
   const int64_t d = in.head_dim, sq = in.query_len, sk = in.key_len;
-  std::vector<double> q = in.query, k = in.key;
+  std::vector<double> q = in.query, k = in.key, v = in.value;
+  if (in.query_norm_weight) {
+    const double eps = in.features.qk_norm->eps;
+    NaiveRmsNorm(*in.query_norm_weight, eps, q);
+    NaiveRmsNorm(*in.key_norm_weight, eps, k);
+    if (in.value_norm_weight) NaiveRmsNorm(*in.value_norm_weight, eps, v);
+  }
   if (in.rotary) {
     RotateAll(*in.rotary, in.query_positions, in.batch, in.num_heads, sq, d, q);
     RotateAll(*in.rotary, in.key_positions, in.batch, in.num_kv_heads, sk, d, k);
@@ -171,7 +187,7 @@ NaiveCoreOutputs NaiveAttentionCore(const NaiveCoreInputs& in) {
         for (int64_t j = 0; j < sk; ++j) {
           const double p = row[j] / sum;
           out.probabilities[index * sk + j] = p;
-          const double* vj = &in.value[((b * in.num_kv_heads + kv_head) * sk + j) * d];
+          const double* vj = &v[((b * in.num_kv_heads + kv_head) * sk + j) * d];
           for (int64_t x = 0; x < d; ++x) out.context[index * d + x] += p * vj[x];
         }
       }
@@ -226,6 +242,11 @@ void NaiveScaledDotProductAttention(const AttentionTensor& query,
   in.rotary = options.rotary;
   in.query_positions = args.query_positions.data();
   in.key_positions = args.key_positions.data();
+  if (args.qk_norm.enabled()) {
+    in.query_norm_weight = &args.qk_norm.query;
+    in.key_norm_weight = &args.qk_norm.key;
+    if (!args.qk_norm.value_ones.empty()) in.value_norm_weight = &args.qk_norm.value_ones;
+  }
   const internal::NaiveCoreOutputs out = internal::NaiveAttentionCore(in);
   for (int64_t b = 0; b < in.batch; ++b)
     for (int64_t h = 0; h < in.num_heads; ++h)

@@ -24,6 +24,11 @@ struct NaiveCoreInputs {
   const RotaryEmbedding* rotary = nullptr;
   const int64_t* query_positions = nullptr;  // [B, Sq], with rotary
   const int64_t* key_positions = nullptr;    // [B, Sk], with rotary
+  // QK-norm per head (features.qk_norm, kPerHead): [head_dim] weights with Gemma's
+  // unit offset folded in, applied before rotation. Null: none (or done by the caller).
+  const std::vector<float>* query_norm_weight = nullptr;
+  const std::vector<float>* key_norm_weight = nullptr;
+  const std::vector<float>* value_norm_weight = nullptr;  // Gemma 3n: ones, or null
 };
 
 struct NaiveCoreOutputs {
@@ -33,5 +38,9 @@ struct NaiveCoreOutputs {
 };
 
 NaiveCoreOutputs NaiveAttentionCore(const NaiveCoreInputs& in);
+
+// RMSNorm of each run of weight.size() consecutive values of x, in place:
+// x * weight / sqrt(mean(x^2) + eps).
+void NaiveRmsNorm(const std::vector<float>& weight, double eps, std::vector<double>& x);
 
 }  // namespace mha::internal

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "src/base/check.h"
+#include "src/features/qk_norm.h"
 #include "src/projection/weight_layout.h"
 
 namespace mha {
@@ -20,6 +21,7 @@ struct ShardStorage {
   std::vector<float> weight[4];  // query, key, value, output
   std::vector<float> bias[4];
   std::vector<float> sinks;
+  std::vector<float> query_norm, key_norm;
 };
 
 void CheckShard(const AttentionConfig& config, const HeadShard& heads) {
@@ -106,6 +108,13 @@ AttentionShard ShardHeads(const AttentionConfig& config, const AttentionWeights&
                           const HeadShard& heads) {
   const int64_t output_dim = internal::ValidateLayer(config, weights);
   CheckShard(config, heads);
+  if (config.features.qk_norm &&
+      config.features.qk_norm->scope == QkNormScope::kAcrossHeads) {
+    Fail(
+        "ShardHeads: features.qk_norm.scope kAcrossHeads normalises over every head "
+        "of a token, and a shard holds heads [",
+        heads.first_head, ", ", heads.end_head, ") of ", config.num_heads);
+  }
   if (weights.sinks.present()) {
     internal::CheckTensor("weights.sinks", weights.sinks, DType::kFloat32,
                           Shape{config.num_heads});
@@ -153,6 +162,16 @@ AttentionShard ShardHeads(const AttentionConfig& config, const AttentionWeights&
     storage->sinks.assign(sinks + heads.first_head, sinks + heads.end_head);
     shard.weights.sinks = TensorView(storage->sinks.data(), Shape{num_heads});
   }
+  internal::QkNormWeights checked;  // every shard normalises with all of them
+  checked.Set(config.features.qk_norm, weights.query_norm_weight, weights.key_norm_weight,
+              config.num_heads, config.resolved_num_kv_heads(), head_dim, "weights.");
+  const auto keep = [&](const TensorView& view, std::vector<float>& copy) {
+    if (!view.present()) return TensorView();
+    copy.assign(view.floats(), view.floats() + head_dim);
+    return TensorView(copy.data(), Shape{head_dim});
+  };
+  shard.weights.query_norm_weight = keep(weights.query_norm_weight, storage->query_norm);
+  shard.weights.key_norm_weight = keep(weights.key_norm_weight, storage->key_norm);
   shard.storage = std::move(storage);
   return shard;
 }

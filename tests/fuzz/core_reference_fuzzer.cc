@@ -88,7 +88,7 @@ struct Masks {
 
 struct Features {
   mha::CoreOptions options;
-  std::vector<float> sinks;
+  std::vector<float> sinks, norms;
   std::optional<mha::RotaryEmbedding> rotary;
 
   Features(FuzzInput& input, int64_t h, int64_t d) {
@@ -112,7 +112,15 @@ struct Features {
       options.rotary = &*rotary;
     }
     if (pick & 128) options.features.attention_chunk_size = input.Size(20);  // 0: refused
-    options.num_threads = 1 + input.Byte() % 2;
+    const uint8_t more = input.Byte();
+    options.num_threads = 1 + more % 2;
+    if (more & 2) {  // QK-norm, with weights of any sign (zero included)
+      for (int64_t i = 0; i < 2 * d; ++i)
+        norms.push_back((input.Byte() % 32) * 0.125f - 2);
+      options.features.qk_norm = mha::QkNorm{};
+      options.query_norm_weight = mha::TensorView(norms.data(), mha::Shape{d});
+      options.key_norm_weight = mha::TensorView(norms.data() + d, mha::Shape{d});
+    }
   }
 };
 

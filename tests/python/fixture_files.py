@@ -65,7 +65,18 @@ def features(flags):
         sliding_window=int(flags["--sliding-window"]) if "--sliding-window" in flags else None,
         attention_chunk_size=(int(flags["--attention-chunk-size"])
                               if "--attention-chunk-size" in flags else None),
-        temperature_tuning=temperature(flags))
+        temperature_tuning=temperature(flags),
+        qk_norm=qk_norm(flags))
+
+
+def qk_norm(flags):
+    if "--qk-norm" not in flags:
+        return None
+    scope = {"per-head": mha.QkNormScope.per_head,
+             "across-heads": mha.QkNormScope.across_heads}[flags["--qk-norm"]]
+    return mha.QkNorm(scope=scope, eps=float(flags.get("--qk-norm-eps", 1e-6)),
+                      unit_offset="--qk-norm-unit-offset" in flags,
+                      value_norm="--value-norm" in flags)
 
 
 def temperature(flags):

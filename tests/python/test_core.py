@@ -61,6 +61,29 @@ def test_temperature_tuning_scales_each_query_by_its_position():
                                atol=1e-4, rtol=0)
 
 
+def test_qk_norm_equals_normalising_query_and_key_first():
+    rng = np.random.default_rng(7)
+    q = rng.standard_normal((2, 4, 30, 16), np.float32)
+    k = rng.standard_normal((2, 2, 30, 16), np.float32)
+    v = rng.standard_normal((2, 2, 30, 16), np.float32)
+    q_weight = (rng.standard_normal(16) * 0.3).astype(np.float32)
+    k_weight = (rng.standard_normal(16) * 0.3).astype(np.float32)
+
+    def gemma_norm(x, weight):  # Gemma3RMSNorm: 1 + weight
+        x = x.astype(np.float64)
+        return x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6) * (1.0 + weight)
+
+    norm = mha.QkNorm(eps=1e-6, unit_offset=True)
+    output = mha.scaled_dot_product_attention(
+        q, k, v, is_causal=True, features=mha.AttentionFeatures(qk_norm=norm),
+        q_norm_weight=q_weight, k_norm_weight=k_weight)
+    expected = reference_sdpa(gemma_norm(q, q_weight), gemma_norm(k, k_weight), v, True)
+    np.testing.assert_allclose(output, expected, atol=1e-4, rtol=0)
+    with pytest.raises(ValueError, match="options.key_norm_weight: required"):
+        mha.scaled_dot_product_attention(
+            q, k, v, features=mha.AttentionFeatures(qk_norm=norm), q_norm_weight=q_weight)
+
+
 def test_bf16_compute_within_its_bound():
     rng = np.random.default_rng(11)
     q = rng.standard_normal((2, 4, 33, 64), np.float32)

@@ -158,6 +158,61 @@ def test_head_shards_sum_to_the_full_layer():
         mha.MultiheadAttention.from_state_dict(state, 6, 3, head_shard=mha.HeadShard(1, 4))
 
 
+@pytest.mark.parametrize("scope", [mha.QkNormScope.per_head, mha.QkNormScope.across_heads])
+def test_qk_norm_layer_matches_naive_and_its_cache(scope):
+    rng = np.random.default_rng(8)
+    state = random_state_dict(rng, 24, 6, 3)
+    per_head = scope == mha.QkNormScope.per_head
+    q_weight = rng.standard_normal(4 if per_head else 24).astype(np.float32) * 0.3 + 1
+    k_weight = rng.standard_normal(4 if per_head else 12).astype(np.float32) * 0.3 + 1
+    config = mha.AttentionConfig(features=mha.AttentionFeatures(qk_norm=mha.QkNorm(
+        scope=scope)), rotary=mha.RotaryConfig(pairing=mha.RotaryPairing.half_split))
+    weights = [state[n + ".weight"] for n in ("q_proj", "k_proj", "v_proj", "out_proj")]
+    biases = {n + "_bias": state[n + ".bias"] for n in ("q_proj", "k_proj", "v_proj",
+                                                         "out_proj")}
+    config.num_heads, config.head_dim, config.query_dim, config.num_kv_heads = 6, 4, 24, 3
+    kwargs = dict(q_norm_weight=q_weight, k_norm_weight=k_weight, **biases)
+    fast = mha.MultiheadAttention(config, *weights, **kwargs)
+    naive = mha.NaiveMultiheadAttention(config, *weights, **kwargs)
+    x = rng.standard_normal((2, 9, 24), np.float32)
+    expected = naive(x, is_causal=True)[0]
+    assert_close(fast(x, is_causal=True)[0], expected, "qk_norm output")
+    cache = mha.KvCache(fast, max_batch=2, max_seq_len=16)
+    steps = [fast.forward_with_cache(x[:, :5], cache), fast.forward_with_cache(x[:, 5:], cache)]
+    assert_close(np.concatenate(steps, axis=1), expected, "qk_norm cached")
+    if per_head:  # each shard normalises its own heads with the same weights
+        total = sum(mha.MultiheadAttention(config, *weights, head_shard=mha.HeadShard(
+            first, first + 2), **kwargs)(x, is_causal=True)[0] for first in (0, 2, 4))
+        assert_close(total, expected, "qk_norm sharded")
+    else:
+        with pytest.raises(ValueError, match="kAcrossHeads normalises over every head"):
+            mha.MultiheadAttention(config, *weights, head_shard=mha.HeadShard(0, 2), **kwargs)
+
+
+def test_kv_shared_layer_reads_the_source_layers_cache():
+    rng = np.random.default_rng(9)
+    source_state = random_state_dict(rng, 16, 4, 2)
+    shared_state = random_state_dict(rng, 16, 4, 2)
+    source = mha.MultiheadAttention.from_state_dict(source_state, 4, 2)
+    shared = mha.MultiheadAttention.from_state_dict(shared_state, 4, 2)
+    # The reference: the sharing layer's queries and output over the source's K/V.
+    mixed = dict(shared_state)
+    for name in ("k_proj.weight", "k_proj.bias", "v_proj.weight", "v_proj.bias"):
+        mixed[name] = source_state[name]
+    reference = mha.NaiveMultiheadAttention.from_state_dict(mixed, 4, 2)
+    x_source = rng.standard_normal((1, 7, 16), np.float32)
+    x_shared = rng.standard_normal((1, 7, 16), np.float32)
+    expected = reference(x_shared, x_source, x_source, is_causal=True)[0]
+    cache = mha.KvCache(source, max_batch=1, max_seq_len=8)
+    outputs = []
+    for first, last in ((0, 4), (4, 5), (5, 7)):
+        source.forward_with_cache(x_source[:, first:last], cache)
+        outputs.append(shared.forward_with_cache(x_shared[:, first:last], cache,
+                                                 kv_shared=True))
+        assert cache.length(0) == last
+    assert_close(np.concatenate(outputs, axis=1), expected, "kv_shared")
+
+
 def test_forward_releases_the_gil():
     rng = np.random.default_rng(6)
     layer = mha.MultiheadAttention.from_state_dict(random_state_dict(rng, 256, 8), 8)

@@ -25,12 +25,14 @@ constexpr char kUsage[] =
     "               [--rope-max-positions N] [--position-ids P.npy]\n"
     "               [--sliding-window W] [--sliding-window-right R]\n"
     "               [--attention-chunk-size C] [--temperature-tuning FLOOR,SCALE]\n"
-    "               [--softcap C]\n"
+    "               [--softcap C] [--qk-norm per-head|across-heads]\n"
+    "               [--qk-norm-eps E] [--qk-norm-unit-offset] [--value-norm]\n"
     "               [--alibi] --output O.npy [--attn-weights A.npy]\n"
     "               [--average-heads] [--threads N] [--isa sse4|avx2|avx512|native]\n"
     "               [--weight-dtype float32|bfloat16|int8]\n"
     "       mha-run --core --query Q.npy --key K.npy --value V.npy [--layout bhsd|bshd]\n"
     "               [--scale S] [--sinks S.npy] [--key-position-ids P.npy]\n"
+    "               [--q-norm-weight QW.npy --k-norm-weight KW.npy]\n"
     "               [--logsumexp L.npy] [the mask, rope and feature flags above]\n"
     "               --output O.npy\n";
 
@@ -152,6 +154,14 @@ bool ParseValueFlag(const std::string& flag, const std::string& value, Options& 
     options.features.temperature_tuning = ParseTemperature(value);
   } else if (flag == "--attention-chunk-size") {
     options.features.attention_chunk_size = ParseCount(flag, value);
+  } else if (flag == "--qk-norm") {
+    ExpectOneOf(flag, value, {"per-head", "across-heads"});
+    if (!options.features.qk_norm) options.features.qk_norm = QkNorm{};
+    options.features.qk_norm->scope =
+        value == "per-head" ? QkNormScope::kPerHead : QkNormScope::kAcrossHeads;
+  } else if (flag == "--qk-norm-eps") {
+    if (!options.features.qk_norm) options.features.qk_norm = QkNorm{};
+    options.features.qk_norm->eps = ParseNumber(flag, value);
   } else if (flag == "--softcap") {
     options.features.softcap = static_cast<float>(ParseNumber(flag, value));
   } else if (flag == "--scale") {
@@ -189,8 +199,9 @@ bool ParseValueFlag(const std::string& flag, const std::string& value, Options& 
 // A flag the chosen mode does not read is an error, not silently ignored (an output
 // file that would never be written, a scale that would not apply).
 void CheckFlagsApply(const Options& options) {
-  static const std::vector<const char*> kCoreOnly = {"--scale", "--sinks", "--logsumexp",
-                                                     "--key-position-ids", "--layout"};
+  static const std::vector<const char*> kCoreOnly = {
+      "--scale",  "--sinks",         "--logsumexp",    "--key-position-ids",
+      "--layout", "--q-norm-weight", "--k-norm-weight"};
   static const std::vector<const char*> kLayerOnly = {
       "--weights",   "--attn-weights", "--weight-dtype",
       "--num-heads", "--num-kv-heads", "--average-heads"};
@@ -204,6 +215,11 @@ void CheckFlagsApply(const Options& options) {
        {"--rope-theta", "--rotary-dim", "--rope-scaling", "--rope-max-positions"}) {
     if (options.given.count(flag) && !options.given.count("--rope")) {
       throw UsageError(std::string(flag) + " applies only with --rope");
+    }
+  }
+  for (const char* flag : {"--qk-norm-eps", "--qk-norm-unit-offset", "--value-norm"}) {
+    if (options.given.count(flag) && !options.given.count("--qk-norm")) {
+      throw UsageError(std::string(flag) + " applies only with --qk-norm");
     }
   }
 }
@@ -221,6 +237,8 @@ Options Parse(const std::vector<std::string>& args) {
                                      "--position-ids",
                                      "--key-position-ids",
                                      "--sinks",
+                                     "--q-norm-weight",
+                                     "--k-norm-weight",
                                      "--logsumexp"};
   static const std::map<std::string, bool Options::*> kSwitches = {
       {"--causal", &Options::causal},
@@ -237,6 +255,13 @@ Options Parse(const std::vector<std::string>& args) {
     }
     if (flag == "--alibi") {
       options.features.alibi = true;
+      continue;
+    }
+    if (flag == "--qk-norm-unit-offset" || flag == "--value-norm") {
+      if (!options.features.qk_norm) options.features.qk_norm = QkNorm{};
+      bool QkNorm::*field =
+          flag == "--value-norm" ? &QkNorm::value_norm : &QkNorm::unit_offset;
+      (*options.features.qk_norm).*field = true;  // Gemma 3n's v_norm, Gemma 3's 1 + w
       continue;
     }
     if (i + 1 >= args.size()) throw UsageError("missing value after " + flag);
@@ -307,6 +332,8 @@ AttentionMasks LoadMasks(const Options& options,
 int RunCore(const Options& options) {
   const auto query = Load(options, "--query"), key = Load(options, "--key"),
              value = Load(options, "--value"), sinks = Load(options, "--sinks"),
+             query_norm = Load(options, "--q-norm-weight"),
+             key_norm = Load(options, "--k-norm-weight"),
              positions = Load(options, "--position-ids"),
              key_positions = Load(options, "--key-position-ids");
   for (const auto* array : {&*query, &*key, &*value}) {
@@ -325,6 +352,8 @@ int RunCore(const Options& options) {
   core.scale = options.scale;
   core.features = options.features;
   core.sinks = View(sinks);
+  core.query_norm_weight = View(query_norm);
+  core.key_norm_weight = View(key_norm);
   core.query_positions = View(positions);
   core.key_positions = View(key_positions);
   core.num_threads = options.threads;
