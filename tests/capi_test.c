@@ -226,6 +226,23 @@ static void CheckCore(void) {
   Check(mha_scaled_dot_product_attention(&args) == MHA_OK, "core with rope");
   Check(Close(out, expected, S * 2 * D) > 1e-3f, "rope rotates");
   mha_rotary_destroy(rotary);
+  /* LongRoPE needs its factors; the core refuses a dynamic table, naming it. */
+  rope.scaling = MHA_ROPE_SCALING_LONGROPE;
+  Check(mha_rotary_create(&rope, D, &rotary) == MHA_INVALID_ARGUMENT &&
+            strstr(mha_last_error(), "short_factor") != NULL,
+        "longrope without factors refused");
+  float factors[D / 2];
+  for (int i = 0; i < D / 2; ++i) factors[i] = 1.0f + (float)i;
+  rope.short_factor = rope.long_factor = factors;
+  Check(mha_rotary_create(&rope, D, &rotary) == MHA_OK, "longrope table");
+  args.rotary = rotary;
+  Check(mha_scaled_dot_product_attention(&args) == MHA_INVALID_ARGUMENT &&
+            strstr(mha_last_error(), "dynamic scaling") != NULL,
+        "core refuses a dynamic table");
+  args.rotary = NULL;
+  mha_rotary_destroy(rotary);
+  rope.scaling = MHA_ROPE_SCALING_NONE;
+  rope.short_factor = rope.long_factor = NULL;
   /* Caller frequencies with rotary_dim 0 (head_dim, as the header says): D / 2 read. */
   float inv_freq[D / 2];
   for (int i = 0; i < D / 2; ++i) inv_freq[i] = powf(10000.0f, -2.0f * i / D);

@@ -201,6 +201,67 @@ TEST_P(LayerFeatures, CacheMatchesCausalForward) {
 
 INSTANTIATE_TEST_SUITE_P(Features, LayerFeatures, ::testing::ValuesIn(Cases()), Name);
 
+// Dynamic NTK and LongRoPE (original 16): a whole Forward of 40 tokens rotates by
+// the frequencies of 40, as the naive layer does; in a ragged cached batch each
+// sequence's rows are those it gets alone (its own length sets its frequencies, not
+// its batch-mates' or the padding's).
+TEST(DynamicRope, ForwardMatchesNaiveAndRaggedRowsMatchAlone) {
+  for (const RopeScalingType type :
+       {RopeScalingType::kDynamic, RopeScalingType::kLongRope}) {
+    FeatureCase c = Named("dynamic");
+    c.rope = RotaryPairing::kHalfSplit, c.num_kv_heads = 2;
+    FeatureLayer f(c);
+    RopeScaling& scaling = f.layer.config.rotary.scaling;
+    scaling.type = type, scaling.factor = 4.0,
+    scaling.original_max_position_embeddings = 16;
+    scaling.short_factor = {1.0f, 1.2f, 1.5f, 2.0f};
+    scaling.long_factor = {2.0f, 3.0f, 5.0f, 8.0f};
+    const MultiheadAttention attention(f.layer.config, f.layer.weights);
+    const int64_t b = 2, s = 40, e = 24;
+    const std::vector<float> x = RandomFloats(b * s * e, 51);
+    std::vector<float> out(x.size()), ref(x.size());
+    AttentionMasks causal;
+    causal.is_causal = true;
+    const AttentionInputs inputs{TensorView(x.data(), Shape{b, s, e}), {}, {}};
+    attention.Forward(inputs, causal,
+                      {MutableTensorView(out.data(), Shape{b, s, e}), {}});
+    NaiveMultiheadAttention(f.layer.config, f.layer.weights, inputs, causal,
+                            {MutableTensorView(ref.data(), Shape{b, s, e}), {}});
+    ExpectClose(out, ref, "dynamic Forward");
+    // Prefill 12 and 10 tokens, then a ragged step of 9 and 3 (sequence 0 crosses 16).
+    KvCache batched(f.layer.config, 2, 32);
+    const std::vector<int64_t> prefill = {12, 10}, step = {9, 3};
+    std::vector<float> batched_out(2 * 9 * e);
+    for (const auto& counts : {prefill, step}) {
+      const int64_t width = std::max(counts[0], counts[1]);
+      std::vector<float> in(2 * width * e, 0.0f);
+      for (int64_t q = 0; q < 2; ++q) {
+        std::copy_n(x.begin() + (q * s + batched.length(q)) * e, counts[q] * e,
+                    in.begin() + q * width * e);
+      }
+      batched_out.assign(2 * width * e, 0.0f);
+      attention.ForwardWithCache(
+          TensorView(in.data(), Shape{2, width, e}),
+          TensorView(counts.data(), DType::kInt64, Shape{2}), batched,
+          MutableTensorView(batched_out.data(), Shape{2, width, e}));
+    }
+    for (int64_t q = 0; q < 2; ++q) {  // alone: the same two calls, this sequence only
+      KvCache alone(f.layer.config, 1, 32);
+      std::vector<float> alone_out;
+      for (const auto& counts : {prefill, step}) {
+        const int64_t n = counts[q], first = alone.length(0);
+        alone_out.assign(n * e, 0.0f);
+        attention.ForwardWithCache(
+            TensorView(x.data() + (q * s + first) * e, Shape{1, n, e}), {}, alone,
+            MutableTensorView(alone_out.data(), Shape{1, n, e}));
+      }
+      const std::vector<float> rows(batched_out.begin() + q * 9 * e,
+                                    batched_out.begin() + (q * 9 + step[q]) * e);
+      ExpectClose(rows, alone_out, "ragged rows against the sequence alone");
+    }
+  }
+}
+
 // Left-padded batch: sequence 1 starts two tokens late, its positions say so, and
 // its first two keys are masked; its real rows equal the unpadded sequence's.
 TEST(RotaryPositions, LeftPaddingWithPositionIds) {
@@ -295,6 +356,25 @@ TEST(FeatureErrors, NameTheArgumentAndWriteNothing) {
   expect_config_error(
       "rotary: theta 1e+300 with its scaling gives inv_freq[1] = 0",
       [](AttentionConfig& config, AttentionWeights&) { config.rotary.theta = 1e300; });
+  expect_config_error(
+      "rotary.scaling.short_factor: expected rotary_dim / 2 = 4 values, got 3",
+      [](AttentionConfig& config, AttentionWeights&) {
+        config.rotary.scaling.type = RopeScalingType::kLongRope;
+        config.rotary.scaling.short_factor = {1, 1, 1};
+        config.rotary.scaling.long_factor = {1, 1, 1, 1};
+      });
+  expect_config_error("rotary.scaling.long_factor: values must be finite and > 0, got 0",
+                      [](AttentionConfig& config, AttentionWeights&) {
+                        config.rotary.scaling.type = RopeScalingType::kLongRope;
+                        config.rotary.scaling.short_factor = {1, 1, 1, 1};
+                        config.rotary.scaling.long_factor = {1, 0, 1, 1};
+                      });
+  expect_config_error(
+      "rotary.scaling.original_max_position_embeddings: must be >= 1, got 0",
+      [](AttentionConfig& config, AttentionWeights&) {
+        config.rotary.scaling.type = RopeScalingType::kDynamic;
+        config.rotary.scaling.original_max_position_embeddings = 0;
+      });
   expect_config_error("rotary.attention_factor: must be finite as a float",
                       [](AttentionConfig& config, AttentionWeights&) {
                         config.rotary.attention_factor = 1e39;
@@ -407,6 +487,13 @@ TEST(CoreErrors, StridesAndShapes) {
   norm.features.qk_norm->scope = QkNormScope::kAcrossHeads;
   expect_error("options.features.qk_norm.scope: the core normalises each head's rows", q,
                norm);
+  RotaryConfig dynamic_config;
+  dynamic_config.pairing = RotaryPairing::kHalfSplit;
+  dynamic_config.scaling.type = RopeScalingType::kDynamic;
+  const RotaryEmbedding dynamic_table(dynamic_config, 8);
+  CoreOptions dynamic;
+  dynamic.rotary = &dynamic_table;
+  expect_error("options.rotary: dynamic scaling (kDynamic, kLongRope)", q, dynamic);
   CoreOptions window;
   window.features.sliding_window = 0;
   expect_error("features.sliding_window: must be >= 1, got 0", q, window);

@@ -123,6 +123,17 @@ TEST_F(MhaRun, DecoderFeatureFlags) {
   ExpectFailure(with({"--rope-scaling", "llama3:8,1"}), 2,
                 {"--rope-scaling", "llama3:F,LOW,HIGH,ORIGINAL", "'llama3:8,1'"});
   ExpectFailure(with({"--softcap", "big"}), 2, {"--softcap: expected a number", "'big'"});
+  ExpectFailure(with({"--rope", "neox", "--rope-scaling", "dynamic:2"}), 2,
+                {"--rope-scaling", "dynamic:F,ORIGINAL", "'dynamic:2'"});
+  ExpectFailure(with({"--rope", "neox", "--rope-scaling", "longrope:4,4"}), 1,
+                {"rotary.scaling.short_factor: expected rotary_dim / 2"});
+  ExpectFailure(with({"--longrope-factors", query_}), 2,
+                {"--longrope-factors applies only with --rope"});
+  {
+    const auto [dynamic_code, dynamic_err] =
+        Run(with({"--causal", "--rope", "neox", "--rope-scaling", "dynamic:2,2"}));
+    EXPECT_EQ(dynamic_code, 0) << dynamic_err;
+  }
   ExpectFailure(with({"--sliding-window", "0"}), 1, {"features.sliding_window", "got 0"});
   ExpectFailure(with({"--attention-chunk-size", "0"}), 1,
                 {"features.attention_chunk_size", "got 0"});

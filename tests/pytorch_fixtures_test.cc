@@ -8,8 +8,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "src/io/layer_file.h"
 #include "src/io/npy.h"
 #include "src/io/safetensors.h"
+#include "tests/paged_test_util.h"
 #include "tests/test_util.h"
 #include "tools/mha_run/cli.h"
 
@@ -233,6 +235,96 @@ TEST(PyTorchRope, InverseFrequenciesAreTransformersFloat32Values) {
   // 70 of 3600 here; rounding once from double, as before, left 1502 (42%) off.
   EXPECT_LE(differing, entries / 30) << differing << " of " << entries << " differ";
 }
+
+// Dynamic NTK past its switch: transformers' frequencies, whose base it computes in
+// float32 from a tensor seq_len, within two ulps, and all but a few within one (torch's
+// pow of the base is not always correctly rounded, and the next pow carries that on).
+TEST(PyTorchRope, DynamicNtkFrequenciesAreTransformersFloat32Values) {
+  std::ifstream list(kDataDir / "rope_dynamic_inv_freq" / "cases.txt");
+  int64_t entries = 0, past_one_ulp = 0;
+  for (std::string line; std::getline(list, line);) {
+    std::istringstream fields(line);
+    std::string file;
+    RotaryConfig config;
+    config.pairing = RotaryPairing::kHalfSplit;
+    config.scaling.type = RopeScalingType::kDynamic;
+    int64_t length = 0;
+    fields >> file >> config.theta >> config.rotary_dim >> config.scaling.factor >>
+        config.scaling.original_max_position_embeddings >> length;
+    config.max_positions = length;
+    const RotaryEmbedding rotary(config, config.rotary_dim);
+    const std::vector<float> expected =
+        LoadFloats(kDataDir / "rope_dynamic_inv_freq" / file);
+    const std::vector<float> actual = rotary.InverseFrequenciesAt(length);
+    ASSERT_EQ(actual.size(), expected.size()) << file;
+    for (size_t i = 0; i < actual.size(); ++i) {
+      const float ulp = std::nextafter(expected[i], INFINITY) - expected[i];
+      EXPECT_LE(std::abs(actual[i] - expected[i]), 2 * ulp) << file << " entry " << i;
+      past_one_ulp += std::abs(actual[i] - expected[i]) > ulp;
+    }
+    entries += static_cast<int64_t>(actual.size());
+  }
+  EXPECT_EQ(entries, 24 * 48);
+  EXPECT_LE(past_one_ulp, entries / 200) << past_one_ulp << " of " << entries;  // 4 here
+}
+
+// A layer decoding through a cache whose length crosses the switch of dynamic NTK or
+// LongRoPE (tools/make_fixtures.py, dynamic_rope_decode_case): each call rotates by
+// the frequencies of its sequence's length, and cached keys keep theirs. Through the
+// contiguous and the paged cache.
+class DynamicRopeDecode : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DynamicRopeDecode, CachesMatchPyTorchAcrossTheSwitch) {
+  const fs::path dir = kDataDir / GetParam();
+  io::LoadedLayer layer = io::LoadLayer(dir / "weights.safetensors", 4, 2);
+  std::ifstream scaling_file(dir / "scaling.txt");
+  std::string kind;
+  RotaryConfig& rotary = layer.config.rotary;
+  rotary.pairing = RotaryPairing::kHalfSplit;
+  rotary.max_positions = 64;
+  scaling_file >> kind >> rotary.theta >>
+      rotary.scaling.original_max_position_embeddings >> rotary.scaling.factor;
+  rotary.scaling.type =
+      kind == "dynamic" ? RopeScalingType::kDynamic : RopeScalingType::kLongRope;
+  if (kind == "longrope") {
+    const std::vector<float> factors = LoadFloats(dir / "longrope_factors.npy");
+    const size_t half = factors.size() / 2;
+    rotary.scaling.short_factor.assign(factors.begin(), factors.begin() + half);
+    rotary.scaling.long_factor.assign(factors.begin() + half, factors.end());
+  }
+  const MultiheadAttention attention(layer.config, layer.weights);
+  const std::vector<float> x = LoadFloats(dir / "query.npy");
+  const std::vector<float> expected = LoadFloats(dir / "expected_output.npy");
+  std::ifstream steps_file(dir / "steps.txt");
+  std::vector<int64_t> steps;
+  for (int64_t step; steps_file >> step;) steps.push_back(step);
+  const int64_t embed = layer.config.query_dim;
+  KvCache cache(layer.config, 1, 16);
+  PagedKvCacheOptions options;
+  options.num_blocks = 2, options.max_sequences = 1;
+  PagedKvCache paged(layer.config, options);
+  paged.AddSequence(0);
+  std::vector<float> contiguous_out(expected.size()), paged_out;
+  int64_t done = 0;
+  for (const int64_t step : steps) {
+    const Shape shape{1, step, embed};
+    attention.ForwardWithCache(
+        TensorView(x.data() + done * embed, shape), {}, cache,
+        MutableTensorView(contiguous_out.data() + done * embed, shape));
+    const std::vector<float> rows(x.begin() + done * embed,
+                                  x.begin() + (done + step) * embed);
+    const auto packed = PackedStep(attention, paged, {{0, rows}});
+    paged_out.insert(paged_out.end(), packed[0].begin(), packed[0].end());
+    done += step;
+  }
+  ExpectClose(contiguous_out, expected, "KvCache");
+  ExpectClose(paged_out, expected, "PagedKvCache");
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, DynamicRopeDecode,
+                         ::testing::Values("dynamic_ntk_decode_crossing",
+                                           "longrope_decode_crossing"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace mha::testing

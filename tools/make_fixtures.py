@@ -383,6 +383,101 @@ def rope_frequencies():
         f.write("\n".join(lines) + "\n")
 
 
+def ntk_inv_freq(rotary_dim, theta, factor, original, positions):
+    """_compute_dynamic_ntk_parameters as dynamic_rope_update calls it: seq_len is the
+    largest position + 1, a tensor, so the base is computed in float32."""
+    seq_len = torch.maximum(torch.max(positions) + 1, torch.tensor(original))
+    base = theta * ((factor * seq_len / original) - (factor - 1)) ** (
+        rotary_dim / (rotary_dim - 2))
+    return 1.0 / (base ** (torch.arange(0, rotary_dim, 2, dtype=torch.int64).float()
+                           / rotary_dim))
+
+
+def longrope_inv_freq(rotary_dim, theta, factors):
+    """_compute_longrope_parameters: 1.0 / (ext_factors * base ** (arange / dim))."""
+    shape = torch.arange(0, rotary_dim, 2, dtype=torch.int64).float() / rotary_dim
+    return 1.0 / (torch.tensor(factors, dtype=torch.float32) * theta ** shape)
+
+
+def rope_dynamic_frequencies():
+    """Dynamic NTK frequencies past the switch: `file theta rotary_dim factor original
+    length` lines in cases.txt."""
+    case = Case("rope_dynamic_inv_freq")
+    lines = []
+    for theta in [10000.0, 500000.0, 1234.5]:
+        for rotary_dim in [64, 128]:
+            for factor, original, length in [(2.0, 4096, 4097), (2.0, 4096, 10000),
+                                             (4.0, 2048, 30000), (8.0, 8192, 131072)]:
+                name = "ntk_theta%g_dim%d_f%g_%d_%d.npy" % (theta, rotary_dim, factor,
+                                                          original, length)
+                case.array(name, ntk_inv_freq(rotary_dim, theta, factor, original,
+                                              torch.tensor([length - 1])))
+                lines.append(" ".join([name, repr(theta), str(rotary_dim), repr(factor),
+                                       str(original), str(length)]))
+    with open(os.path.join(case.dir, "cases.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def dynamic_rope_decode_case(name, kind):
+    """A decoder layer decoding through a cache whose length crosses the switch of
+    dynamic NTK or LongRoPE (original 8): transformers' dynamic_rope_update takes the
+    frequencies of each call from its largest position, and cached keys keep the
+    rotation they were written with. Steps of 5, 1, 1, 4, 1 tokens (the 4-token chunk
+    crosses 8); steps.txt lists them, scaling.txt the config."""
+    torch.manual_seed(sum(name.encode()))
+    embed, heads, kv_heads, head_dim, theta, original, factor = 32, 4, 2, 8, 10000.0, 8, 4.0
+    steps = [5, 1, 1, 4, 1]
+    seq = sum(steps)
+    lin = {n: nn.Linear(embed, o * head_dim, bias=False) for n, o in
+           (("q_proj", heads), ("k_proj", kv_heads), ("v_proj", kv_heads))}
+    lin["out_proj"] = nn.Linear(heads * head_dim, embed, bias=False)
+    case = Case(name)
+    save_safetensors(os.path.join(case.dir, "weights.safetensors"),
+                     {n + ".weight": m.weight for n, m in lin.items()})
+    x = torch.randn(1, seq, embed)
+    case.array("query.npy", x)
+    short = [1.0 + 0.1 * i for i in range(head_dim // 2)]
+    long = [1.5 + 0.5 * i for i in range(head_dim // 2)]
+    attention_factor = 1.0
+    if kind == "longrope":  # Phi-3: factor = max_position_embeddings / original
+        attention_factor = math.sqrt(1 + math.log(factor) / math.log(original))
+        case.array("longrope_factors.npy", torch.tensor([short, long]))
+
+    def rotate(t, positions, inv_freq):
+        freqs = positions.float()[:, None, :, None] * inv_freq[None, None, None, :]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return t * (emb.cos() * attention_factor) + rotate_half(t) * (
+            emb.sin() * attention_factor)
+
+    keys, values, outputs, done = [], [], [], 0
+    with torch.no_grad():
+        for step in steps:
+            rows = x[:, done:done + step]
+            positions = torch.arange(done, done + step)[None, :]
+            seq_len = int(torch.max(positions)) + 1
+            if kind == "dynamic":
+                inv_freq = rope_inv_freq(head_dim, theta) if seq_len <= original else \
+                    ntk_inv_freq(head_dim, theta, factor, original, positions)
+            else:
+                inv_freq = longrope_inv_freq(head_dim, theta,
+                                             long if seq_len > original else short)
+            q = rotate(lin["q_proj"](rows).view(1, step, heads, head_dim).transpose(1, 2),
+                       positions, inv_freq)
+            keys.append(rotate(lin["k_proj"](rows).view(1, step, kv_heads, head_dim)
+                               .transpose(1, 2), positions, inv_freq))
+            values.append(lin["v_proj"](rows).view(1, step, kv_heads, head_dim)
+                          .transpose(1, 2))
+            out, _ = eager_attention(q, torch.cat(keys, 2), torch.cat(values, 2),
+                                     head_dim ** -0.5, done)
+            outputs.append(lin["out_proj"](out.transpose(1, 2).reshape(1, step, -1)))
+            done += step
+    with open(os.path.join(case.dir, "steps.txt"), "w") as f:
+        f.write(" ".join(str(s) for s in steps) + "\n")
+    with open(os.path.join(case.dir, "scaling.txt"), "w") as f:
+        f.write("%s %r %d %r\n" % (kind, theta, original, factor))
+    case.finish(torch.cat(outputs, 1))
+
+
 def rotate_half(x):
     x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
     return torch.cat((-x2, x1), dim=-1)
@@ -645,8 +740,11 @@ def decoder_cases():
     decoder_case("olmo2_qk_norm_across_heads", 32, 4, 4, 8, rope="neox", theta=500000.0,
                  qk_norm=("across-heads", 1e-6, False))
     gemma3n_kv_sharing_case("gemma3n_kv_sharing")
+    dynamic_rope_decode_case("dynamic_ntk_decode_crossing", "dynamic")
+    dynamic_rope_decode_case("longrope_decode_crossing", "longrope")
     core_case("core_sdpa_features")
     rope_frequencies()
+    rope_dynamic_frequencies()
 
 
 def main():

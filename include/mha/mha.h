@@ -45,7 +45,9 @@ typedef enum {
 typedef enum {
   MHA_ROPE_SCALING_NONE = 0,
   MHA_ROPE_SCALING_LINEAR = 1,
-  MHA_ROPE_SCALING_LLAMA3 = 2
+  MHA_ROPE_SCALING_LLAMA3 = 2,
+  MHA_ROPE_SCALING_DYNAMIC = 3, /* dynamic NTK, by each sequence's length */
+  MHA_ROPE_SCALING_LONGROPE = 4 /* LongRoPE (Phi-3): short_factor / long_factor */
 } mha_rope_scaling;
 
 typedef struct {
@@ -58,6 +60,10 @@ typedef struct {
   int64_t original_max_position_embeddings;         /* 0: 8192 */
   const float* inv_freq;   /* [rotary_dim / 2] or NULL: replaces theta and scaling */
   double attention_factor; /* 0: 1 */
+  /* longrope: [rotary_dim / 2] each; its cos/sin scale (0: sqrt(1 + ln(factor) /
+   * ln(original_max_position_embeddings))) */
+  const float *short_factor, *long_factor;
+  double longrope_attention_factor;
 } mha_rope_config;
 
 /* QK-norm: RMSNorm of queries and keys before rotation (see mha/features.hpp). */

@@ -79,7 +79,7 @@ void MultiheadAttention::Impl::ProjectMemory(const TensorView& memory,
   const auto pages = [&cache](int64_t b, int64_t kv_head) {
     return cache.Pages(b, kv_head);
   };
-  internal::KvWrite write = LayerKvWrite(nullptr, 0);
+  internal::KvWrite write = LayerKvWrite({}, 0);
   write.key = {keys, length * kv_dim, head_dim, kv_dim};
   write.value = {values, length * kv_dim, head_dim, kv_dim};
   write.batch_end = batch;
@@ -124,7 +124,7 @@ void MultiheadAttention::Impl::ForwardCrossAttention(
   const auto pages = [&cache](int64_t b, int64_t kv_head) {
     return cache.Pages(b, kv_head);
   };
-  AttentionParams params = BaseParams(problem, nullptr);
+  AttentionParams params = BaseParams(problem, {});
   params.pages = pages;
   params.page_size = cache.page_size;
   RunQueries({&query, 0, problem.batch_size * problem.query_len, problem.query_len,

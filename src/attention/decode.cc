@@ -77,8 +77,9 @@ void MultiheadAttention::Impl::ForwardWithCache(const TensorView& query,
   const internal::WorkspacePool::Lease workspace = workspaces.Acquire();
   const Problem problem =
       ValidateCacheCall(query, new_lengths, cache, output, options, *workspace);
-  const int64_t* rotary_positions = RotaryPositions(
-      problem, options.position_ids, workspace->positions.data(), *workspace);
+  const RotaryRows rotary_rows =
+      RotaryPositions(problem, options.position_ids, workspace->positions.data(),
+                      workspace->new_lengths.data(), *workspace);
   const MutableTensorView staged = StageOutput(output, *workspace);
   // Everything is checked: from here on the cache and output are written.
   const internal::ScopedThreadCount thread_count(ThreadsFor(problem, options));
@@ -87,12 +88,12 @@ void MultiheadAttention::Impl::ForwardWithCache(const TensorView& query,
   const auto pages = [&cache](int64_t b, int64_t kv_head) {
     return cache.Pages(b, kv_head);
   };
-  internal::KvWrite write = LayerKvWrite(rotary_positions, sq);
+  internal::KvWrite write = LayerKvWrite(rotary_rows, sq);
   write.batch_end = problem.batch_size;
   write.counts = counts;
   write.first_positions = workspace->positions.data();
   write.pages = pages;
-  AttentionParams params = BaseParams(problem, rotary_positions);
+  AttentionParams params = BaseParams(problem, rotary_rows);
   params.pages = pages;
   params.page_size = cache.page_size;
   params.query_counts = counts;

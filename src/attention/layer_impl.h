@@ -43,16 +43,29 @@ struct MultiheadAttention::Impl {
                        const internal::AttentionParams& base, bool values_in_output,
                        int64_t chunk_rows, const AttentionOutputs& outputs,
                        internal::Workspace& workspace) const;
-  // Attention params with the layer's sizes, logit features and rotary table; queries,
+  // A call's rotary rotation: each token row's index into `table` (the layer's
+  // table, indexed by position; for dynamic scaling the call's own, by row).
+  struct RotaryRows {
+    const int64_t* positions = nullptr;  // null: no rotary embeddings
+    const RotaryEmbedding* table = nullptr;
+  };
+  // Attention params with the layer's sizes, logit features and rotary rows; queries,
   // keys, values and context laid out as projections are: [B, S, heads * head_dim]
   // rows of the given widths.
   internal::AttentionParams BaseParams(const internal::Problem& problem,
-                                       const int64_t* rotary_positions) const;
-  // Rotary positions of the query tokens into workspace.rotary_positions (null
-  // without rotary embeddings); offsets[b] + i by default (offsets null: i).
-  const int64_t* RotaryPositions(const internal::Problem& problem,
-                                 const TensorView& position_ids, const int64_t* offsets,
-                                 internal::Workspace& workspace) const;
+                                       const RotaryRows& rotary_rows) const;
+  // Rotary rows of the query tokens ([B, Sq], in workspace.rotary_positions): at
+  // offsets[b] + i by default (offsets null: i). counts: the real rows of each
+  // sequence (null: all), whose positions set a dynamic table's lengths.
+  RotaryRows RotaryPositions(const internal::Problem& problem,
+                             const TensorView& position_ids, const int64_t* offsets,
+                             const int64_t* counts, internal::Workspace& workspace) const;
+  // Dynamic scaling: the call's own table for the rows `positions` holds, sequence b's
+  // being [starts[b], starts[b] + counts[b]) (counts null: up to starts[b + 1]);
+  // positions become row indices.
+  RotaryRows CallTable(int64_t* positions, int64_t rows, const int64_t* starts,
+                       const int64_t* counts, int64_t sequences,
+                       internal::Workspace& workspace) const;
   void RunFlow(const internal::Problem& problem, const internal::MaskPlan& mask_plan,
                const internal::AttentionParams& base, bool is_causal,
                const AttentionOutputs& outputs, const ForwardOptions& options,
@@ -88,9 +101,9 @@ struct MultiheadAttention::Impl {
                                        const MutableTensorView& output,
                                        const ForwardOptions& options,
                                        internal::Workspace& workspace) const;
-  const int64_t* PackedRotaryPositions(const internal::Problem& problem, int64_t tokens,
-                                       const TensorView& position_ids,
-                                       internal::Workspace& workspace) const;
+  RotaryRows PackedRotaryPositions(const internal::Problem& problem, int64_t tokens,
+                                   const TensorView& position_ids,
+                                   internal::Workspace& workspace) const;
   // The pipeline (pipeline.cc): project -> write pages -> attention core -> output
   // projection.
   struct QueryPass {
@@ -114,17 +127,17 @@ struct MultiheadAttention::Impl {
     const TensorView* value = nullptr;
     int64_t batch_size = 0, key_len = 0, chunk_rows = 0;
     const int64_t* key_counts = nullptr;
-    const int64_t* rotary_positions = nullptr;  // [B, key_len], rotary layers
-    bool zero_padding = false;                  // workspace pages (write_kv_pages.h)
+    RotaryRows rotary_rows;     // [B, key_len], rotary layers
+    bool zero_padding = false;  // workspace pages (write_kv_pages.h)
     internal::PageSource pages;
   };
   void ProjectKeys(const KeyPass& pass, internal::Workspace& workspace) const;
   // QK-norm across heads (OLMo 2) of `count` projected rows, in place: `queries`
   // and `keys` point at their first row's query or key columns (null: none).
   void NormAcrossHeads(float* queries, float* keys, int64_t count, int64_t stride) const;
-  // A KvWrite of this layer's heads, rotated to rotary_positions for rotary layers;
-  // the caller sets the rows, sequences and pages.
-  internal::KvWrite LayerKvWrite(const int64_t* rotary_positions,
+  // A KvWrite of this layer's heads, rotated by rotary_rows for rotary layers; the
+  // caller sets the rows, sequences and pages.
+  internal::KvWrite LayerKvWrite(const RotaryRows& rotary_rows,
                                  int64_t positions_per_sequence) const;
   // The storage of a forward's own K/V pages: bf16 for config.compute_dtype bf16 or
   // bf16 keys or values (attention in bf16), fp32 otherwise.

@@ -87,7 +87,7 @@ MultiheadAttention::Impl::Impl(const AttentionConfig& layer_config,
 }
 
 AttentionParams MultiheadAttention::Impl::BaseParams(
-    const Problem& problem, const int64_t* rotary_positions) const {
+    const Problem& problem, const RotaryRows& rotary_rows) const {
   AttentionParams params;
   params.num_heads = config.num_heads;
   params.num_kv_heads = config.resolved_num_kv_heads();
@@ -100,28 +100,44 @@ AttentionParams MultiheadAttention::Impl::BaseParams(
   params.query_scale = packed.unfolded_query_scale();
   params.query_norm = qk_norm.QueryHeadNorm();
   if (rotary) {
-    params.rotary = &*rotary;
-    params.query_positions = rotary_positions;
+    params.rotary = rotary_rows.table;
+    params.query_positions = rotary_rows.positions;
   }
   return params;
 }
 
-const int64_t* MultiheadAttention::Impl::RotaryPositions(const Problem& problem,
-                                                         const TensorView& position_ids,
-                                                         const int64_t* offsets,
-                                                         Workspace& workspace) const {
+MultiheadAttention::Impl::RotaryRows MultiheadAttention::Impl::RotaryPositions(
+    const Problem& problem, const TensorView& position_ids, const int64_t* offsets,
+    const int64_t* counts, Workspace& workspace) const {
   if (!rotary) {
     if (position_ids.present()) {
       internal::Fail("options.position_ids: given to a layer without rotary embeddings");
     }
-    return nullptr;
+    return {};
   }
-  int64_t* positions = Workspace::Reserve(workspace.rotary_positions,
-                                          problem.batch_size * problem.query_len);
-  internal::ResolvePositions("options.position_ids", position_ids, problem.batch_size,
-                             problem.query_len, problem.batched, offsets, *rotary,
-                             positions);
-  return positions;
+  const int64_t batch = problem.batch_size, length = problem.query_len;
+  int64_t* positions = Workspace::Reserve(workspace.rotary_positions, batch * length);
+  internal::ResolvePositions("options.position_ids", position_ids, batch, length,
+                             problem.batched, offsets, *rotary, positions);
+  if (!rotary->dynamic()) return {positions, &*rotary};
+  int64_t* starts = Workspace::Reserve(workspace.rotary_starts, batch + 1);
+  for (int64_t b = 0; b <= batch; ++b) starts[b] = b * length;
+  return CallTable(positions, batch * length, starts, counts, batch, workspace);
+}
+
+MultiheadAttention::Impl::RotaryRows MultiheadAttention::Impl::CallTable(
+    int64_t* positions, int64_t rows, const int64_t* starts, const int64_t* counts,
+    int64_t sequences, Workspace& workspace) const {
+  int64_t* lengths = Workspace::Reserve(workspace.rotary_lengths, rows);
+  for (int64_t b = 0; b < sequences; ++b) {
+    const int64_t end = counts ? starts[b] + counts[b] : starts[b + 1];
+    int64_t length = 0;  // transformers' seq_len: the largest position + 1
+    for (int64_t r = starts[b]; r < end; ++r) length = std::max(length, positions[r] + 1);
+    std::fill(lengths + starts[b], lengths + starts[b + 1], length);
+  }
+  rotary->CallTable(positions, lengths, rows, workspace.call_rotary);
+  for (int64_t r = 0; r < rows; ++r) positions[r] = r;
+  return {positions, &*workspace.call_rotary};
 }
 
 // All queries at once: self-attention projects Q, K and V in one fused GEMM and
@@ -138,7 +154,8 @@ void MultiheadAttention::Impl::ForwardWhole(const Problem& problem,
     params.probabilities = Workspace::Reserve(
         workspace.per_head_weights, problem.batch_size * config.num_heads * sq * sk);
   }
-  internal::KvWrite write = LayerKvWrite(params.query_positions, sk);
+  const RotaryRows rotary_rows{params.query_positions, params.rotary};
+  internal::KvWrite write = LayerKvWrite(rotary_rows, sk);
   write.pages = UseWorkspacePages(problem, sk, params, workspace);
   write.batch_end = problem.batch_size;
   write.counts = internal::VisibleKeyCounts(masks, problem.batch_size, sq,
@@ -147,7 +164,7 @@ void MultiheadAttention::Impl::ForwardWhole(const Problem& problem,
   const bool fused = problem.self_attention && packed.qkv_fused();
   if (!fused) {
     ProjectKeys({&problem.key, &problem.value, problem.batch_size, sk, sk, write.counts,
-                 params.query_positions, true, write.pages},
+                 rotary_rows, true, write.pages},
                 workspace);
   }
   RunQueries({&problem.query, 0, problem.batch_size * sq, sq, nullptr,
@@ -176,12 +193,17 @@ void MultiheadAttention::Impl::ForwardInChunks(const Problem& problem,
       problem, problem.key_len, params, workspace,
       values_in_output ? static_cast<uint8_t*>(outputs.output.data) : nullptr,
       sq * output_dim * static_cast<int64_t>(sizeof(float)));
-  ProjectKeys(
-      {&problem.key, &problem.value, problem.batch_size, problem.key_len, chunk_rows,
-       internal::VisibleKeyCounts(masks, problem.batch_size, sq,
-                                  workspace.core.key_counts),
-       base.query_positions, true, pages},
-      workspace);
+  ProjectKeys({&problem.key,
+               &problem.value,
+               problem.batch_size,
+               problem.key_len,
+               chunk_rows,
+               internal::VisibleKeyCounts(masks, problem.batch_size, sq,
+                                          workspace.core.key_counts),
+               {base.query_positions, base.rotary},
+               true,
+               pages},
+              workspace);
   const int64_t per_batch = (sq + chunk_rows - 1) / chunk_rows;
   const int64_t chunks = problem.batch_size * per_batch;
   for (int64_t n = 0; n < chunks; ++n) {
@@ -225,7 +247,8 @@ void MultiheadAttention::Impl::Forward(const AttentionInputs& inputs,
   }
   const internal::WorkspacePool::Lease workspace = workspaces.Acquire();
   const AttentionParams base = BaseParams(
-      problem, RotaryPositions(problem, options.position_ids, nullptr, *workspace));
+      problem,
+      RotaryPositions(problem, options.position_ids, nullptr, nullptr, *workspace));
   // Everything is checked: from here on outputs are written.
   const internal::ScopedThreadCount thread_count(ThreadsFor(problem, options));
   AttentionOutputs fp32_outputs = outputs;

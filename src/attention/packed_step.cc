@@ -139,14 +139,14 @@ Problem MultiheadAttention::Impl::ValidatePackedCall(
 
 // Rotary positions of the packed rows: options.position_ids, or each sequence's
 // first position + j.
-const int64_t* MultiheadAttention::Impl::PackedRotaryPositions(
+MultiheadAttention::Impl::RotaryRows MultiheadAttention::Impl::PackedRotaryPositions(
     const Problem& problem, int64_t tokens, const TensorView& position_ids,
     Workspace& workspace) const {
   if (!rotary) {
     if (position_ids.present()) {
       Fail("options.position_ids: given to a layer without rotary embeddings");
     }
-    return nullptr;
+    return {};
   }
   int64_t* positions = Workspace::Reserve(workspace.rotary_positions, tokens);
   const int64_t* rows = workspace.batch_rows.data();
@@ -160,7 +160,10 @@ const int64_t* MultiheadAttention::Impl::PackedRotaryPositions(
       }
     }
   }
-  return positions;
+  if (rotary->dynamic()) {
+    return CallTable(positions, tokens, rows, nullptr, problem.batch_size, workspace);
+  }
+  return {positions, &*rotary};
 }
 
 void MultiheadAttention::Impl::ForwardPacked(const TensorView& query,
@@ -172,7 +175,7 @@ void MultiheadAttention::Impl::ForwardPacked(const TensorView& query,
   const Problem problem =
       ValidatePackedCall(query, batch, cache, layer, output, options, *workspace);
   const int64_t tokens = query.shape[0];
-  const int64_t* rotary_positions =
+  const RotaryRows rotary_rows =
       PackedRotaryPositions(problem, tokens, options.position_ids, *workspace);
   const MutableTensorView staged = StageOutput(output, *workspace);
   if (tokens == 0) return;
@@ -186,12 +189,12 @@ void MultiheadAttention::Impl::ForwardPacked(const TensorView& query,
   const auto pages = [&cache, ids, layer](int64_t b, int64_t kv_head) {
     return cache.Pages(ids[b], layer, kv_head);
   };
-  internal::KvWrite write = LayerKvWrite(rotary_positions, 0);
+  internal::KvWrite write = LayerKvWrite(rotary_rows, 0);
   write.batch_end = problem.batch_size;
   write.counts = workspace->new_lengths.data();
   write.first_positions = workspace->positions.data();
   write.pages = pages;
-  AttentionParams params = BaseParams(problem, rotary_positions);
+  AttentionParams params = BaseParams(problem, rotary_rows);
   params.pages = pages;
   params.page_size = cache.options.block_size;
   params.query_counts = workspace->new_lengths.data();

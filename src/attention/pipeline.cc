@@ -15,7 +15,7 @@ using internal::KvWrite;
 using internal::PackedWeights;
 using internal::Workspace;
 
-KvWrite MultiheadAttention::Impl::LayerKvWrite(const int64_t* rotary_positions,
+KvWrite MultiheadAttention::Impl::LayerKvWrite(const RotaryRows& rotary_rows,
                                                int64_t positions_per_sequence) const {
   KvWrite write;
   write.num_kv_heads = config.resolved_num_kv_heads();
@@ -23,8 +23,8 @@ KvWrite MultiheadAttention::Impl::LayerKvWrite(const int64_t* rotary_positions,
   write.key_norm = qk_norm.KeyHeadNorm();
   write.value_norm = qk_norm.ValueHeadNorm();
   if (rotary) {
-    write.rotary = &*rotary;
-    write.rotary_positions = rotary_positions;
+    write.rotary = rotary_rows.table;
+    write.rotary_positions = rotary_rows.positions;
     write.positions_per_sequence = positions_per_sequence;
   }
   return write;
@@ -55,7 +55,7 @@ void MultiheadAttention::Impl::ProjectKeys(const KeyPass& pass,
   const int64_t kv_dim = config.kv_dim(), head_dim = config.head_dim;
   float* keys = Workspace::Reserve(workspace.chunks, 2 * pass.chunk_rows * kv_dim);
   float* values = keys + pass.chunk_rows * kv_dim;
-  KvWrite write = LayerKvWrite(nullptr, pass.key_len);
+  KvWrite write = LayerKvWrite(pass.rotary_rows, pass.key_len);
   write.key = {keys, 0, head_dim, kv_dim};
   write.value = {values, 0, head_dim, kv_dim};
   write.pages = pass.pages;
@@ -71,7 +71,7 @@ void MultiheadAttention::Impl::ProjectKeys(const KeyPass& pass,
       write.batch_end = b + 1;
       write.first_position = first;
       write.zero_padding = pass.zero_padding && first + write.count == count;
-      if (rotary) write.rotary_positions = pass.rotary_positions + first;
+      if (rotary) write.rotary_positions = pass.rotary_rows.positions + first;
       internal::WriteKvPages(write, workspace.core.rotation_scratch);
     }
   }

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "oneapi/dnnl/dnnl.hpp"
@@ -28,7 +29,10 @@ struct Workspace {
   std::vector<int64_t> positions, new_lengths;    // per sequence, when decoding
   std::vector<int64_t> batch_rows, sequence_ids;  // per sequence, packed batches
   std::vector<int64_t> rotary_positions;          // per query token, [B, Sq]
-  CoreWorkspace core;                             // the attention core's buffers
+  // Dynamic rotary scaling: each row's sequence length and the call's own table.
+  std::vector<int64_t> rotary_lengths, rotary_starts;
+  std::optional<RotaryEmbedding> call_rotary;
+  CoreWorkspace core;  // the attention core's buffers
   // One per LinearPrimitive of the layer: query, key, value, fused QKV, output.
   LinearCall calls[5];
 };

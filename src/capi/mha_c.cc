@@ -114,8 +114,7 @@ mha::RotaryConfig ToRotary(const mha_rope_config& c, int64_t head_dim) {
       pairing != MHA_ROPE_INTERLEAVED) {
     UnknownValue("rope.pairing", pairing);
   }
-  if (scaling != MHA_ROPE_SCALING_NONE && scaling != MHA_ROPE_SCALING_LINEAR &&
-      scaling != MHA_ROPE_SCALING_LLAMA3) {
+  if (scaling < MHA_ROPE_SCALING_NONE || scaling > MHA_ROPE_SCALING_LONGROPE) {
     UnknownValue("rope.scaling", scaling);
   }
   rotary.pairing = static_cast<mha::RotaryPairing>(pairing);
@@ -130,15 +129,22 @@ mha::RotaryConfig ToRotary(const mha_rope_config& c, int64_t head_dim) {
     rotary.scaling.original_max_position_embeddings = c.original_max_position_embeddings;
   }
   if (c.attention_factor != 0.0) rotary.attention_factor = c.attention_factor;
-  if (c.inv_freq) {
+  rotary.scaling.attention_factor = c.longrope_attention_factor;
+  const auto read_half = [&](const float* values, const char* name,
+                             std::vector<float>& out) {
+    if (!values) return;
     const int64_t half = (c.rotary_dim ? c.rotary_dim : head_dim) / 2;
     if (half < 1 || half > (int64_t{1} << 20)) {
-      throw mha::Error("mha: rope.inv_freq: needs rope.rotary_dim (0: head_dim " +
+      throw mha::Error(std::string("mha: rope.") + name +
+                       ": needs rope.rotary_dim (0: head_dim " +
                        std::to_string(head_dim) + ") in [2, 2^21], got " +
                        std::to_string(c.rotary_dim));
     }
-    rotary.inv_freq.assign(c.inv_freq, c.inv_freq + half);
-  }
+    out.assign(values, values + half);
+  };
+  read_half(c.short_factor, "short_factor", rotary.scaling.short_factor);
+  read_half(c.long_factor, "long_factor", rotary.scaling.long_factor);
+  read_half(c.inv_freq, "inv_freq", rotary.inv_freq);
   return rotary;
 }
 

@@ -181,6 +181,12 @@ void CoreArguments::ResolveRotary(const CoreOptions& options, CausalAlignment al
     return;
   }
   CheckSame("head_dim (query's)", "options.rotary", head_dim, rotary->head_dim());
+  if (rotary->dynamic()) {
+    Fail(
+        "options.rotary: dynamic scaling (kDynamic, kLongRope) takes its frequencies "
+        "from each sequence's length across a layer's calls; give the core a table of "
+        "fixed frequencies (RotaryConfig::inv_freq = InverseFrequenciesAt(length))");
+  }
   query_positions.resize(batch * query_len);
   key_positions.resize(batch * key_len);
   // A query sits at one position for its mask, window, ALiBi and rotation alike:

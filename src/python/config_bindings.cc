@@ -24,7 +24,9 @@ void BindEnums(py::module_& m) {
   py::enum_<RopeScalingType>(m, "RopeScalingType")
       .value("none", RopeScalingType::kNone)
       .value("linear", RopeScalingType::kLinear)
-      .value("llama3", RopeScalingType::kLlama3);
+      .value("llama3", RopeScalingType::kLlama3)
+      .value("dynamic", RopeScalingType::kDynamic)
+      .value("longrope", RopeScalingType::kLongRope);
   py::enum_<MaskConvention>(m, "MaskConvention")
       .value("torch", MaskConvention::kTorch)
       .value("zero_means_masked", MaskConvention::kZeroMeansMasked);
@@ -44,7 +46,10 @@ void BindRotary(py::module_& m) {
       .def_readwrite("low_freq_factor", &RopeScaling::low_freq_factor)
       .def_readwrite("high_freq_factor", &RopeScaling::high_freq_factor)
       .def_readwrite("original_max_position_embeddings",
-                     &RopeScaling::original_max_position_embeddings);
+                     &RopeScaling::original_max_position_embeddings)
+      .def_readwrite("short_factor", &RopeScaling::short_factor)
+      .def_readwrite("long_factor", &RopeScaling::long_factor)
+      .def_readwrite("attention_factor", &RopeScaling::attention_factor);
   py::class_<RotaryConfig>(m, "RotaryConfig")
       .def(py::init(&FromKeywords<RotaryConfig>))
       .def_readwrite("pairing", &RotaryConfig::pairing)

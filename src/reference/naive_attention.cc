@@ -1,6 +1,7 @@
 // The naive baseline: textbook multi-head attention in plain loops with double
 // accumulation, reading weights and masks element by element. Deliberately shares
 // no arithmetic with the fast path: only argument checks and element addressing.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -155,7 +156,7 @@ void NaiveMultiheadAttention(const AttentionConfig& config,
   in.masks = &masks;
   in.features = config.features;
   in.sinks = &logits.sinks;
-  std::optional<RotaryEmbedding> rotary;
+  std::optional<RotaryEmbedding> rotary, call_table;
   std::vector<int64_t> positions(p.batch_size * p.query_len);
   if (config.rotary.enabled()) {
     if (p.query_len != p.key_len) {
@@ -166,6 +167,19 @@ void NaiveMultiheadAttention(const AttentionConfig& config,
                                p.query_len, p.batched, nullptr, *rotary,
                                positions.data());
     in.rotary = &*rotary;
+    if (rotary->dynamic()) {  // each sequence at its length: its largest position + 1
+      std::vector<int64_t> lengths(positions.size());
+      for (int64_t b = 0; b < p.batch_size; ++b) {
+        const auto first = positions.begin() + b * p.query_len;
+        std::fill_n(lengths.begin() + b * p.query_len, p.query_len,
+                    *std::max_element(first, first + p.query_len) + 1);
+      }
+      rotary->CallTable(positions.data(), lengths.data(), p.batch_size * p.query_len,
+                        call_table);
+      for (size_t r = 0; r < positions.size(); ++r)
+        positions[r] = static_cast<int64_t>(r);
+      in.rotary = &*call_table;
+    }
     in.query_positions = in.key_positions = positions.data();
   }
   const internal::NaiveCoreOutputs out = internal::NaiveAttentionCore(in);

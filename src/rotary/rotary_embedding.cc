@@ -1,6 +1,7 @@
-// RotaryEmbedding: inverse frequencies (theta, linear and llama3 scaling, or the
-// caller's) and the cos/sin table, following Hugging Face transformers'
-// rope initialisation functions.
+// RotaryEmbedding: inverse frequencies (theta, linear, llama3, dynamic NTK and
+// LongRoPE scaling, or the caller's) and the cos/sin table, following Hugging Face
+// transformers' rope initialisation functions and dynamic_rope_update.
+#include <algorithm>
 #include <cmath>
 
 #include "mha/rotary.hpp"
@@ -47,22 +48,89 @@ float Llama3(float inv_freq, const RopeScaling& s) {
   return (1.0f - smooth) * inv_freq / factor + smooth * inv_freq;
 }
 
-// transformers' 1.0 / (base ** (arange(0, dim, 2).float() / dim)) in float32: the
-// exponent, the power and the reciprocal each rounded to float (the power correctly
-// rounded; torch's own pow may differ by an ulp, depending on its build).
-float DefaultInverseFrequency(double theta, int64_t i, int64_t rotary_dim) {
+// transformers' base ** (arange(0, dim, 2).float() / dim) in float32: the exponent
+// and the power each rounded to float (the power correctly rounded; torch's own pow
+// may differ by an ulp, depending on its build).
+float RopePower(float base, int64_t i, int64_t rotary_dim) {
   const float exponent = static_cast<float>(2 * i) / static_cast<float>(rotary_dim);
-  const float base = static_cast<float>(theta);
-  const float power = static_cast<float>(std::pow(static_cast<double>(base), exponent));
-  return 1.0f / power;
+  return static_cast<float>(std::pow(static_cast<double>(base), exponent));
+}
+
+float DefaultInverseFrequency(double theta, int64_t i, int64_t rotary_dim) {
+  return 1.0f / RopePower(static_cast<float>(theta), i, rotary_dim);
+}
+
+// _compute_dynamic_ntk_parameters for a sequence `length` tokens long, in float32 as
+// dynamic_rope_update's tensor seq_len makes it: theta * (factor * L / original -
+// (factor - 1)) ** (r / (r - 2)), L at least original, each step rounded to float.
+std::vector<float> NtkInverseFrequencies(double theta, const RopeScaling& s,
+                                         int64_t length, int64_t rotary_dim) {
+  const int64_t original = s.original_max_position_embeddings;
+  const float factor = static_cast<float>(s.factor);
+  const float scaled = factor * static_cast<float>(std::max(length, original)) /
+                           static_cast<float>(original) -
+                       static_cast<float>(s.factor - 1.0);
+  // The exponent stays a double: torch's pow takes the Python scalar unrounded.
+  const double exponent =
+      static_cast<double>(rotary_dim) / static_cast<double>(rotary_dim - 2);
+  const float base = static_cast<float>(theta) *
+                     static_cast<float>(std::pow(static_cast<double>(scaled), exponent));
+  std::vector<float> inv_freq(rotary_dim / 2);
+  for (int64_t i = 0; i < rotary_dim / 2; ++i) {
+    inv_freq[i] = 1.0f / RopePower(base, i, rotary_dim);
+  }
+  return inv_freq;
+}
+
+// _compute_longrope_parameters: 1.0 / (ext_factors * base ** (arange / dim)).
+std::vector<float> LongRopeInverseFrequencies(double theta,
+                                              const std::vector<float>& factors,
+                                              int64_t rotary_dim) {
+  std::vector<float> inv_freq(rotary_dim / 2);
+  for (int64_t i = 0; i < rotary_dim / 2; ++i) {
+    inv_freq[i] =
+        1.0f / (factors[i] * RopePower(static_cast<float>(theta), i, rotary_dim));
+  }
+  return inv_freq;
+}
+
+// LongRoPE's cos/sin scale: the given one, or sqrt(1 + ln(factor) / ln(original)).
+double LongRopeAttentionFactor(const RopeScaling& s) {
+  if (s.attention_factor > 0.0) return s.attention_factor;
+  if (s.factor <= 1.0) return 1.0;
+  return std::sqrt(1.0 + std::log(s.factor) / std::log(static_cast<double>(
+                                                  s.original_max_position_embeddings)));
+}
+
+void CheckLongRopeFactors(const char* name, const std::vector<float>& factors,
+                          int64_t half) {
+  if (static_cast<int64_t>(factors.size()) != half) {
+    Fail("rotary.scaling.", name, ": expected rotary_dim / 2 = ", half, " values, got ",
+         factors.size());
+  }
+  for (const float f : factors) {
+    if (!(std::isfinite(f) && f > 0.0f)) {
+      Fail("rotary.scaling.", name, ": values must be finite and > 0, got ", f);
+    }
+  }
 }
 
 void CheckScaling(const RopeScaling& s) {
   if (s.type == RopeScalingType::kNone) return;
-  if (s.type != RopeScalingType::kLinear && s.type != RopeScalingType::kLlama3) {
+  if (s.type != RopeScalingType::kLinear && s.type != RopeScalingType::kLlama3 &&
+      s.type != RopeScalingType::kDynamic && s.type != RopeScalingType::kLongRope) {
     Fail("rotary.scaling.type: unknown value ", static_cast<int>(s.type));
   }
   CheckPositiveFinite("scaling.factor", s.factor);
+  if (s.type != RopeScalingType::kLinear && s.original_max_position_embeddings < 1) {
+    Fail("rotary.scaling.original_max_position_embeddings: must be >= 1, got ",
+         s.original_max_position_embeddings);
+  }
+  if (s.type == RopeScalingType::kLongRope &&
+      !(std::isfinite(s.attention_factor) && s.attention_factor >= 0.0)) {
+    Fail("rotary.scaling.attention_factor: must be finite and >= 0, got ",
+         s.attention_factor);
+  }
   if (s.type != RopeScalingType::kLlama3) return;
   CheckPositiveFinite("scaling.low_freq_factor", s.low_freq_factor);
   CheckPositiveFinite("scaling.high_freq_factor", s.high_freq_factor);
@@ -70,9 +138,14 @@ void CheckScaling(const RopeScaling& s) {
     Fail("rotary.scaling: high_freq_factor must exceed low_freq_factor, got ",
          s.high_freq_factor, " and ", s.low_freq_factor);
   }
-  if (s.original_max_position_embeddings < 1) {
-    Fail("rotary.scaling.original_max_position_embeddings: must be >= 1, got ",
-         s.original_max_position_embeddings);
+}
+
+void CheckFrequencies(const std::vector<float>& inv_freq, double theta) {
+  for (size_t i = 0; i < inv_freq.size(); ++i) {
+    if (!(std::isfinite(inv_freq[i]) && inv_freq[i] > 0.0f)) {
+      Fail("rotary: theta ", theta, " with its scaling gives inv_freq[", i,
+           "] = ", inv_freq[i], " (must be finite and > 0 in float32)");
+    }
   }
 }
 
@@ -93,6 +166,14 @@ std::vector<float> RotaryInverseFrequencies(const RotaryConfig& config,
   }
   CheckPositiveFinite("theta", config.theta);
   CheckScaling(config.scaling);
+  if (config.scaling.type == RopeScalingType::kLongRope) {  // the short factors
+    CheckLongRopeFactors("short_factor", config.scaling.short_factor, half);
+    CheckLongRopeFactors("long_factor", config.scaling.long_factor, half);
+    const std::vector<float> inv_freq =
+        LongRopeInverseFrequencies(config.theta, config.scaling.short_factor, rotary_dim);
+    CheckFrequencies(inv_freq, config.theta);
+    return inv_freq;
+  }
   std::vector<float> inv_freq(half);
   for (int64_t i = 0; i < half; ++i) {
     float f = DefaultInverseFrequency(config.theta, i, rotary_dim);
@@ -100,12 +181,9 @@ std::vector<float> RotaryInverseFrequencies(const RotaryConfig& config,
       f /= static_cast<float>(config.scaling.factor);
     }
     if (config.scaling.type == RopeScalingType::kLlama3) f = Llama3(f, config.scaling);
-    if (!(std::isfinite(f) && f > 0.0f)) {
-      Fail("rotary: theta ", config.theta, " with its scaling gives inv_freq[", i,
-           "] = ", f, " (must be finite and > 0 in float32)");
-    }
     inv_freq[i] = f;
   }
+  CheckFrequencies(inv_freq, config.theta);
   return inv_freq;
 }
 
@@ -129,18 +207,69 @@ RotaryEmbedding::RotaryEmbedding(const RotaryConfig& config, int64_t head_dim)
          "] for rotary_dim ", rotary_dim_, ", got ", config.max_positions);
   }
   max_positions_ = config.max_positions;
-  attention_factor_ = config.attention_factor;
+  theta_ = config.theta;
   inv_freq_ = RotaryInverseFrequencies(config, head_dim);
-  cos_.resize(max_positions_ * half());
-  sin_.resize(max_positions_ * half());
-  for (int64_t position = 0; position < max_positions_; ++position) {
-    for (int64_t i = 0; i < half(); ++i) {
-      const double angle = static_cast<double>(position) * inv_freq_[i];
-      cos_[position * half() + i] =
-          static_cast<float>(std::cos(angle) * config.attention_factor);
-      sin_[position * half() + i] =
-          static_cast<float>(std::sin(angle) * config.attention_factor);
+  // The caller's inv_freq replaces theta and scaling: such a table is never dynamic.
+  if (config.inv_freq.empty()) scaling_ = config.scaling;
+  attention_factor_ = config.attention_factor;
+  int64_t rows = max_positions_;
+  if (scaling_.type == RopeScalingType::kLongRope) {
+    attention_factor_ *= LongRopeAttentionFactor(scaling_);
+    long_inv_freq_ =
+        LongRopeInverseFrequencies(theta_, scaling_.long_factor, rotary_dim_);
+    CheckFrequencies(long_inv_freq_, theta_);
+  }
+  if (dynamic()) {
+    CheckFrequencies(InverseFrequenciesAt(max_positions_), theta_);
+    rows = std::min(rows, scaling_.original_max_position_embeddings);
+  }
+  cos_.resize(rows * half());
+  sin_.resize(rows * half());
+  for (int64_t position = 0; position < rows; ++position) {
+    FillRow(position, position, inv_freq_);
+  }
+}
+
+void RotaryEmbedding::FillRow(int64_t row, int64_t position,
+                              const std::vector<float>& inv_freq) {
+  for (int64_t i = 0; i < half(); ++i) {
+    const double angle = static_cast<double>(position) * inv_freq[i];
+    cos_[row * half() + i] = static_cast<float>(std::cos(angle) * attention_factor_);
+    sin_[row * half() + i] = static_cast<float>(std::sin(angle) * attention_factor_);
+  }
+}
+
+std::vector<float> RotaryEmbedding::InverseFrequenciesAt(int64_t length) const {
+  if (!dynamic() || length <= scaling_.original_max_position_embeddings) {
+    return inv_freq_;
+  }
+  if (scaling_.type == RopeScalingType::kLongRope) return long_inv_freq_;
+  return NtkInverseFrequencies(theta_, scaling_, length, rotary_dim_);
+}
+
+void RotaryEmbedding::CallTable(const int64_t* positions, const int64_t* lengths,
+                                int64_t rows,
+                                std::optional<RotaryEmbedding>& call) const {
+  if (!call) call.emplace(*this);
+  RotaryEmbedding& table = *call;
+  table.scaling_ = RopeScaling{};  // a call's rows are final: not dynamic
+  table.max_positions_ = rows;
+  table.cos_.resize(rows * half());
+  table.sin_.resize(rows * half());
+  const int64_t own_rows = static_cast<int64_t>(cos_.size()) / half();
+  int64_t frequencies_length = -1;  // the length table.inv_freq_ is for
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t position = positions[r], length = lengths[r];
+    if (length <= scaling_.original_max_position_embeddings && position < own_rows) {
+      std::copy_n(Cos(position), half(), table.cos_.begin() + r * half());
+      std::copy_n(Sin(position), half(), table.sin_.begin() + r * half());
+      continue;
     }
+    if (length != frequencies_length) {
+      table.inv_freq_ = InverseFrequenciesAt(length);
+      frequencies_length = length;
+    }
+    table.FillRow(r, position, table.inv_freq_);
   }
 }
 

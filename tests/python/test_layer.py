@@ -213,6 +213,22 @@ def test_kv_shared_layer_reads_the_source_layers_cache():
     assert_close(np.concatenate(outputs, axis=1), expected, "kv_shared")
 
 
+@pytest.mark.parametrize("kind", ["dynamic", "longrope"])
+def test_dynamic_rope_scaling_matches_naive(kind):
+    rng = np.random.default_rng(10)
+    state = random_state_dict(rng, 16, 2, 2)
+    scaling = mha.RopeScaling(type=getattr(mha.RopeScalingType, kind), factor=4.0,
+                              original_max_position_embeddings=8,
+                              short_factor=[1.0, 1.3, 1.7, 2.0],
+                              long_factor=[2.0, 3.0, 5.0, 9.0])
+    config = mha.AttentionConfig(rotary=mha.RotaryConfig(
+        pairing=mha.RotaryPairing.half_split, scaling=scaling))
+    fast = mha.MultiheadAttention.from_state_dict(state, 2, 2, config=config)
+    naive = mha.NaiveMultiheadAttention.from_state_dict(state, 2, 2, config=config)
+    x = rng.standard_normal((2, 20, 16), np.float32)
+    assert_close(fast(x, is_causal=True)[0], naive(x, is_causal=True)[0], kind)
+
+
 def test_forward_releases_the_gil():
     rng = np.random.default_rng(6)
     layer = mha.MultiheadAttention.from_state_dict(random_state_dict(rng, 256, 8), 8)

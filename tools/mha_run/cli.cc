@@ -21,7 +21,9 @@ constexpr char kUsage[] =
     "               [--key-padding-mask P.npy] [--key-lengths L.npy]\n"
     "               [--mask-convention torch|zero-means-masked]\n"
     "               [--rope neox|interleaved] [--rope-theta T] [--rotary-dim R]\n"
-    "               [--rope-scaling linear:F|llama3:F,LOW,HIGH,ORIGINAL]\n"
+    "               [--rope-scaling linear:F|llama3:F,LOW,HIGH,ORIGINAL|\n"
+    "                               dynamic:F,ORIGINAL|longrope:F,ORIGINAL]\n"
+    "               [--longrope-factors F.npy]\n"
     "               [--rope-max-positions N] [--position-ids P.npy]\n"
     "               [--sliding-window W] [--sliding-window-right R]\n"
     "               [--attention-chunk-size C] [--temperature-tuning FLOOR,SCALE]\n"
@@ -94,7 +96,7 @@ AttentionTemperature ParseTemperature(const std::string& text) {
                               ParseNumber(flag, text.substr(comma + 1))};
 }
 
-// linear:F or llama3:F,LOW,HIGH,ORIGINAL
+// linear:F, llama3:F,LOW,HIGH,ORIGINAL, dynamic:F,ORIGINAL or longrope:F,ORIGINAL
 RopeScaling ParseRopeScaling(const std::string& text) {
   const std::string flag = "--rope-scaling";
   RopeScaling scaling;
@@ -114,9 +116,16 @@ RopeScaling ParseRopeScaling(const std::string& text) {
     scaling.low_freq_factor = ParseNumber(flag, values[1]);
     scaling.high_freq_factor = ParseNumber(flag, values[2]);
     scaling.original_max_position_embeddings = ParseCount(flag, values[3]);
+  } else if ((kind == "dynamic" || kind == "longrope") && values.size() == 2) {
+    scaling.type =
+        kind == "dynamic" ? RopeScalingType::kDynamic : RopeScalingType::kLongRope;
+    scaling.original_max_position_embeddings = ParseCount(flag, values[1]);
   } else {
-    throw UsageError(flag + ": expected linear:F or llama3:F,LOW,HIGH,ORIGINAL, got '" +
-                     text + "'");
+    throw UsageError(
+        flag +
+        ": expected linear:F, llama3:F,LOW,HIGH,ORIGINAL, dynamic:F,ORIGINAL "
+        "or longrope:F,ORIGINAL, got '" +
+        text + "'");
   }
   scaling.factor = ParseNumber(flag, values[0]);
   return scaling;
@@ -211,8 +220,8 @@ void CheckFlagsApply(const Options& options) {
                        (options.core ? "without --core (layer mode)" : "with --core"));
     }
   }
-  for (const char* flag :
-       {"--rope-theta", "--rotary-dim", "--rope-scaling", "--rope-max-positions"}) {
+  for (const char* flag : {"--rope-theta", "--rotary-dim", "--rope-scaling",
+                           "--rope-max-positions", "--longrope-factors"}) {
     if (options.given.count(flag) && !options.given.count("--rope")) {
       throw UsageError(std::string(flag) + " applies only with --rope");
     }
@@ -238,6 +247,7 @@ Options Parse(const std::vector<std::string>& args) {
                                      "--key-position-ids",
                                      "--sinks",
                                      "--q-norm-weight",
+                                     "--longrope-factors",
                                      "--k-norm-weight",
                                      "--logsumexp"};
   static const std::map<std::string, bool Options::*> kSwitches = {
@@ -328,6 +338,25 @@ AttentionMasks LoadMasks(const Options& options,
   return masks;
 }
 
+// --rope and its flags, with LongRoPE's factors read from --longrope-factors
+// ([2, rotary_dim / 2] float32: short, then long).
+RotaryConfig Rotary(const Options& options) {
+  RotaryConfig rotary = options.rotary;
+  const auto factors = Load(options, "--longrope-factors");
+  if (!factors) return rotary;
+  const Shape& shape = factors->shape;
+  if (factors->dtype != DType::kFloat32 || shape.rank() != 2 || shape[0] != 2) {
+    throw io::FileError(
+        "--longrope-factors: expected a float32 [2, rotary_dim / 2] "
+        "array (short, long), got " +
+        shape.ToString());
+  }
+  const float* values = reinterpret_cast<const float*>(factors->bytes.data());
+  rotary.scaling.short_factor.assign(values, values + shape[1]);
+  rotary.scaling.long_factor.assign(values + shape[1], values + 2 * shape[1]);
+  return rotary;
+}
+
 // --core: the attention-core API on projected q/k/v arrays [B, H, S, D] or [B, S, H, D].
 int RunCore(const Options& options) {
   const auto query = Load(options, "--query"), key = Load(options, "--key"),
@@ -359,7 +388,7 @@ int RunCore(const Options& options) {
   core.num_threads = options.threads;
   std::optional<RotaryEmbedding> rotary;
   if (options.rotary.enabled()) {
-    rotary.emplace(options.rotary, query->shape[3]);
+    rotary.emplace(Rotary(options), query->shape[3]);
     core.rotary = &*rotary;
   }
   const Shape& q = query->shape;
@@ -389,7 +418,7 @@ int Run(const Options& options) {
   io::LoadedLayer layer = io::LoadLayer(options.files.at("--weights"), options.num_heads,
                                         options.num_kv_heads);
   layer.config.features = options.features;
-  layer.config.rotary = options.rotary;
+  layer.config.rotary = Rotary(options);
   layer.config.weight_dtype = options.weight_dtype;
   const MultiheadAttention attention(layer.config, layer.weights);
   const auto query = Load(options, "--query"), key = Load(options, "--key"),
