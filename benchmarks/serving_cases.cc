@@ -46,6 +46,7 @@ struct ServeLayer {
 // attends them with `layer`.
 struct Step {
   std::vector<int64_t> ids, counts, starts{0};
+  std::vector<int64_t> tree_parents;  // empty: chains
   std::vector<float> tokens, output;
   explicit Step(const std::vector<std::pair<int64_t, int64_t>>& work) {
     for (const auto& [id, count] : work) {
@@ -59,10 +60,13 @@ struct Step {
   void Run(const MultiheadAttention& layer, PagedKvCache& cache) {
     const int64_t n = static_cast<int64_t>(ids.size()), total = starts.back();
     cache.AppendSlots(ids.data(), counts.data(), n);
-    layer.ForwardPacked(TensorView(tokens.data(), Shape{total, kEmbed}),
-                        {TensorView(ids.data(), DType::kInt64, Shape{n}),
-                         TensorView(starts.data(), DType::kInt64, Shape{n + 1})},
-                        cache, 0, MutableTensorView(output.data(), Shape{total, kEmbed}));
+    PackedBatch batch{TensorView(ids.data(), DType::kInt64, Shape{n}),
+                      TensorView(starts.data(), DType::kInt64, Shape{n + 1})};
+    if (!tree_parents.empty()) {
+      batch.tree_parents = TensorView(tree_parents.data(), DType::kInt64, Shape{total});
+    }
+    layer.ForwardPacked(TensorView(tokens.data(), Shape{total, kEmbed}), batch, cache, 0,
+                        MutableTensorView(output.data(), Shape{total, kEmbed}));
   }
   // Undoes Run's append, so every iteration sees the same cache.
   void Undo(PagedKvCache& cache) {
@@ -119,24 +123,38 @@ void BM_ServeMixed(benchmark::State& state, MixedPart part, DType storage) {
       benchmark::Counter(kv_bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// One sequence decoding after 32768 cached tokens: every core must stream its K/V.
-void BM_DecodeLong(benchmark::State& state, DType storage) {
+// A speculative draft of 64 tokens as a tree: 4 roots, 4 children each, and 44
+// grandchildren spread over the children.
+std::vector<int64_t> DraftTree() {
+  std::vector<int64_t> parents(64);
+  for (int64_t i = 0; i < 64; ++i) {
+    parents[i] = i < 4 ? -1 : i < 20 ? (i - 4) / 4 : 4 + (i - 20) % 16;
+  }
+  return parents;
+}
+
+// One sequence after `cached` tokens: a decode step (draft false) or the verification
+// of a 64-token draft tree. Every core must stream the K/V.
+void BM_OverCache(benchmark::State& state, DType storage, int64_t cached, bool draft) {
   const ServeLayer layer(0), filler(16);
+  const int64_t count = draft ? 64 : 1;
   PagedKvCacheOptions options;
-  options.num_blocks = 32768 / kBlock + 1;
+  options.num_blocks = (cached + count) / kBlock + 1;
   options.block_size = kBlock;
   options.max_sequences = 1;
   options.storage = storage;
   PagedKvCache cache(layer.config, options);
-  Fill(filler, cache, 0, 32768);
-  Step step({{0, 1}});
+  Fill(filler, cache, 0, cached);
+  Step step({{0, count}});
+  if (draft) step.tree_parents = DraftTree();
   for (auto _ : state) {
     step.Run(*layer.layer, cache);
     state.PauseTiming();
     step.Undo(cache);
     state.ResumeTiming();
   }
-  const double kv_bytes = 2.0 * 32769 * kKvHeads * kHeadDim * DTypeSize(storage);
+  const double kv_bytes = 2.0 * static_cast<double>(cached + count) * kKvHeads *
+                          kHeadDim * DTypeSize(storage);
   state.counters["kv_GBps"] =
       benchmark::Counter(kv_bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
@@ -194,9 +212,22 @@ void RegisterServingCases() {
   for (DType storage : {DType::kFloat32, DType::kBFloat16, DType::kInt8}) {
     benchmark::RegisterBenchmark(
         (std::string("BM_Serve/decode_long_b1/") + DTypeName(storage)).c_str(),
-        BM_DecodeLong, storage)
+        BM_OverCache, storage, int64_t{32768}, false)
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
+  }
+  // Speculative decoding: verifying a 64-token tree against one decode step, both
+  // over 8192 cached tokens (issue 24's target: at most 1.3x the step).
+  for (DType storage : {DType::kFloat32, DType::kBFloat16}) {
+    for (const bool draft : {false, true}) {
+      const std::string name = std::string("BM_Serve/") +
+                               (draft ? "tree_verify_64_s8192/" : "decode_b1_s8192/") +
+                               DTypeName(storage);
+      benchmark::RegisterBenchmark(name.c_str(), BM_OverCache, storage, int64_t{8192},
+                                   draft)
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+    }
   }
   benchmark::RegisterBenchmark("BM_Serve/prefix_shared", BM_PrefixShared)
       ->UseRealTime()

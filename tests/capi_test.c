@@ -305,6 +305,26 @@ static void CheckPaged(const mha_layer* layer, const float* x, const float* expe
                 Close(shared_out, out, (int)starts[2] * E) < 1e-5f &&
                 mha_paged_kv_cache_length(cache, 0) == done[0],
             "kv_shared packed step");
+      /* Each sequence's tokens given as a chain tree: the ordinary step's output. */
+      int64_t chain[2 * S];
+      for (int s = 0; s < 2; ++s)
+        for (int64_t i = 0; i < starts[s + 1] - starts[s]; ++i)
+          chain[starts[s] + i] = i - 1;
+      args.kv_shared = 0;
+      args.tree_parents = chain;
+      Check(mha_forward_packed_ex(layer, cache, &args) == MHA_OK &&
+                Close(shared_out, out, (int)starts[2] * E) < 1e-5f,
+            "a chain as a token tree");
+      chain[1] = 1; /* not before its child */
+      Check(mha_forward_packed_ex(layer, cache, &args) == MHA_INVALID_ARGUMENT &&
+                strstr(mha_last_error(), "tree_parents[1]") != NULL,
+            "a bad tree refused");
+      args.tree_parents = NULL;
+      const int64_t kept[1] = {0};
+      Check(mha_paged_kv_cache_keep_tokens(cache, 0, done[0], kept, 1) ==
+                    MHA_INVALID_ARGUMENT &&
+                strstr(mha_last_error(), "count must be in [0, 0]") != NULL,
+            "keep_tokens past the sequence refused");
       args.struct_size = offsetof(mha_packed_forward_args, kv_shared);
       Check(mha_forward_packed_ex(layer, cache, &args) == MHA_OK,
             "the first release's struct_size");

@@ -25,17 +25,24 @@ std::vector<std::vector<float>> PackedForward(const MultiheadAttention& attentio
                                               int64_t layer,
                                               const ForwardOptions& options) {
   const int64_t embed = attention.config().query_dim;
-  std::vector<int64_t> ids, starts = {0};
+  std::vector<int64_t> ids, starts = {0}, parents;
   std::vector<float> packed;
+  bool tree = false;
   for (const Chunk& chunk : chunks) {
     ids.push_back(chunk.sequence);
-    starts.push_back(starts.back() + static_cast<int64_t>(chunk.tokens.size()) / embed);
+    const int64_t count = static_cast<int64_t>(chunk.tokens.size()) / embed;
+    starts.push_back(starts.back() + count);
     packed.insert(packed.end(), chunk.tokens.begin(), chunk.tokens.end());
+    tree = tree || !chunk.parents.empty();
+    for (int64_t i = 0; i < count; ++i) {
+      parents.push_back(chunk.parents.empty() ? i - 1 : chunk.parents[i]);
+    }
   }
   const int64_t total = starts.back(), n = static_cast<int64_t>(ids.size());
   std::vector<float> out(total * attention.output_dim());
   PackedBatch batch{TensorView(ids.data(), DType::kInt64, Shape{n}),
                     TensorView(starts.data(), DType::kInt64, Shape{n + 1})};
+  if (tree) batch.tree_parents = TensorView(parents.data(), DType::kInt64, Shape{total});
   attention.ForwardPacked(
       TensorView(packed.data(), Shape{total, embed}), batch, cache, layer,
       MutableTensorView(out.data(), Shape{total, attention.output_dim()}), options);

@@ -10,10 +10,12 @@
 
 namespace mha::testing {
 
-// New tokens of one sequence: rows of embed floats.
+// New tokens of one sequence: rows of embed floats; parents: a token tree
+// (PackedBatch::tree_parents; empty: a chain).
 struct Chunk {
   int64_t sequence;
   std::vector<float> tokens;
+  std::vector<int64_t> parents = {};
 };
 
 // AppendSlots for every chunk (layer 0 only: the slots serve every layer), then

@@ -54,9 +54,18 @@ struct ForwardOptions {
 // i (cache id sequence_ids[i]) owns rows query_start_loc[i] .. query_start_loc[i+1]
 // - 1 (cu_seqlens; query_start_loc[0] = 0, query_start_loc[N] = T). Both int32 or
 // int64, shapes [N] and [N + 1].
+//
+// Token trees (speculative decoding): tree_parents ([T] int32/int64, optional) gives
+// each new token's parent as an index among its sequence's new tokens, smaller than
+// its own, or -1 for a token that follows the cached ones directly (a chain is -1,
+// 0, 1, ...). A new token then sees the cached tokens, its ancestors and itself, at
+// rotary position cache length + depth (depth 0 for parent -1). Layers with sliding
+// windows, attention chunks, ALiBi or query temperature refuse trees (they place a
+// token by its slot). PagedKvCache::KeepTokens then keeps the accepted path.
 struct PackedBatch {
   TensorView sequence_ids;
   TensorView query_start_loc;
+  TensorView tree_parents = {};  // a default: {ids, starts} stays a full initializer
 };
 
 class MultiheadAttention {

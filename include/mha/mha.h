@@ -242,6 +242,11 @@ mha_status mha_paged_kv_cache_fork(mha_paged_kv_cache* cache, int64_t parent,
                                    int64_t child);
 mha_status mha_paged_kv_cache_truncate(mha_paged_kv_cache* cache, int64_t sequence,
                                        int64_t length);
+/* Speculative decoding's accepted path (PagedKvCache::KeepTokens): the tokens at
+ * first + kept[k] (increasing) move to first + k; the sequence ends at first + count. */
+mha_status mha_paged_kv_cache_keep_tokens(mha_paged_kv_cache* cache, int64_t sequence,
+                                          int64_t first, const int64_t* kept,
+                                          int64_t count);
 /* Room for counts[i] more tokens in sequences[i]; all or nothing (MHA_OUT_OF_BLOCKS). */
 mha_status mha_paged_kv_cache_append_slots(mha_paged_kv_cache* cache,
                                            const int64_t* sequences,
@@ -275,6 +280,9 @@ typedef struct {
   /* Since 0.4: non-zero: a KV-shared layer reads layer_index's keys and values of
    * these tokens, written in this step by that layer (ForwardOptions::kv_shared). */
   int kv_shared;
+  /* Since 0.4: [num_tokens] or NULL: each token's parent among its sequence's new
+   * tokens, or -1 (a token tree: PackedBatch::tree_parents). */
+  const int64_t* tree_parents;
 } mha_packed_forward_args;
 
 /* mha_forward_packed with its arguments in a struct. */

@@ -77,6 +77,13 @@ class PagedKvCache {
   void Fork(int64_t parent, int64_t child);
   // Keeps the first `length` tokens (speculative decoding: drop rejected ones).
   void Truncate(int64_t sequence, int64_t length);
+  // Speculative decoding's accepted path after a token-tree step
+  // (PackedBatch::tree_parents): of the tokens from `first` on (which the last
+  // AppendSlots made room for), keeps those at first + kept[k] for k < count
+  // (increasing offsets: the path, root first), moved to first + k in every layer,
+  // and truncates the sequence to first + count. Their keys were rotated at position
+  // first + depth, which is first + k on a path. All or nothing.
+  void KeepTokens(int64_t sequence, int64_t first, const int64_t* kept, int64_t count);
   // Makes room for counts[i] more tokens in sequences[i] (distinct ids), in every
   // layer: blocks are allocated and shared partial blocks copied. All or nothing:
   // throws OutOfBlocksError (or mha::Error for bad ids) leaving the cache as it was.

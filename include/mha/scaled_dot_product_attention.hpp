@@ -41,8 +41,8 @@ struct CoreOptions {
   TensorView sinks;            // optional [H_q] float32 attention sinks (gpt-oss)
   // QK-norm (features.qk_norm, QkNormScope::kPerHead only): [D] float32 weights of
   // the RMSNorm applied to every query and key row before rotation.
-  TensorView query_norm_weight;
-  TensorView key_norm_weight;
+  TensorView query_norm_weight = {};
+  TensorView key_norm_weight = {};
   // Optional: rotate query and key (head_dim must match the table's) before
   // attention. Query positions default to where the masks place the queries (i
   // top-left aligned, Sk - Sq + i bottom-right aligned), key positions to j.

@@ -36,8 +36,8 @@ struct AttentionWeights {
   // QK-norm's float32 weights (with AttentionConfig::features.qk_norm, required
   // then): [head_dim] each, or [num_heads * head_dim] and [num_kv_heads * head_dim]
   // for QkNormScope::kAcrossHeads. Hugging Face's q_norm.weight and k_norm.weight.
-  TensorView query_norm_weight;
-  TensorView key_norm_weight;
+  TensorView query_norm_weight = {};
+  TensorView key_norm_weight = {};
 };
 
 // PyTorch nn.MultiheadAttention's packed in_proj_weight [3E, E] and in_proj_bias [3E]

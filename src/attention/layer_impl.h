@@ -101,9 +101,15 @@ struct MultiheadAttention::Impl {
                                        const MutableTensorView& output,
                                        const ForwardOptions& options,
                                        internal::Workspace& workspace) const;
+  // depths: each row's depth in its token tree (null: rows in order).
   RotaryRows PackedRotaryPositions(const internal::Problem& problem, int64_t tokens,
-                                   const TensorView& position_ids,
+                                   const TensorView& position_ids, const int64_t* depths,
                                    internal::Workspace& workspace) const;
+  // Checks a packed step's token trees and fills workspace.tree_depths and
+  // tree_ancestors; the mask they make (none without trees).
+  internal::TokenTree PackedTree(const internal::Problem& problem,
+                                 const TensorView& tree_parents, int64_t tokens,
+                                 internal::Workspace& workspace) const;
   // The pipeline (pipeline.cc): project -> write pages -> attention core -> output
   // projection.
   struct QueryPass {

@@ -137,11 +137,44 @@ Problem MultiheadAttention::Impl::ValidatePackedCall(
   return problem;
 }
 
+internal::TokenTree MultiheadAttention::Impl::PackedTree(const Problem& problem,
+                                                         const TensorView& tree_parents,
+                                                         int64_t tokens,
+                                                         Workspace& workspace) const {
+  if (!tree_parents.present()) return {};
+  const AttentionFeatures& f = config.features;
+  if (f.sliding_window || f.attention_chunk_size || f.alibi || f.temperature_tuning) {
+    Fail(
+        "batch.tree_parents: token trees place tokens by depth, and this layer's "
+        "sliding window, attention chunk, ALiBi or query temperature by slot");
+  }
+  CheckIndexTensor("batch.tree_parents", tree_parents, tokens);
+  const int64_t words = (problem.query_len + 63) / 64;
+  int64_t* depths = Workspace::Reserve(workspace.tree_depths, tokens);
+  uint64_t* ancestors = Workspace::Reserve(workspace.tree_ancestors, tokens * words);
+  std::fill(ancestors, ancestors + tokens * words, uint64_t{0});
+  const int64_t* rows = workspace.batch_rows.data();
+  for (int64_t b = 0; b < problem.batch_size; ++b) {
+    for (int64_t row = rows[b]; row < rows[b + 1]; ++row) {
+      const int64_t i = row - rows[b], parent = internal::IntegerAt(tree_parents, row);
+      if (parent < -1 || parent >= i) {
+        Fail("batch.tree_parents[", row, "]: must be in [-1, ", i,
+             ") (a new token of the same sequence before it, or -1), got ", parent);
+      }
+      uint64_t* bits = ancestors + row * words;
+      if (parent >= 0) std::copy_n(ancestors + (rows[b] + parent) * words, words, bits);
+      bits[i / 64] |= uint64_t{1} << (i % 64);
+      depths[row] = parent < 0 ? 0 : depths[rows[b] + parent] + 1;
+    }
+  }
+  return {ancestors, words, rows};
+}
+
 // Rotary positions of the packed rows: options.position_ids, or each sequence's
-// first position + j.
+// first position + j (+ the token's depth in a tree).
 MultiheadAttention::Impl::RotaryRows MultiheadAttention::Impl::PackedRotaryPositions(
     const Problem& problem, int64_t tokens, const TensorView& position_ids,
-    Workspace& workspace) const {
+    const int64_t* depths, Workspace& workspace) const {
   if (!rotary) {
     if (position_ids.present()) {
       Fail("options.position_ids: given to a layer without rotary embeddings");
@@ -152,8 +185,9 @@ MultiheadAttention::Impl::RotaryRows MultiheadAttention::Impl::PackedRotaryPosit
   const int64_t* rows = workspace.batch_rows.data();
   for (int64_t i = 0; i < problem.batch_size; ++i) {
     for (int64_t row = rows[i]; row < rows[i + 1]; ++row) {
+      const int64_t offset = depths ? depths[row] : row - rows[i];
       positions[row] = position_ids.present() ? internal::IntegerAt(position_ids, row)
-                                              : workspace.positions[i] + (row - rows[i]);
+                                              : workspace.positions[i] + offset;
       if (positions[row] < 0 || positions[row] >= rotary->max_positions()) {
         Fail("rotary position of row ", row, ": must be in [0, ", rotary->max_positions(),
              "), got ", positions[row]);
@@ -175,8 +209,11 @@ void MultiheadAttention::Impl::ForwardPacked(const TensorView& query,
   const Problem problem =
       ValidatePackedCall(query, batch, cache, layer, output, options, *workspace);
   const int64_t tokens = query.shape[0];
-  const RotaryRows rotary_rows =
-      PackedRotaryPositions(problem, tokens, options.position_ids, *workspace);
+  const internal::TokenTree tree =
+      PackedTree(problem, batch.tree_parents, tokens, *workspace);
+  const RotaryRows rotary_rows = PackedRotaryPositions(
+      problem, tokens, options.position_ids,
+      tree.ancestors ? workspace->tree_depths.data() : nullptr, *workspace);
   const MutableTensorView staged = StageOutput(output, *workspace);
   if (tokens == 0) return;
   // Everything is checked: from here on the cache and output are written.
@@ -199,7 +236,7 @@ void MultiheadAttention::Impl::ForwardPacked(const TensorView& query,
   params.page_size = cache.options.block_size;
   params.query_counts = workspace->new_lengths.data();
   const internal::MaskPlan masks = internal::MaskPlan::ForCache(
-      workspace->positions.data(), problem.key_len, config.features);
+      workspace->positions.data(), problem.key_len, config.features, tree);
   RunQueries(
       {&query, 0, tokens, 0, rows, options.kv_shared ? nullptr : &write, staged.floats()},
       params, masks, *workspace);

@@ -31,6 +31,9 @@ struct Workspace {
   std::vector<int64_t> rotary_positions;          // per query token, [B, Sq]
   // Dynamic rotary scaling: each row's sequence length and the call's own table.
   std::vector<int64_t> rotary_lengths, rotary_starts;
+  // Token trees: each packed row's depth and ancestor bits (masks/mask_plan.h).
+  std::vector<int64_t> tree_depths;
+  std::vector<uint64_t> tree_ancestors;
   std::optional<RotaryEmbedding> call_rotary;
   CoreWorkspace core;  // the attention core's buffers
   // One per LinearPrimitive of the layer: query, key, value, fused QKV, output.

@@ -9,6 +9,7 @@
 #include "src/base/check.h"
 #include "src/cache/kv_cache_storage.h"
 #include "src/cache/paged_kv_cache_storage.h"
+#include "src/kernels/kv_token_copy.h"
 #include "src/kernels/tile_sizes.h"
 #include "src/validation/problem.h"
 
@@ -354,45 +355,87 @@ void PagedKvCache::Fork(int64_t parent, int64_t child) {
   ++impl_->active_sequences;
 }
 
-void PagedKvCache::Truncate(int64_t sequence, int64_t length) {
-  const std::lock_guard<std::mutex> lock(impl_->mutex);
-  Impl::Sequence& s = impl_->Active("Truncate", sequence);
-  const int64_t block_size = impl_->options.block_size;
+void PagedKvCache::Impl::CheckTruncate(const char* what, const Sequence& s,
+                                       int64_t length) const {
+  const int64_t block_size = options.block_size;
   // The next token (at `length`) must still find every key it may see.
   const int64_t kept_from = s.first_page * block_size;
-  const int64_t shortest = impl_->ShortestKeeping(kept_from);
+  const int64_t shortest = ShortestKeeping(kept_from);
   if (length < shortest || length > s.length) {
-    Fail("PagedKvCache::Truncate: length must be in [", shortest, ", ", s.length, "]",
+    Fail("PagedKvCache::", what, ": length must be in [", shortest, ", ", s.length, "]",
          kept_from > 0 ? " (tokens before " + std::to_string(kept_from) +
                              " left the sliding window or attention chunk)"
                        : std::string(),
          ", got ", length);
   }
   const int64_t partial_page = length % block_size != 0 ? length / block_size : -1;
-  const int64_t keep_pages = PagesFor(length, block_size) - s.first_page;
   // A shared partial block is copied before its tail is cleared: the other sequences
   // still hold those tokens. The copy may take a block this call frees.
-  if (partial_page >= 0 &&
-      impl_->pool.references(s.pages[partial_page - s.first_page]) > 1) {
+  if (partial_page >= 0 && pool.references(s.pages[partial_page - s.first_page]) > 1) {
     int64_t freed = 0;
-    for (size_t i = keep_pages; i < s.pages.size(); ++i) {
-      freed += impl_->pool.references(s.pages[i]) == 1;
+    for (size_t i = PagesFor(length, block_size) - s.first_page; i < s.pages.size();
+         ++i) {
+      freed += pool.references(s.pages[i]) == 1;
     }
-    if (impl_->pool.free_blocks() + freed == 0) {
-      throw OutOfBlocksError(
-          "mha: PagedKvCache::Truncate: no free block to copy the shared block holding "
-          "token " +
-          std::to_string(length));
+    if (pool.free_blocks() + freed == 0) {
+      throw OutOfBlocksError("mha: PagedKvCache::" + std::string(what) +
+                             ": no free block to copy the shared block holding token " +
+                             std::to_string(length));
     }
   }
-  for (size_t i = keep_pages; i < s.pages.size(); ++i) impl_->pool.Release(s.pages[i]);
+}
+
+void PagedKvCache::Impl::Truncate(Sequence& s, int64_t length) {
+  const int64_t block_size = options.block_size;
+  const int64_t partial_page = length % block_size != 0 ? length / block_size : -1;
+  const int64_t keep_pages = PagesFor(length, block_size) - s.first_page;
+  for (size_t i = keep_pages; i < s.pages.size(); ++i) pool.Release(s.pages[i]);
   s.pages.resize(keep_pages);
   if (partial_page >= 0) {
-    impl_->Unshare(s, partial_page);
-    impl_->ZeroValueRows(s.pages[partial_page - s.first_page], length % block_size);
+    Unshare(s, partial_page);
+    ZeroValueRows(s.pages[partial_page - s.first_page], length % block_size);
   }
   s.length = length;
   s.appended_from = std::min(s.appended_from, length);
+}
+
+void PagedKvCache::Truncate(int64_t sequence, int64_t length) {
+  const std::lock_guard<std::mutex> lock(impl_->mutex);
+  Impl::Sequence& s = impl_->Active("Truncate", sequence);
+  impl_->CheckTruncate("Truncate", s, length);
+  impl_->Truncate(s, length);
+}
+
+void PagedKvCache::KeepTokens(int64_t sequence, int64_t first, const int64_t* kept,
+                              int64_t count) {
+  const std::lock_guard<std::mutex> lock(impl_->mutex);
+  Impl::Sequence& s = impl_->Active("KeepTokens", sequence);
+  if (first < s.appended_from || first > s.length) {
+    Fail("PagedKvCache::KeepTokens: first must be in [", s.appended_from, ", ", s.length,
+         "] (the tokens the last AppendSlots made room for), got ", first);
+  }
+  if (count < 0 || count > s.length - first || (count > 0 && !kept)) {
+    Fail("PagedKvCache::KeepTokens: count must be in [0, ", s.length - first,
+         "] with non-null kept, got ", count);
+  }
+  for (int64_t k = 0; k < count; ++k) {
+    const int64_t lowest = k == 0 ? 0 : kept[k - 1] + 1;
+    if (kept[k] < lowest || kept[k] >= s.length - first) {
+      Fail("PagedKvCache::KeepTokens: kept[", k, "] must be in [", lowest, ", ",
+           s.length - first, ") (increasing offsets from first), got ", kept[k]);
+    }
+  }
+  impl_->CheckTruncate("KeepTokens", s, first + count);
+  // kept[k] >= k: each token moves down, onto a slot already read or its own.
+  for (int64_t layer = 0; layer < impl_->options.num_layers; ++layer) {
+    for (int64_t kv_head = 0; kv_head < impl_->num_kv_heads; ++kv_head) {
+      const internal::KvPages pages = impl_->Pages(sequence, layer, kv_head);
+      for (int64_t k = 0; k < count; ++k) {
+        internal::CopyToken(pages, impl_->head_dim, first + kept[k], first + k);
+      }
+    }
+  }
+  impl_->Truncate(s, first + count);
 }
 
 void PagedKvCache::AppendSlots(const int64_t* sequences, const int64_t* counts,

@@ -61,6 +61,10 @@ struct PagedKvCache::Impl {
   // Makes page `index` of the table private (a copy when shared).
   void Unshare(Sequence& sequence, int64_t page);
   void CopyBlock(int32_t from, int32_t to);
+  // Requires the mutex. Fails (naming `what`) unless `s` may be truncated to
+  // `length`; Truncate then cannot fail.
+  void CheckTruncate(const char* what, const Sequence& s, int64_t length) const;
+  void Truncate(Sequence& s, int64_t length);
   // Zeroes V rows [first_row, block_size) of a block in every layer and KV head:
   // values past a sequence's length are multiplied by 0, so they must be finite.
   void ZeroValueRows(int32_t block, int64_t first_row);

@@ -521,6 +521,15 @@ mha_status mha_paged_kv_cache_truncate(mha_paged_kv_cache* cache, int64_t sequen
   });
 }
 
+mha_status mha_paged_kv_cache_keep_tokens(mha_paged_kv_cache* cache, int64_t sequence,
+                                          int64_t first, const int64_t* kept,
+                                          int64_t count) {
+  return Guard([&] {
+    Require(cache, "cache");
+    cache->cache.KeepTokens(sequence, first, kept, count);
+  });
+}
+
 mha_status mha_paged_kv_cache_append_slots(mha_paged_kv_cache* cache,
                                            const int64_t* sequences,
                                            const int64_t* counts, int64_t num_sequences) {
@@ -565,7 +574,8 @@ mha_status mha_forward_packed(const mha_layer* layer, mha_paged_kv_cache* cache,
                                         position_ids,
                                         output,
                                         num_threads,
-                                        0};
+                                        0,
+                                        nullptr};
   return mha_forward_packed_ex(layer, cache, &args);
 }
 
@@ -591,7 +601,10 @@ mha_status mha_forward_packed_ex(const mha_layer* layer, mha_paged_kv_cache* cac
     const mha::PackedBatch batch{
         mha::TensorView(a.sequence_ids, mha::DType::kInt64, mha::Shape{a.num_sequences}),
         mha::TensorView(a.query_start_loc, mha::DType::kInt64,
-                        mha::Shape{a.num_sequences + 1})};
+                        mha::Shape{a.num_sequences + 1}),
+        a.tree_parents ? mha::TensorView(a.tree_parents, mha::DType::kInt64,
+                                         mha::Shape{a.num_tokens})
+                       : mha::TensorView()};
     layer->attention.ForwardPacked(
         mha::TensorView(a.query,
                         mha::Shape{a.num_tokens, layer->attention.config().query_dim}),

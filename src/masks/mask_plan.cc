@@ -92,12 +92,13 @@ MaskPlan::MaskPlan(const AttentionMasks& masks, const AttentionFeatures& feature
 }
 
 MaskPlan MaskPlan::ForCache(const int64_t* first_positions, int64_t key_capacity,
-                            const AttentionFeatures& features) {
+                            const AttentionFeatures& features, const TokenTree& tree) {
   MaskPlan plan;
   plan.is_causal_ = true;
   plan.key_len_ = key_capacity;
   plan.first_positions_ = first_positions;
   plan.PlanWindow(features);
+  plan.tree_ = tree;
   return plan;
 }
 
@@ -197,8 +198,18 @@ float MaskPlan::TensorMaskAt(int64_t batch, int64_t head, int64_t query,
 
 void MaskPlan::AddTensorMasks(int64_t batch, int64_t head, int64_t query,
                               int64_t first_key, int64_t count, float* row) const {
-  for (int64_t k = 0; k < count; ++k)
-    row[k] += TensorMaskAt(batch, head, query, first_key + k);
+  if (attn_.data || padding_.data) {
+    for (int64_t k = 0; k < count; ++k)
+      row[k] += TensorMaskAt(batch, head, query, first_key + k);
+  }
+  if (!tree_.ancestors) return;
+  // Cached keys are all visible; of the new ones, the query's ancestors.
+  const int64_t first_new = first_positions_[batch];
+  const uint64_t* bits = tree_.ancestors + (tree_.rows[batch] + query) * tree_.words;
+  for (int64_t k = std::max<int64_t>(0, first_new - first_key); k < count; ++k) {
+    const int64_t t = first_key + k - first_new;
+    if (!(bits[t / 64] >> (t % 64) & 1)) row[k] = kMasked;
+  }
 }
 
 }  // namespace mha::internal

@@ -22,6 +22,15 @@ struct CallSizes {
   bool batched = true;    // false: [S, dim] inputs, outputs without the batch axis
 };
 
+// Token trees (speculative decoding, PackedBatch::tree_parents): among the new keys
+// of batch b (from its first position on), its query i sees only its ancestors and
+// itself: bit t of ancestors[(rows[b] + i) * words + t / 64].
+struct TokenTree {
+  const uint64_t* ancestors = nullptr;
+  int64_t words = 0;
+  const int64_t* rows = nullptr;  // batch b's first row
+};
+
 class MaskPlan {
  public:
   // features: the sliding window and the attention chunk (checked by
@@ -32,8 +41,9 @@ class MaskPlan {
   // Decoding over a KV cache: causal, bottom-right aligned. Query i of batch b sits at
   // position first_positions[b] + i and sees keys 0 .. first_positions[b] + i (and
   // only the window's and the chunk's).
+  // With a token tree, new keys outside a query's ancestors are masked too.
   static MaskPlan ForCache(const int64_t* first_positions, int64_t key_capacity,
-                           const AttentionFeatures& features);
+                           const AttentionFeatures& features, const TokenTree& tree = {});
 
   // Position of a query among the keys (causal alignment, or a cache's offset).
   int64_t QueryPosition(int64_t batch, int64_t query) const {
@@ -61,8 +71,8 @@ class MaskPlan {
     return std::max<int64_t>(0, end);
   }
 
-  // True when attn_mask or key_padding_mask is given.
-  bool has_tensor_masks() const { return attn_.data || padding_.data; }
+  // True when attn_mask, key_padding_mask or a token tree is given.
+  bool has_tensor_masks() const { return attn_.data || padding_.data || tree_.ancestors; }
 
   // Additive value of the tensor masks for one score: 0, -inf, or attn_mask's and
   // key_padding_mask's floats summed (kTorch convention).
@@ -108,6 +118,7 @@ class MaskPlan {
   DType key_lengths_dtype_ = DType::kInt64;
   MaskConvention convention_ = MaskConvention::kTorch;
   StridedMask attn_, padding_;
+  TokenTree tree_;
 };
 
 }  // namespace mha::internal

@@ -1,0 +1,49 @@
+// CopyToken: element by element through the tiles' offsets (the K^T tile's column
+// and the V tile's row), so every storage's layout, paired bf16 rows included, is
+// moved without converting a value.
+#include "src/kernels/kv_token_copy.h"
+
+#include <cstring>
+
+namespace mha::internal {
+namespace {
+
+template <typename T>
+void CopyElements(const KvPages& pages, int64_t head_dim, int64_t from, int64_t to) {
+  const size_t page_size = static_cast<size_t>(pages.page_size);
+  const int64_t from_page = from / pages.page_size, to_page = to / pages.page_size;
+  const size_t from_slot = static_cast<size_t>(from % pages.page_size);
+  const size_t to_slot = static_cast<size_t>(to % pages.page_size);
+  const T* key_from = reinterpret_cast<const T*>(pages.KeyPage(from_page));
+  T* key_to = reinterpret_cast<T*>(pages.KeyPage(to_page));
+  const T* value_from = reinterpret_cast<const T*>(pages.ValuePage(from_page));
+  T* value_to = reinterpret_cast<T*>(pages.ValuePage(to_page));
+  const size_t dims = static_cast<size_t>(head_dim);
+  for (size_t k = 0; k < dims; ++k) {
+    key_to[TileOffset<T>(k, to_slot, dims)] = key_from[TileOffset<T>(k, from_slot, dims)];
+    value_to[TileOffset<T>(to_slot, k, page_size)] =
+        value_from[TileOffset<T>(from_slot, k, page_size)];
+  }
+}
+
+}  // namespace
+
+void CopyToken(const KvPages& pages, int64_t head_dim, int64_t from, int64_t to) {
+  if (from == to) return;
+  switch (pages.storage) {
+    case KvStorage::kFloat32:
+      return CopyElements<float>(pages, head_dim, from, to);
+    case KvStorage::kBFloat16:
+      return CopyElements<uint16_t>(pages, head_dim, from, to);
+    case KvStorage::kInt8: {
+      CopyElements<int8_t>(pages, head_dim, from, to);
+      const int64_t size = pages.page_size;
+      pages.KeyScales(to / size)[to % size] = pages.KeyScales(from / size)[from % size];
+      pages.ValueScales(to / size)[to % size] =
+          pages.ValueScales(from / size)[from % size];
+      return;
+    }
+  }
+}
+
+}  // namespace mha::internal
