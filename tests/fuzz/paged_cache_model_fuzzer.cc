@@ -1,7 +1,8 @@
 // libFuzzer target: the paged KV cache against a model of each sequence (its tokens).
 // The input picks the layer (GQA, RoPE, sinks, a sliding window), the storage kind and
-// block size, and a run of mostly valid operations: add, remove, fork, truncate, and
-// packed steps of several sequences at once. The cache may refuse a call (out of blocks,
+// block size, and a run of mostly valid operations: add, remove, fork, truncate,
+// packed steps of several sequences at once, and speculative steps (a token tree
+// verified, then an accepted path kept). The cache may refuse a call (out of blocks,
 // a truncation past its window); then the model is left as it was too. After every step
 // each sequence's outputs must equal the last rows of one causal forward over its
 // modelled tokens, within the storage's bound; the pool must account for every block. Any
@@ -121,10 +122,73 @@ void Step(FuzzInput& input, const mha::MultiheadAttention& attention,
   }
 }
 
+// Checks row `row` of `out` against the last row of a causal forward over `tokens`.
+void ExpectLastRow(const mha::MultiheadAttention& attention,
+                   const std::vector<float>& tokens, const std::vector<float>& out,
+                   int64_t row, double bound, int64_t id) {
+  const std::vector<float> expected = CausalRows(attention, tokens, 1);
+  double scale = 1.0, error = 0.0;
+  for (float v : expected) scale = std::max(scale, double{std::fabs(v)});
+  for (int64_t j = 0; j < kEmbed; ++j) {
+    error = std::max(error, std::fabs(double{out[row * kEmbed + j]} - expected[j]));
+  }
+  Expect(error <= bound * scale, "draft token differs from its path's forward", id);
+}
+
+// A speculative step on sequence `id`: a tree of 1-8 draft tokens, each checked
+// against the sequence decoded along its path, then a root-first path kept.
+void TreeStep(FuzzInput& input, const mha::MultiheadAttention& attention,
+              mha::PagedKvCache& cache, Model& model, double bound, int64_t id) {
+  std::vector<float>& tokens = model[id];
+  const int64_t length = static_cast<int64_t>(tokens.size()) / kEmbed;
+  const int64_t count = 1 + input.Byte() % 8;
+  if (length + count > kMaxLength) return;
+  std::vector<int64_t> parents(count), starts = {0, count};
+  std::vector<float> draft(count * kEmbed);
+  for (int64_t i = 0; i < count; ++i) parents[i] = input.Byte() % (i + 1) - 1;
+  for (float& v : draft) v = (static_cast<int>(input.Byte()) - 128) / 64.0f;
+  try {
+    cache.AppendSlots(&id, &count, 1);
+  } catch (const mha::OutOfBlocksError&) {
+    return;
+  }
+  std::vector<float> out(count * kEmbed);
+  mha::PackedBatch batch{
+      mha::TensorView(&id, mha::DType::kInt64, mha::Shape{1}),
+      mha::TensorView(starts.data(), mha::DType::kInt64, mha::Shape{2})};
+  batch.tree_parents =
+      mha::TensorView(parents.data(), mha::DType::kInt64, mha::Shape{count});
+  attention.ForwardPacked(mha::TensorView(draft.data(), mha::Shape{count, kEmbed}), batch,
+                          cache, 0,
+                          mha::MutableTensorView(out.data(), mha::Shape{count, kEmbed}));
+  const auto path_tokens = [&](const std::vector<int64_t>& path) {
+    std::vector<float> sequence = tokens;
+    for (const int64_t i : path) {
+      sequence.insert(sequence.end(), draft.begin() + i * kEmbed,
+                      draft.begin() + (i + 1) * kEmbed);
+    }
+    return sequence;
+  };
+  for (int64_t i = 0; i < count; ++i) {
+    std::vector<int64_t> path;
+    for (int64_t j = i; j >= 0; j = parents[j]) path.insert(path.begin(), j);
+    ExpectLastRow(attention, path_tokens(path), out, i, bound, id);
+  }
+  std::vector<int64_t> kept;  // from the first root, down through chosen children
+  for (int64_t i = 0; i < count; ++i) {
+    const bool next = kept.empty() ? parents[i] == -1 : parents[i] == kept.back();
+    if (next && input.Byte() % 4 != 0) kept.push_back(i);
+  }
+  cache.KeepTokens(id, length, kept.data(), static_cast<int64_t>(kept.size()));
+  tokens = path_tokens(kept);
+  Expect(cache.length(id) == static_cast<int64_t>(tokens.size()) / kEmbed,
+         "length after KeepTokens", id);
+}
+
 void Operate(FuzzInput& input, const mha::MultiheadAttention& attention,
              mha::PagedKvCache& cache, Model& model, double bound) {
   const int64_t id = input.Byte() % kMaxSequences, other = input.Byte() % kMaxSequences;
-  switch (input.Byte() % 6) {
+  switch (input.Byte() % 7) {
     case 0:
       if (model.count(id)) return;
       cache.AddSequence(id);
@@ -153,6 +217,9 @@ void Operate(FuzzInput& input, const mha::MultiheadAttention& attention,
       model[id].resize(keep * kEmbed);
       return;
     }
+    case 4:  // trees place tokens by depth: layers with a window refuse them
+      if (!model.count(id) || attention.config().features.sliding_window) return;
+      return TreeStep(input, attention, cache, model, bound, id);
     default:
       return Step(input, attention, cache, model, bound);
   }
