@@ -96,6 +96,9 @@ struct CoreProblem {
       config.rotary_dim = c.rotary_dim;
       config.theta = 500000.0;
       config.scaling.type = c.rope_scaling;
+      const int64_t half = (c.rotary_dim ? c.rotary_dim : c.head_dim) / 2;
+      config.scaling.short_factor.assign(half, 1.25f);  // longrope's
+      config.scaling.long_factor.assign(half, 6.0f);
       config.scaling.factor = 8.0;
       config.scaling.original_max_position_embeddings = 64;
       config.max_positions = 4096;
@@ -334,6 +337,18 @@ std::vector<CoreCase> Cases() {
   c.heads = 8, c.kv_heads = 2, c.query_len = 40, c.key_len = 200, c.head_dim = 128;
   c.layout = HeadLayout::kBSHD, c.causal = true, c.bottom_right = true;
   c.rope = RotaryPairing::kHalfSplit, c.rope_scaling = RopeScalingType::kLlama3;
+  add(c);
+  // Dynamic NTK and LongRoPE past their switch (original 64): each sequence at its own
+  // length, the longest position of its queries and keys + 1.
+  c = Case("rope_dynamic_ntk_bottom_right_gqa");
+  c.batch = 2, c.heads = 4, c.kv_heads = 2, c.query_len = 20, c.key_len = 100;
+  c.head_dim = 32, c.causal = true, c.bottom_right = true, c.key_lengths = true;
+  c.rope = RotaryPairing::kHalfSplit, c.rope_scaling = RopeScalingType::kDynamic;
+  add(c);
+  c = Case("rope_longrope_given_positions");
+  c.batch = 2, c.query_len = 12, c.key_len = 30, c.head_dim = 16,
+  c.given_positions = true;
+  c.rope = RotaryPairing::kHalfSplit, c.rope_scaling = RopeScalingType::kLongRope;
   add(c);
   c = Case("rope_linear_partial_odd_half");
   c.query_len = c.key_len = 21, c.head_dim = 24, c.rope = RotaryPairing::kHalfSplit;

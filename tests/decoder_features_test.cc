@@ -487,13 +487,6 @@ TEST(CoreErrors, StridesAndShapes) {
   norm.features.qk_norm->scope = QkNormScope::kAcrossHeads;
   expect_error("options.features.qk_norm.scope: the core normalises each head's rows", q,
                norm);
-  RotaryConfig dynamic_config;
-  dynamic_config.pairing = RotaryPairing::kHalfSplit;
-  dynamic_config.scaling.type = RopeScalingType::kDynamic;
-  const RotaryEmbedding dynamic_table(dynamic_config, 8);
-  CoreOptions dynamic;
-  dynamic.rotary = &dynamic_table;
-  expect_error("options.rotary: dynamic scaling (kDynamic, kLongRope)", q, dynamic);
   CoreOptions window;
   window.features.sliding_window = 0;
   expect_error("features.sliding_window: must be >= 1, got 0", q, window);

@@ -75,8 +75,8 @@ class RotaryEmbedding {
   const float* Sin(int64_t position) const { return &sin_[position * half()]; }
 
   // kDynamic and kLongRope: frequencies depend on each sequence's length, so a call
-  // rotates by a table of its own rows, made by CallTable (the layer does this for
-  // every call; the attention-core API refuses these tables). Cos/Sin above then
+  // rotates by a table of its own rows, made by CallTable (the layer and the
+  // attention-core API do this for every call). Cos/Sin above then
   // hold the frequencies of sequences up to original_max_position_embeddings only.
   bool dynamic() const {
     return scaling_.type == RopeScalingType::kDynamic ||

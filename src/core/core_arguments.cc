@@ -173,7 +173,8 @@ void CoreArguments::CheckSizes(const AttentionTensor& query_view,
 }
 
 void CoreArguments::ResolveRotary(const CoreOptions& options, CausalAlignment alignment) {
-  rotary = options.rotary;
+  rotary = query_rotary = key_rotary = options.rotary;
+  query_rows = key_rows = nullptr;
   if (!rotary) {
     if (options.query_positions.present() || options.key_positions.present()) {
       Fail("options.query_positions/key_positions: given without options.rotary");
@@ -181,12 +182,6 @@ void CoreArguments::ResolveRotary(const CoreOptions& options, CausalAlignment al
     return;
   }
   CheckSame("head_dim (query's)", "options.rotary", head_dim, rotary->head_dim());
-  if (rotary->dynamic()) {
-    Fail(
-        "options.rotary: dynamic scaling (kDynamic, kLongRope) takes its frequencies "
-        "from each sequence's length across a layer's calls; give the core a table of "
-        "fixed frequencies (RotaryConfig::inv_freq = InverseFrequenciesAt(length))");
-  }
   query_positions.resize(batch * query_len);
   key_positions.resize(batch * key_len);
   // A query sits at one position for its mask, window, ALiBi and rotation alike:
@@ -197,6 +192,37 @@ void CoreArguments::ResolveRotary(const CoreOptions& options, CausalAlignment al
                    true, query_offsets.data(), *rotary, query_positions.data());
   ResolvePositions("options.key_positions", options.key_positions, batch, key_len, true,
                    nullptr, *rotary, key_positions.data());
+  query_rows = query_positions.data();
+  key_rows = key_positions.data();
+  if (!rotary->dynamic()) return;
+  // transformers' seq_len: the sequence's largest position + 1, queries and keys alike.
+  sequence_lengths.assign(batch, 0);
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t i = 0; i < query_len; ++i) {
+      sequence_lengths[b] =
+          std::max(sequence_lengths[b], query_positions[b * query_len + i] + 1);
+    }
+    for (int64_t j = 0; j < key_len; ++j) {
+      sequence_lengths[b] =
+          std::max(sequence_lengths[b], key_positions[b * key_len + j] + 1);
+    }
+  }
+  MakeCallTable(query_positions, query_len, query_table);
+  MakeCallTable(key_positions, key_len, key_table);
+  query_rotary = &*query_table;
+  key_rotary = &*key_table;
+  row_indices.resize(batch * std::max(query_len, key_len));
+  for (size_t r = 0; r < row_indices.size(); ++r)
+    row_indices[r] = static_cast<int64_t>(r);
+  query_rows = key_rows = row_indices.data();
+}
+
+void CoreArguments::MakeCallTable(const std::vector<int64_t>& positions, int64_t len,
+                                  std::optional<RotaryEmbedding>& table) {
+  const int64_t rows = batch * len;
+  row_lengths.resize(rows);
+  for (int64_t r = 0; r < rows; ++r) row_lengths[r] = sequence_lengths[r / len];
+  rotary->CallTable(positions.data(), row_lengths.data(), rows, table);
 }
 
 }  // namespace mha::internal

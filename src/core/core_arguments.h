@@ -36,16 +36,28 @@ struct CoreArguments {
   CallSizes sizes;  // for the masks
   std::optional<MaskPlan> masks;
   LogitFeatures logits;
-  QkNormWeights qk_norm;  // per head only
-  const RotaryEmbedding* rotary = nullptr;
+  QkNormWeights qk_norm;                    // per head only
+  const RotaryEmbedding* rotary = nullptr;  // options.rotary
   // Rotary positions [B, Sq] and [B, Sk] (unused without rotary), and each batch's
   // default query offset.
   std::vector<int64_t> query_positions, key_positions, query_offsets;
+  // What the kernel rotates by: query_rows index query_rotary, key_rows key_rotary.
+  // options.rotary and the positions, or for dynamic scaling the call's own tables
+  // (made for each sequence's length, sequence_lengths[b]) and row indices.
+  const RotaryEmbedding* query_rotary = nullptr;
+  const RotaryEmbedding* key_rotary = nullptr;
+  const int64_t* query_rows = nullptr;
+  const int64_t* key_rows = nullptr;
+  std::vector<int64_t> sequence_lengths, row_lengths, row_indices;
+  std::optional<RotaryEmbedding> query_table, key_table;
 
  private:
   void CheckSizes(const AttentionTensor& query, const AttentionTensor& key,
                   const AttentionTensor& value, const MutableAttentionTensor& output);
   void ResolveRotary(const CoreOptions& options, CausalAlignment alignment);
+  // `table` for `positions` ([B, len]) at each sequence's length.
+  void MakeCallTable(const std::vector<int64_t>& positions, int64_t len,
+                     std::optional<RotaryEmbedding>& table);
 };
 
 }  // namespace mha::internal

@@ -53,10 +53,11 @@ void ScaledDotProductAttention(const AttentionTensor& query, const AttentionTens
   params.pages = pages;
   params.page_size = page_size;
   if (args.rotary) {
-    write.rotary = params.rotary = args.rotary;
-    write.rotary_positions = args.key_positions.data();
+    write.rotary = args.key_rotary;
+    params.rotary = args.query_rotary;
+    write.rotary_positions = args.key_rows;
     write.positions_per_sequence = args.key_len;
-    params.query_positions = args.query_positions.data();
+    params.query_positions = args.query_rows;
   }
   internal::WriteKvPages(write, workspace.rotation_scratch);
   internal::RunAttentionCore(params, *args.masks, workspace);

@@ -13,12 +13,14 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// Rotates one [D] row in place to `position` (Hugging Face's apply_rotary_pos_emb).
-void Rotate(const RotaryEmbedding& rotary, int64_t position, double* row) {
+// Rotates one [D] row in place to `position` at the frequencies `inv_freq` (Hugging
+// Face's apply_rotary_pos_emb).
+void Rotate(const RotaryEmbedding& rotary, const std::vector<float>& inv_freq,
+            int64_t position, double* row) {
   const int64_t half = rotary.rotary_dim() / 2;
   const bool interleaved = rotary.pairing() == RotaryPairing::kInterleaved;
   for (int64_t i = 0; i < half; ++i) {
-    const double angle = static_cast<double>(position) * rotary.inv_freq()[i];
+    const double angle = static_cast<double>(position) * inv_freq[i];
     const double c = std::cos(angle) * rotary.attention_factor();
     const double s = std::sin(angle) * rotary.attention_factor();
     double& x1 = row[interleaved ? 2 * i : i];
@@ -29,13 +31,18 @@ void Rotate(const RotaryEmbedding& rotary, int64_t position, double* row) {
   }
 }
 
-void RotateAll(const RotaryEmbedding& rotary, const int64_t* positions, int64_t batch,
-               int64_t heads, int64_t len, int64_t head_dim, std::vector<double>& x) {
-  for (int64_t b = 0; b < batch; ++b)
+// Dynamic scaling: sequence b at the frequencies of its length, lengths[b].
+void RotateAll(const RotaryEmbedding& rotary, const int64_t* positions,
+               const int64_t* lengths, int64_t batch, int64_t heads, int64_t len,
+               int64_t head_dim, std::vector<double>& x) {
+  for (int64_t b = 0; b < batch; ++b) {
+    const std::vector<float> inv_freq =
+        lengths ? rotary.InverseFrequenciesAt(lengths[b]) : rotary.inv_freq();
     for (int64_t h = 0; h < heads; ++h)
       for (int64_t i = 0; i < len; ++i)
-        Rotate(rotary, positions[b * len + i],
+        Rotate(rotary, inv_freq, positions[b * len + i],
                &x[((b * heads + h) * len + i) * head_dim]);
+  }
 }
 
 // One element of a bool or float mask as an additive value, read as masks.hpp
@@ -160,8 +167,10 @@ NaiveCoreOutputs NaiveAttentionCore(const NaiveCoreInputs& in) {
     if (in.value_norm_weight) NaiveRmsNorm(*in.value_norm_weight, eps, v);
   }
   if (in.rotary) {
-    RotateAll(*in.rotary, in.query_positions, in.batch, in.num_heads, sq, d, q);
-    RotateAll(*in.rotary, in.key_positions, in.batch, in.num_kv_heads, sk, d, k);
+    RotateAll(*in.rotary, in.query_positions, in.sequence_lengths, in.batch, in.num_heads,
+              sq, d, q);
+    RotateAll(*in.rotary, in.key_positions, in.sequence_lengths, in.batch,
+              in.num_kv_heads, sk, d, k);
   }
   std::vector<float> slopes = in.features.alibi_slopes;
   if (in.features.alibi && slopes.empty()) slopes = AlibiSlopes(in.num_heads);
@@ -242,6 +251,9 @@ void NaiveScaledDotProductAttention(const AttentionTensor& query,
   in.rotary = options.rotary;
   in.query_positions = args.query_positions.data();
   in.key_positions = args.key_positions.data();
+  if (options.rotary && options.rotary->dynamic()) {
+    in.sequence_lengths = args.sequence_lengths.data();
+  }
   if (args.qk_norm.enabled()) {
     in.query_norm_weight = &args.qk_norm.query;
     in.key_norm_weight = &args.qk_norm.key;

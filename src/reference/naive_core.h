@@ -24,6 +24,8 @@ struct NaiveCoreInputs {
   const RotaryEmbedding* rotary = nullptr;
   const int64_t* query_positions = nullptr;  // [B, Sq], with rotary
   const int64_t* key_positions = nullptr;    // [B, Sk], with rotary
+  // Dynamic rotary scaling: each sequence's length, whose frequencies it rotates by.
+  const int64_t* sequence_lengths = nullptr;
   // QK-norm per head (features.qk_norm, kPerHead): [head_dim] weights with Gemma's
   // unit offset folded in, applied before rotation. Null: none (or done by the caller).
   const std::vector<float>* query_norm_weight = nullptr;

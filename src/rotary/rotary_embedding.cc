@@ -251,7 +251,12 @@ void RotaryEmbedding::CallTable(const int64_t* positions, const int64_t* lengths
                                 int64_t rows,
                                 std::optional<RotaryEmbedding>& call) const {
   if (!call) call.emplace(*this);
-  RotaryEmbedding& table = *call;
+  RotaryEmbedding& table = *call;  // perhaps made by another table: all set again
+  table.pairing_ = pairing_;
+  table.head_dim_ = head_dim_;
+  table.rotary_dim_ = rotary_dim_;
+  table.attention_factor_ = attention_factor_;
+  table.theta_ = theta_;
   table.scaling_ = RopeScaling{};  // a call's rows are final: not dynamic
   table.max_positions_ = rows;
   table.cos_.resize(rows * half());
