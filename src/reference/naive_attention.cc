@@ -156,8 +156,8 @@ void NaiveMultiheadAttention(const AttentionConfig& config,
   in.masks = &masks;
   in.features = config.features;
   in.sinks = &logits.sinks;
-  std::optional<RotaryEmbedding> rotary, call_table;
-  std::vector<int64_t> positions(p.batch_size * p.query_len);
+  std::optional<RotaryEmbedding> rotary;
+  std::vector<int64_t> positions(p.batch_size * p.query_len), lengths(p.batch_size);
   if (config.rotary.enabled()) {
     if (p.query_len != p.key_len) {
       internal::Fail("rotary embeddings: need keys as long as the queries");
@@ -168,17 +168,11 @@ void NaiveMultiheadAttention(const AttentionConfig& config,
                                positions.data());
     in.rotary = &*rotary;
     if (rotary->dynamic()) {  // each sequence at its length: its largest position + 1
-      std::vector<int64_t> lengths(positions.size());
       for (int64_t b = 0; b < p.batch_size; ++b) {
         const auto first = positions.begin() + b * p.query_len;
-        std::fill_n(lengths.begin() + b * p.query_len, p.query_len,
-                    *std::max_element(first, first + p.query_len) + 1);
+        lengths[b] = *std::max_element(first, first + p.query_len) + 1;
       }
-      rotary->CallTable(positions.data(), lengths.data(), p.batch_size * p.query_len,
-                        call_table);
-      for (size_t r = 0; r < positions.size(); ++r)
-        positions[r] = static_cast<int64_t>(r);
-      in.rotary = &*call_table;
+      in.sequence_lengths = lengths.data();
     }
     in.query_positions = in.key_positions = positions.data();
   }
