@@ -14,6 +14,7 @@
 
 #include "benchmarks/bench_util.h"
 #include "benchmarks/decoder_cases.h"
+#include "benchmarks/latent_cases.h"
 #include "benchmarks/serving_cases.h"
 #include "hwy/highway.h"
 #include "mha/mha.hpp"
@@ -403,6 +404,7 @@ int main(int argc, char** argv) {
   RegisterAll();
   mha::bench::RegisterDecoderCases();
   mha::bench::RegisterServingCases();
+  mha::bench::RegisterLatentCases();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   // stderr, so that --benchmark_format=json on stdout stays valid.

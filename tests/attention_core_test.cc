@@ -19,6 +19,7 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 struct CoreCase {
   std::string name;
   int64_t batch = 1, heads = 2, kv_heads = 2, query_len = 5, key_len = 5, head_dim = 8;
+  int64_t value_head_dim = 0;  // 0: head_dim (PyTorch lets them differ)
   HeadLayout layout = HeadLayout::kBHSD;
   bool causal = false, bottom_right = false;
   std::optional<int64_t> window, window_right, chunk;
@@ -53,10 +54,10 @@ struct CoreProblem {
     } else {
       q = RandomFloats(c.batch * c.query_len * q_heads_width, 1);
       k = RandomFloats(c.batch * c.key_len * kv_width, 2);
-      v = RandomFloats(c.batch * c.key_len * kv_width, 3);
+      v = RandomFloats(c.batch * c.key_len * c.kv_heads * ValueDim(), 3);
       query = Dense(q.data(), c.heads, c.query_len);
       key = Dense(k.data(), c.kv_heads, c.key_len);
-      value = Dense(v.data(), c.kv_heads, c.key_len);
+      value = Dense(v.data(), c.kv_heads, c.key_len, ValueDim());
     }
     masks.is_causal = c.causal;
     if (c.bottom_right) masks.causal_alignment = CausalAlignment::kBottomRight;
@@ -118,14 +119,13 @@ struct CoreProblem {
     options.num_threads = c.threads;
   }
 
-  AttentionTensor Dense(const float* data, int64_t heads, int64_t len) const {
+  int64_t ValueDim() const { return c.value_head_dim ? c.value_head_dim : c.head_dim; }
+  AttentionTensor Dense(const float* data, int64_t heads, int64_t len,
+                        int64_t dim = 0) const {
+    if (dim == 0) dim = c.head_dim;
     return c.layout == HeadLayout::kBHSD
-               ? AttentionTensor{data,
-                                 Shape{c.batch, heads, len, c.head_dim},
-                                 c.layout,
-                                 {}}
-               : AttentionTensor{
-                     data, Shape{c.batch, len, heads, c.head_dim}, c.layout, {}};
+               ? AttentionTensor{data, Shape{c.batch, heads, len, dim}, c.layout, {}}
+               : AttentionTensor{data, Shape{c.batch, len, heads, dim}, c.layout, {}};
   }
   AttentionTensor Slice(const float* data, int64_t heads, int64_t len,
                         int64_t width) const {
@@ -135,8 +135,8 @@ struct CoreProblem {
             {len * width, width, c.head_dim}};
   }
   MutableAttentionTensor Output(std::vector<float>& out) const {
-    out.assign(c.batch * c.heads * c.query_len * c.head_dim, 0.0f);
-    const AttentionTensor view = Dense(out.data(), c.heads, c.query_len);
+    out.assign(c.batch * c.heads * c.query_len * ValueDim(), 0.0f);
+    const AttentionTensor view = Dense(out.data(), c.heads, c.query_len, ValueDim());
     return {out.data(), view.shape, view.layout, {}};
   }
   MutableTensorView LogSumExp(std::vector<float>& lse) const {
@@ -215,6 +215,37 @@ TEST(CoreInBf16, RefusesOtherComputeDtypes) {
                                   options);
       },
       "options.compute_dtype: must be float32 or bfloat16, got int8");
+}
+
+// Values of their own width: the output must have it, and Gemma 3n's value norm (one
+// RMS over the key's width of weights) refuses a value width that differs.
+TEST(ValueHeadDim, OutputTakesTheValuesWidth) {
+  CoreCase c;
+  c.value_head_dim = 12;
+  const CoreProblem p(c);
+  std::vector<float> out(c.batch * c.heads * c.query_len * c.head_dim);
+  const MutableAttentionTensor keys_width{
+      out.data(),
+      Shape{c.batch, c.heads, c.query_len, c.head_dim},
+      HeadLayout::kBHSD,
+      {}};
+  ExpectErrorMentioning(
+      [&] {
+        ScaledDotProductAttention(p.query, p.key, p.value, p.masks, keys_width,
+                                  p.options);
+      },
+      "output: expected sizes [B=1, H=2, S=5, D=12 (value's)]");
+  CoreOptions options = p.options;
+  options.features.qk_norm = QkNorm{};
+  options.features.qk_norm->value_norm = true;
+  options.query_norm_weight = TensorView(p.query_norm.data(), Shape{c.head_dim});
+  options.key_norm_weight = TensorView(p.key_norm.data(), Shape{c.head_dim});
+  ExpectErrorMentioning(
+      [&] {
+        ScaledDotProductAttention(p.query, p.key, p.value, p.masks, p.Output(out),
+                                  options);
+      },
+      "value_norm: needs the value's head_dim (12) equal to the key's (8)");
 }
 
 CoreCase Case(std::string name) {
@@ -371,6 +402,22 @@ std::vector<CoreCase> Cases() {
   add(c);
   c.name = "everything_two_threads";
   c.threads = 2;
+  add(c);
+  // Values narrower or wider than the keys (PyTorch's E_v != E); MLA's absorbed shape
+  // (MQA, keys = latent + rope part, values = latent) decoding over split key ranges.
+  c = Case("value_wider_gqa_causal_window");
+  c.batch = 2, c.heads = 4, c.kv_heads = 2, c.query_len = 33, c.key_len = 90;
+  c.head_dim = 24, c.value_head_dim = 40, c.causal = true, c.window = 50;
+  c.rope = RotaryPairing::kHalfSplit;
+  add(c);
+  c = Case("value_narrower_bshd_sinks_masks");
+  c.batch = 2, c.heads = 3, c.kv_heads = 3, c.query_len = 17, c.key_len = 45;
+  c.head_dim = 48, c.value_head_dim = 8, c.layout = HeadLayout::kBSHD;
+  c.sinks = true, c.padding_mask = true, c.key_lengths = true;
+  add(c);
+  c = Case("mla_shape_mqa_decode_split");
+  c.heads = 16, c.kv_heads = 1, c.query_len = 1, c.key_len = 1500;
+  c.head_dim = 72, c.value_head_dim = 64, c.scale = 0.1f;
   add(c);
   return cases;
 }

@@ -16,29 +16,29 @@ namespace {
 void MergeSplits(const AttentionParams& params, const SplitGroup& group,
                  const float* partials) {
   const CoreTask& whole = group.whole;
-  const int64_t rows = KernelRows(whole), head_dim = params.head_dim;
-  const int64_t split_floats = rows * (head_dim + 1);
+  const int64_t rows = KernelRows(whole), value_dim = params.ValueHeadDim();
+  const int64_t split_floats = rows * (value_dim + 1);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t head = RowHead(whole, r), row = RowQuery(whole, r);
     float max = -std::numeric_limits<float>::infinity();
     bool nan = false;  // a split that met a non-finite input makes the row NaN
     for (int64_t s = 0; s < group.splits; ++s) {
-      const float lse = partials[group.offset + s * split_floats + rows * head_dim + r];
+      const float lse = partials[group.offset + s * split_floats + rows * value_dim + r];
       nan |= std::isnan(lse);
       max = std::max(max, lse);
     }
     if (nan) max = std::numeric_limits<float>::quiet_NaN();
     float* out = params.context.Row(whole.batch, head, row);
-    std::fill(out, out + head_dim, nan ? max : 0.0f);
+    std::fill(out, out + value_dim, nan ? max : 0.0f);
     float total = nan ? max : 0.0f;
     for (int64_t s = 0; s < group.splits && std::isfinite(max); ++s) {
       const float* split = partials + group.offset + s * split_floats;
-      const float weight = std::exp(split[rows * head_dim + r] - max);
+      const float weight = std::exp(split[rows * value_dim + r] - max);
       total += weight;
-      for (int64_t k = 0; k < head_dim; ++k) out[k] += weight * split[r * head_dim + k];
+      for (int64_t k = 0; k < value_dim; ++k) out[k] += weight * split[r * value_dim + k];
     }
     const float inverse = total == 0.0f ? 0.0f : 1.0f / total;
-    for (int64_t k = 0; k < head_dim; ++k) out[k] *= inverse;
+    for (int64_t k = 0; k < value_dim; ++k) out[k] *= inverse;
     if (params.logsumexp) {
       params.logsumexp[(whole.batch * params.num_heads + head) * params.query_len +
                        params.first_query + row] =
@@ -55,7 +55,8 @@ void RunAttentionCore(const AttentionParams& params, const MaskPlan& masks,
   const int threads = TeamSize();
   TaskPlan& plan = workspace.plan;
   PlanTasks(params, masks, threads, plan);
-  const HeadScratch layout(params.page_size, params.head_dim);
+  const HeadScratch layout(params.page_size, params.head_dim, params.ValueHeadDim(),
+                           params.values_in_keys);
   const size_t floats = threads * layout.total_floats;
   if (workspace.scratch.size() < floats) workspace.scratch.resize(floats);
   if (workspace.partials.size() < static_cast<size_t>(plan.partial_floats)) {

@@ -136,6 +136,10 @@ void CoreArguments::Check(const AttentionTensor& query_view,
   }
   qk_norm.Set(options.features.qk_norm, options.query_norm_weight,
               options.key_norm_weight, num_heads, num_kv_heads, head_dim, "options.");
+  if (!qk_norm.value_ones.empty() && value_head_dim != head_dim) {
+    Fail("options.features.qk_norm.value_norm: needs the value's head_dim (",
+         value_head_dim, ") equal to the key's (", head_dim, ")");
+  }
   ResolveRotary(options, mask_views.causal_alignment);
 }
 
@@ -159,16 +163,20 @@ void CoreArguments::CheckSizes(const AttentionTensor& query_view,
   CheckSame("batch (query's)", "key", batch, k.batch);
   CheckSame("batch (query's)", "value", batch, v.batch);
   CheckSame("head_dim (query's)", "key", head_dim, k.head_dim);
-  CheckSame("head_dim (query's)", "value", head_dim, v.head_dim);
+  value_head_dim = v.head_dim;  // may differ from the keys', as in PyTorch
+  if (value_head_dim > kMaxHeadDim) {
+    Fail("value: head_dim must be <= ", kMaxHeadDim, ", got ", value_head_dim);
+  }
   CheckSame("heads (key's)", "value", num_kv_heads, v.heads);
   CheckSame("sequence length (key's)", "value", key_len, v.seq);
   if (num_heads % num_kv_heads != 0) {
     Fail("key: heads ", num_kv_heads, " must divide the query's heads ", num_heads);
   }
   if (o.batch != batch || o.heads != num_heads || o.seq != query_len ||
-      o.head_dim != head_dim) {
+      o.head_dim != value_head_dim) {
     Fail("output: expected sizes [B=", batch, ", H=", num_heads, ", S=", query_len,
-         ", D=", head_dim, "] in its layout, got shape ", output_view.shape.ToString());
+         ", D=", value_head_dim, " (value's)] in its layout, got shape ",
+         output_view.shape.ToString());
   }
 }
 

@@ -30,6 +30,7 @@ struct CoreArguments {
              const MutableTensorView& logsumexp);
 
   int64_t batch, num_heads, num_kv_heads, query_len, key_len, head_dim;
+  int64_t value_head_dim;  // the value's and output's; may differ from head_dim
   float scale;
   HeadRows<const float> query, key, value;
   HeadRows<float> output;

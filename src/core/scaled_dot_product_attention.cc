@@ -23,7 +23,8 @@ void ScaledDotProductAttention(const AttentionTensor& query, const AttentionTens
   internal::ContiguousPages& pages = workspace.kv_pages;
   const int64_t page_size = internal::WorkspacePageSize(args.key_len);
   pages.Reset(internal::BlockLayout(page_size, args.num_kv_heads, args.head_dim,
-                                    internal::AttentionStorage(options.compute_dtype)),
+                                    internal::AttentionStorage(options.compute_dtype),
+                                    args.value_head_dim),
               args.batch, args.key_len);
   internal::KvWrite write;
   write.key = args.key;
@@ -31,6 +32,7 @@ void ScaledDotProductAttention(const AttentionTensor& query, const AttentionTens
   write.batch_end = args.batch;
   write.num_kv_heads = args.num_kv_heads;
   write.head_dim = args.head_dim;
+  write.value_head_dim = args.value_head_dim;
   write.counts = internal::VisibleKeyCounts(*args.masks, args.batch, args.query_len,
                                             workspace.key_counts);
   write.zero_padding = true;
@@ -39,6 +41,7 @@ void ScaledDotProductAttention(const AttentionTensor& query, const AttentionTens
   params.num_heads = args.num_heads;
   params.num_kv_heads = args.num_kv_heads;
   params.head_dim = args.head_dim;
+  params.value_head_dim = args.value_head_dim;
   params.query_len = params.query_count = args.query_len;
   params.key_len = args.key_len;
   params.batch_end = args.batch;

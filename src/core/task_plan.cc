@@ -114,7 +114,7 @@ void PlanTiles(const AttentionParams& params, const MaskPlan& masks, int threads
 // Splits a task's keys at multiples of `step` (whole pages) into ranges of partial
 // results.
 void Split(const CoreTask& whole, int64_t key_begin, int64_t key_end, int64_t step,
-           int64_t head_dim, TaskPlan& plan, std::vector<CoreTask>& out) {
+           int64_t value_head_dim, TaskPlan& plan, std::vector<CoreTask>& out) {
   SplitGroup group{whole, 0, plan.partial_floats};
   const int64_t rows = KernelRows(whole);
   for (int64_t begin = key_begin / step * step; begin < key_end; begin += step) {
@@ -125,7 +125,7 @@ void Split(const CoreTask& whole, int64_t key_begin, int64_t key_end, int64_t st
     part.sink = group.splits == 0;
     part.group = static_cast<int64_t>(plan.groups.size());
     part.cost = rows * (part.key_end - part.key_begin);
-    plan.partial_floats += rows * (head_dim + 1);
+    plan.partial_floats += rows * (value_head_dim + 1);
     ++group.splits;
     out.push_back(part);
   }
@@ -151,7 +151,7 @@ void SplitLongKeys(const AttentionParams& params, const MaskPlan& masks, TaskPla
       plan.tasks.push_back(task);
       continue;
     }
-    Split(task, key_begin, key_end, step, params.head_dim, plan, plan.tasks);
+    Split(task, key_begin, key_end, step, params.ValueHeadDim(), plan, plan.tasks);
   }
 }
 

@@ -26,6 +26,7 @@ PanelAppend AppendFor(const KvWrite& write, int64_t b, int64_t kv_head,
   append.value_stride = write.value.row_stride;
   append.rows = write.counts ? write.counts[b] : write.count;
   append.head_dim = write.head_dim;
+  append.value_head_dim = write.value_head_dim;
   append.pages = &pages;
   append.first = write.first_positions ? write.first_positions[b] : write.first_position;
   append.pad_to = append.first + append.rows;
@@ -48,6 +49,10 @@ PanelAppend AppendFor(const KvWrite& write, int64_t b, int64_t kv_head,
   return append;
 }
 
+int64_t ValueDim(const KvWrite& write) {
+  return write.value_head_dim > 0 ? write.value_head_dim : write.head_dim;
+}
+
 // Below this many floats a write runs on the calling thread.
 constexpr int64_t kSerialWriteFloats = 1 << 14;
 
@@ -56,7 +61,7 @@ int64_t WrittenFloats(const KvWrite& write) {
   for (int64_t b = write.batch_begin; b < write.batch_end; ++b) {
     rows += write.counts ? write.counts[b] : write.count;
   }
-  return 2 * rows * write.num_kv_heads * write.head_dim;
+  return rows * write.num_kv_heads * (write.head_dim + ValueDim(write));
 }
 
 }  // namespace
@@ -73,7 +78,8 @@ void WriteKvPages(const KvWrite& write, std::vector<float>& rotation_scratch) {
   const int64_t units = (write.batch_end - write.batch_begin) * kv_heads;
   const bool transformed =
       write.rotary || write.key_norm.enabled() || write.value_norm.enabled();
-  const size_t rotation_floats = transformed ? kRotationRows * write.head_dim : 0;
+  const size_t rotation_floats =
+      transformed ? kRotationRows * std::max(write.head_dim, ValueDim(write)) : 0;
   const size_t floats = TeamSize() * rotation_floats;
   if (rotation_scratch.size() < floats) rotation_scratch.resize(floats);
   const auto write_unit = [&](int64_t index, float* scratch) {

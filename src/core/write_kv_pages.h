@@ -20,6 +20,7 @@ struct KvWrite {
   // Sequence b's new row r of KV head h: key.Row(b, h, r), value.Row(b, h, r).
   HeadRows<const float> key, value;
   int64_t batch_begin = 0, batch_end = 0, num_kv_heads = 0, head_dim = 0;
+  int64_t value_head_dim = 0;  // 0: head_dim
   // New rows per sequence: counts[b], or count for every sequence.
   const int64_t* counts = nullptr;
   int64_t count = 0;

@@ -40,6 +40,20 @@ using mha::HWY_NAMESPACE::ScaleRow;
 using mha::HWY_NAMESPACE::SoftCap;
 using mha::HWY_NAMESPACE::TileMatMul;
 
+// A kPanelWidth-square block of a tile transposed: both tiles store it as one run
+// (panels of kPanelWidth columns; paired rows), its element (i, j) at
+// TileOffset<T>(i, j, kPanelWidth) from the run's start. Constant offsets: the
+// compiler unrolls and vectorises it (as fast as separate V pages, measured).
+template <typename T>
+void TransposeBlock(const T* HWY_RESTRICT block, T* HWY_RESTRICT transposed) {
+  for (size_t i = 0; i < kPanelWidth; ++i) {
+    for (size_t j = 0; j < kPanelWidth; ++j) {
+      transposed[TileOffset<T>(j, i, kPanelWidth)] =
+          block[TileOffset<T>(i, j, kPanelWidth)];
+    }
+  }
+}
+
 // Rows [first_row, first_row + rows) of a task against every key they may see; pages
 // of T (float, or bfloat16 or int8 from a KV cache), one key tile per page.
 // bf16_dot: bfloat16 pages meet queries and probabilities rounded to bfloat16 in
@@ -67,6 +81,7 @@ class QueryBlock {
         sums_(maxes_ + kQueryBlock),
         query_bits_(reinterpret_cast<uint16_t*>(scratch + layout.query_bits)),
         probability_bits_(reinterpret_cast<uint16_t*>(scratch + layout.probability_bits)),
+        value_tile_(reinterpret_cast<T*>(scratch + layout.value_tile)),
         bf16_dot_(bf16_dot) {
     for (size_t i = 0; i < rows; ++i) {  // looked up per key tile: no division there
       positions_[i] = task_rows.Position(first_row + static_cast<int64_t>(i));
@@ -76,7 +91,7 @@ class QueryBlock {
 
   template <class D>
   void Run(D d) {
-    std::fill(context_, context_ + rows_ * layout_.padded_head_dim, 0.0f);
+    std::fill(context_, context_ + rows_ * layout_.padded_value_dim, 0.0f);
     for (size_t i = 0; i < rows_; ++i) {  // a sink is a logit with no value
       const bool sink = params_.sinks && task_.sink;
       maxes_[i] = sink ? params_.sinks[Head(i)] : kNegInf;
@@ -154,12 +169,46 @@ class QueryBlock {
                             masks_.QueryPosition(task_.batch, Absolute(i)));
   }
 
-  // Page `page`'s K^T and V tiles, as the kernel's element type.
+  // Page `page`'s K^T and V tiles, as the kernel's element type. With values in
+  // keys, ValueTile is only where to prefetch (the K^T tile): Values makes the tile.
   const T* KeyTile(int64_t page) const {
     return reinterpret_cast<const T*>(pages_.KeyPage(page));
   }
   const T* ValueTile(int64_t page) const {
     return reinterpret_cast<const T*>(pages_.ValuePage(page));
+  }
+
+  // The V tile P V reads for the page's first `depth` keys: its own, or (values in
+  // keys: MLA's latent) the transpose of its K^T tile's first value_head_dim rows,
+  // in a V page's layout. Logits has just read that K^T tile: it is in cache, so
+  // the latent crosses the memory bus once.
+  // Rows past `depth` are never read, but for a bfloat16 pair's second (zeroed: 0 *
+  // a NaN left in memory is NaN).
+  const T* Values(int64_t page, size_t depth) {
+    if (!params_.values_in_keys) return ValueTile(page);
+    const T* keys = KeyTile(page);
+    const size_t head_dim = static_cast<size_t>(params_.head_dim);
+    const size_t value_dim = static_cast<size_t>(params_.ValueHeadDim());
+    const size_t page_size = static_cast<size_t>(pages_.page_size);
+    const size_t tokens = RoundUp(depth, kPanelWidth), whole = value_dim / kPanelWidth;
+    for (size_t c = 0; c < whole * kPanelWidth; c += kPanelWidth) {
+      for (size_t t = 0; t < tokens; t += kPanelWidth) {
+        TransposeBlock(keys + TileOffset<T>(c, t, head_dim),
+                       value_tile_ + TileOffset<T>(t, c, page_size));
+      }
+    }
+    for (size_t c = whole * kPanelWidth; c < layout_.padded_value_dim; ++c) {
+      for (size_t t = 0; t < tokens; ++t) {  // a last partial panel, zero-padded
+        value_tile_[TileOffset<T>(t, c, page_size)] =
+            c < value_dim ? keys[TileOffset<T>(c, t, head_dim)] : T();
+      }
+    }
+    if (PairsRows(sizeof(T)) && depth % 2 == 1) {
+      for (size_t c = 0; c < layout_.padded_value_dim; ++c) {
+        value_tile_[TileOffset<T>(depth, c, page_size)] = T();
+      }
+    }
+    return value_tile_;
   }
   static const uint16_t* Bits(const T* tile) {
     return reinterpret_cast<const uint16_t*>(tile);
@@ -214,7 +263,7 @@ class QueryBlock {
   void KeyBlock(D d, const QueryRows& query, int64_t first_key, int64_t count,
                 const T* next_keys) {
     const size_t padded = RoundUp(static_cast<size_t>(count), kPanelWidth);
-    const size_t dim = layout_.padded_head_dim, stride = layout_.key_block;
+    const size_t dim = layout_.padded_value_dim, stride = layout_.key_block;
     Logits(d, query, first_key, count, padded);
     float block_maxes[kQueryBlock];
     for (size_t i = 0; i < rows_; ++i)
@@ -239,13 +288,14 @@ class QueryBlock {
       // The padding keys after the tile's last have probability 0: P V stops there
       // (a small call's 6 keys in a 16-key tile: 6 rows of V, not 16).
       const size_t depth = std::min(keys, static_cast<size_t>(count) - column);
+      const T* values = Values(page, depth);
       if (bf16_dot_) {
         Bf16TileMatMul(rows_, dim, depth, probability_bits_ + column, stride,
-                       Bits(ValueTile(page)), page_size, context_, dim,
+                       Bits(values), page_size, context_, dim,
                        /*accumulate=*/true, Bits(after));
       } else {
-        TileMatMul(d, rows_, dim, depth, scores_ + column, stride, ValueTile(page),
-                   page_size, context_, dim, /*accumulate=*/true, after);
+        TileMatMul(d, rows_, dim, depth, scores_ + column, stride, values, page_size,
+                   context_, dim, /*accumulate=*/true, after);
       }
     });
   }
@@ -277,8 +327,8 @@ class QueryBlock {
       // row attends to) stays NaN, never zeros that would hide it.
       const float inverse = sum == 0.0f ? 0.0f : 1.0f / sum;
       float* out = task_rows_.Context(KernelRow(i));
-      const float* acc = context_ + i * layout_.padded_head_dim;
-      for (int64_t k = 0; k < params_.head_dim; ++k) out[k] = acc[k] * inverse;
+      const float* acc = context_ + i * layout_.padded_value_dim;
+      for (int64_t k = 0; k < params_.ValueHeadDim(); ++k) out[k] = acc[k] * inverse;
       if (float* logsumexp = task_rows_.LogSumExp(KernelRow(i)))
         *logsumexp = LogSumExp(i);
     }
@@ -338,6 +388,7 @@ class QueryBlock {
   float* sums_;
   uint16_t* query_bits_;        // bf16_dot: the query rows, rounded
   uint16_t* probability_bits_;  // bf16_dot: the score tile's probabilities, rounded
+  T* value_tile_;               // values in keys: the page's V tile
   const bool bf16_dot_;
   int64_t positions_[kQueryBlock], heads_[kQueryBlock];  // of each row
 };
@@ -378,6 +429,7 @@ void AttendHead(const AttentionParams& params, const CoreTask& task, const KvPag
   HWY_DASSERT(static_cast<int64_t>(layout.key_block) % pages.page_size == 0);
   HWY_DASSERT(KernelRows(task) > 0 && task.key_begin <= task.key_end);
   HWY_DASSERT(!params.rotary || params.query_positions);
+  HWY_DASSERT(params.values_in_keys == pages.values_in_keys);
   const TaskRows rows(params, task, partials);
   switch (pages.storage) {
     case KvStorage::kFloat32:
@@ -400,19 +452,27 @@ namespace mha::internal {
 
 HWY_EXPORT(AttendHead);
 
-HeadScratch::HeadScratch(int64_t page_size, int64_t head_dim)
+HeadScratch::HeadScratch(int64_t page_size, int64_t head_dim, int64_t value_head_dim,
+                         bool values_in_keys)
     : padded_head_dim(RoundUp(static_cast<size_t>(head_dim), kPanelWidth)),
+      padded_value_dim(RoundUp(static_cast<size_t>(value_head_dim), kPanelWidth)),
       key_block(static_cast<size_t>(
                     std::max<int64_t>(1, static_cast<int64_t>(kKeyBlock) / page_size)) *
                 static_cast<size_t>(page_size)) {
   scores = 0;
   context = scores + kQueryBlock * key_block;
-  query_tile = context + kQueryBlock * padded_head_dim;
+  query_tile = context + kQueryBlock * padded_value_dim;
   row_stats = query_tile + kQueryBlock * padded_head_dim;
   // Two bfloat16 to a float; whole cache lines (16 floats).
   query_bits = row_stats + RoundUp(2 * kQueryBlock, kPanelWidth);
   probability_bits = query_bits + kQueryBlock * padded_head_dim / 2;
-  total_floats = probability_bits + kQueryBlock * key_block / 2;
+  value_tile = probability_bits + kQueryBlock * key_block / 2;
+  // A page of at most float-sized elements (paired rows: one more when odd).
+  const size_t value_tile_floats =
+      values_in_keys
+          ? RoundUp(static_cast<size_t>(page_size) + 1, kPanelWidth) * padded_value_dim
+          : 0;
+  total_floats = value_tile + value_tile_floats;
 }
 
 void AttendHead(const AttentionParams& params, const CoreTask& task, const KvPages& pages,

@@ -20,17 +20,19 @@ namespace mha::internal {
 // Where AttendHead keeps its per-thread tiles, in floats. Rows are padded to
 // kPanelWidth floats (tile_sizes.h).
 struct HeadScratch {
-  HeadScratch(int64_t page_size, int64_t head_dim);
+  HeadScratch(int64_t page_size, int64_t head_dim, int64_t value_head_dim,
+              bool values_in_keys);
 
-  size_t padded_head_dim;
+  size_t padded_head_dim, padded_value_dim;
   // Keys per tile: as many whole pages as fit kKeyBlock, or one larger page. Small
   // pages (a paged cache's 16 tokens) share one softmax step and its fixed costs.
   // The same with or without probabilities, so that both give the same bits.
   size_t key_block;
   // Offsets: the score tile, the context accumulators, the staged query tile, the
-  // running softmax max and sum per row, and (AVX512_BF16 dot products) the query
-  // tile and the probabilities rounded to bfloat16.
-  size_t scores, context, query_tile, row_stats, query_bits, probability_bits,
+  // running softmax max and sum per row, (AVX512_BF16 dot products) the query tile
+  // and the probabilities rounded to bfloat16, and (values_in_keys) one page's V
+  // tile made from its K^T tile.
+  size_t scores, context, query_tile, row_stats, query_bits, probability_bits, value_tile,
       total_floats;
 };
 

@@ -15,6 +15,13 @@ namespace mha::internal {
 
 struct AttentionParams {
   int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0;
+  // Width of the values and the context rows (0: head_dim). MLA's absorbed form
+  // reads 512-wide latents as values against 576-wide keys.
+  int64_t value_head_dim = 0;
+  int64_t ValueHeadDim() const { return value_head_dim > 0 ? value_head_dim : head_dim; }
+  // The pages hold no V: values are the keys' first value_head_dim elements (MLA's
+  // latent, kv_pages.h), as every page's values_in_keys says.
+  bool values_in_keys = false;
   int64_t query_len = 0, key_len = 0;  // of the whole problem (the longest sequence)
   // This call: queries [first_query, first_query + query_count) of batches
   // [batch_begin, batch_end); query/context Row(b, h, 0) is first_query's.

@@ -21,13 +21,18 @@ namespace internal {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+int64_t ValueDim(const PanelAppend& a) {
+  return a.value_head_dim > 0 ? a.value_head_dim : a.head_dim;
+}
+
 // float or bfloat16 pages: one head split per page the new rows touch.
 template <typename T>
 void AppendSplit(const PanelAppend& a) {
   const hn::ScalableTag<float> d;
   const KvPages& pages = *a.pages;
   const size_t head_dim = static_cast<size_t>(a.head_dim);
-  const size_t padded = RoundUp(head_dim, kPanelWidth);
+  const size_t value_dim = static_cast<size_t>(ValueDim(a));
+  const size_t padded = RoundUp(value_dim, kPanelWidth);
   for (int64_t done = 0; done < a.rows;) {
     const int64_t position = a.first + done, page = position / pages.page_size;
     const size_t offset = static_cast<size_t>(position % pages.page_size);
@@ -48,11 +53,13 @@ void AppendSplit(const PanelAppend& a) {
                                          offset, rows, zero_end, head_dim,
                                          reinterpret_cast<T*>(pages.KeyPage(page)),
                                          static_cast<size_t>(pages.page_size), rotation);
-    mha::HWY_NAMESPACE::SplitNormalizedValues(
-        d, a.values + done * a.value_stride, a.value_stride, offset, rows, zero_end,
-        head_dim, padded, reinterpret_cast<T*>(pages.ValuePage(page)),
-        static_cast<size_t>(pages.page_size), a.value_norm, a.rotation_scratch,
-        a.rotation_rows);
+    if (!pages.values_in_keys) {
+      mha::HWY_NAMESPACE::SplitNormalizedValues(
+          d, a.values + done * a.value_stride, a.value_stride, offset, rows, zero_end,
+          value_dim, padded, reinterpret_cast<T*>(pages.ValuePage(page)),
+          static_cast<size_t>(pages.page_size), a.value_norm, a.rotation_scratch,
+          a.rotation_rows);
+    }
     done += static_cast<int64_t>(rows);
   }
 }
@@ -99,14 +106,16 @@ void AppendInt8(const PanelAppend& a) {
     pages.KeyScales(page)[offset] =
         Quantize(key, head_dim, reinterpret_cast<int8_t*>(pages.KeyPage(page)),
                  [&](size_t k) { return PanelOffset(k, offset, head_dim); });
+    if (pages.values_in_keys) continue;
+    const size_t value_dim = static_cast<size_t>(ValueDim(a));
     const float* value = a.values + r * a.value_stride;
     if (a.value_norm.enabled()) {  // the key's scratch is free again
-      mha::HWY_NAMESPACE::NormRotateRow(d, value, head_dim, a.value_norm, nullptr, 0,
+      mha::HWY_NAMESPACE::NormRotateRow(d, value, value_dim, a.value_norm, nullptr, 0,
                                         1.0f, a.rotation_scratch);
       value = a.rotation_scratch;
     }
     pages.ValueScales(page)[offset] =
-        Quantize(value, head_dim, reinterpret_cast<int8_t*>(pages.ValuePage(page)),
+        Quantize(value, value_dim, reinterpret_cast<int8_t*>(pages.ValuePage(page)),
                  [&](size_t k) { return PanelOffset(offset, k, page_size); });
   }
 }

@@ -14,10 +14,11 @@ namespace mha::internal {
 
 struct PanelAppend {
   // `rows` new rows of one head: row r at keys + r * key_stride and values + r *
-  // value_stride, head_dim floats each.
+  // value_stride, head_dim and value_head_dim (0: head_dim) floats. Pages with
+  // values_in_keys take no values.
   const float* keys = nullptr;
   const float* values = nullptr;
-  int64_t key_stride = 0, value_stride = 0, rows = 0, head_dim = 0;
+  int64_t key_stride = 0, value_stride = 0, rows = 0, head_dim = 0, value_head_dim = 0;
   // Destination: the head's pages, which must already exist; row r lands at token
   // position first + r. Float and bfloat16 pages: rows from first + rows to pad_to
   // (in the same page) are zeroed.
@@ -25,7 +26,8 @@ struct PanelAppend {
   int64_t first = 0, pad_to = 0;
   // Rotary layers: new key r is rotated to position positions[r] on its way in,
   // rotation_rows keys at a time through rotation_scratch (rotation_rows * head_dim
-  // floats), after QK-norm when key_norm is enabled (which needs the scratch too).
+  // floats, or value_head_dim if more), after QK-norm when key_norm is enabled (which
+  // needs the scratch too).
   const RotaryEmbedding* rotary = nullptr;
   HeadNorm key_norm;
   HeadNorm value_norm;  // Gemma 3n's v_norm (through the same scratch)

@@ -12,6 +12,11 @@
 // stride apart, which the hardware prefetchers follow badly: decoding read K/V at
 // about half the rate of a sequential read. In panels a band is one contiguous run.
 //
+// Multi-head latent attention (DeepSeek's MLA, absorbed) stores no V pages: a
+// token's value is the first value_head_dim elements of its key (the latent), so
+// the kernel makes each page's V tile from its K^T tile (values_in_keys), and the
+// cache holds and decode streams the latent once.
+//
 // bfloat16 tiles pair their rows (PairedOffset): rows 2i and 2i + 1 of a column sit
 // side by side, the layout AVX512_BF16's dot product (vdpbf16ps) reads, where one
 // 32-bit lane holds a column's two rows; a tile of an odd number of rows ends with
@@ -92,6 +97,9 @@ struct KvPages {
   int64_t first_page = 0;
   int64_t page_size = 0;
   KvStorage storage = KvStorage::kFloat32;
+  // V is the first rows of each K^T tile (MLA's latent); values and its scales are
+  // the keys'.
+  bool values_in_keys = false;
 
   int64_t Id(int64_t page) const { return page_ids ? page_ids[page - first_page] : page; }
   uint8_t* KeyPage(int64_t page) const { return keys + Id(page) * key_stride; }
@@ -103,14 +111,18 @@ struct KvPages {
 };
 
 // One block: page_size tokens of every KV head, their K^T pages side by side in one
-// array, their V pages in another, and (int8) their scales in two more.
+// array, their V pages in another, and (int8) their scales in two more. Values are
+// value_head_dim wide (0: head_dim; PyTorch lets them differ from the keys); with
+// values_in_keys there are no V pages (MLA: V is the keys' first value_head_dim).
 struct BlockLayout {
   BlockLayout() = default;
   BlockLayout(int64_t page_size, int64_t num_kv_heads, int64_t head_dim,
-              KvStorage storage);
+              KvStorage storage, int64_t value_head_dim = 0, bool values_in_keys = false);
 
-  int64_t page_size = 0, num_kv_heads = 0, head_dim = 0, padded_head_dim = 0;
+  int64_t page_size = 0, num_kv_heads = 0, head_dim = 0, value_head_dim = 0,
+          padded_value_dim = 0;
   KvStorage storage = KvStorage::kFloat32;
+  bool values_in_keys = false;
   int64_t key_page_bytes = 0, value_page_bytes = 0;  // one KV head's pages
 
   int64_t block_key_bytes() const { return num_kv_heads * key_page_bytes; }
@@ -124,34 +136,39 @@ struct BlockLayout {
                 int64_t kv_head) const {
     KvPages pages;
     pages.keys = keys + kv_head * key_page_bytes;
-    pages.values = values + kv_head * value_page_bytes;
     pages.key_stride = block_key_bytes();
-    pages.value_stride = block_value_bytes();
+    pages.values = values_in_keys ? pages.keys : values + kv_head * value_page_bytes;
+    pages.value_stride = values_in_keys ? pages.key_stride : block_value_bytes();
     if (storage == KvStorage::kInt8) {
       pages.key_scales = key_scales + kv_head * page_size;
-      pages.value_scales = value_scales + kv_head * page_size;
+      pages.value_scales =
+          values_in_keys ? pages.key_scales : value_scales + kv_head * page_size;
       pages.scale_stride = block_scales();
     }
     pages.page_size = page_size;
     pages.storage = storage;
+    pages.values_in_keys = values_in_keys;
     return pages;
   }
 };
 
 inline BlockLayout::BlockLayout(int64_t page_size_, int64_t num_kv_heads_,
-                                int64_t head_dim_, KvStorage storage_)
+                                int64_t head_dim_, KvStorage storage_,
+                                int64_t value_head_dim_, bool values_in_keys_)
     : page_size(page_size_),
       num_kv_heads(num_kv_heads_),
       head_dim(head_dim_),
-      padded_head_dim(
-          static_cast<int64_t>(RoundUp(static_cast<size_t>(head_dim_), kPanelWidth))),
-      storage(storage_) {
+      value_head_dim(value_head_dim_ > 0 ? value_head_dim_ : head_dim_),
+      padded_value_dim(static_cast<int64_t>(
+          RoundUp(static_cast<size_t>(value_head_dim), kPanelWidth))),
+      storage(storage_),
+      values_in_keys(values_in_keys_) {
   const int64_t element = static_cast<int64_t>(KvElementBytes(storage));
   key_page_bytes = page_size *
                    static_cast<int64_t>(StoredRows(static_cast<size_t>(head_dim),
                                                    static_cast<size_t>(element))) *
                    element;
-  value_page_bytes = page_size * padded_head_dim * element;
+  value_page_bytes = values_in_keys ? 0 : page_size * padded_value_dim * element;
 }
 
 }  // namespace mha::internal

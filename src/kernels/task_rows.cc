@@ -29,10 +29,12 @@ TaskRows::TaskRows(const AttentionParams& params, const CoreTask& task, float* p
                                                           : batch * params.query_len);
   }
   if (task.partial >= 0) {  // one split of the keys: partial results, merged later
-    // Kernel rows in order: context rows of head_dim floats, then their log-sum-exps.
+    // Kernel rows in order: context rows of value_head_dim floats, then their
+    // log-sum-exps.
+    const int64_t value_dim = params.ValueHeadDim();
     context_ = partials + task.partial;
-    context_steps_ = {task.heads * params.head_dim, params.head_dim};
-    logsumexp_ = context_ + KernelRows(task) * params.head_dim;
+    context_steps_ = {task.heads * value_dim, value_dim};
+    logsumexp_ = context_ + KernelRows(task) * value_dim;
     logsumexp_steps_ = {task.heads, 1};
   }
 }

@@ -158,7 +158,8 @@ void NaiveRmsNorm(const std::vector<float>& weight, double eps, std::vector<doub
 }
 
 NaiveCoreOutputs NaiveAttentionCore(const NaiveCoreInputs& in) {
-  const int64_t d = in.head_dim, sq = in.query_len, sk = in.key_len;
+  const int64_t sq = in.query_len, sk = in.key_len;
+  const int64_t d = in.head_dim, dv = in.value_head_dim > 0 ? in.value_head_dim : d;
   std::vector<double> q = in.query, k = in.key, v = in.value;
   if (in.query_norm_weight) {
     const double eps = in.features.qk_norm->eps;
@@ -175,7 +176,7 @@ NaiveCoreOutputs NaiveAttentionCore(const NaiveCoreInputs& in) {
   std::vector<float> slopes = in.features.alibi_slopes;
   if (in.features.alibi && slopes.empty()) slopes = AlibiSlopes(in.num_heads);
   NaiveCoreOutputs out;
-  out.context.assign(in.batch * in.num_heads * sq * d, 0.0);
+  out.context.assign(in.batch * in.num_heads * sq * dv, 0.0);
   out.probabilities.assign(in.batch * in.num_heads * sq * sk, 0.0);
   out.logsumexp.assign(in.batch * in.num_heads * sq, -kInf);
   std::vector<double> row(sk);
@@ -196,8 +197,8 @@ NaiveCoreOutputs NaiveAttentionCore(const NaiveCoreInputs& in) {
         for (int64_t j = 0; j < sk; ++j) {
           const double p = row[j] / sum;
           out.probabilities[index * sk + j] = p;
-          const double* vj = &v[((b * in.num_kv_heads + kv_head) * sk + j) * d];
-          for (int64_t x = 0; x < d; ++x) out.context[index * d + x] += p * vj[x];
+          const double* vj = &v[((b * in.num_kv_heads + kv_head) * sk + j) * dv];
+          for (int64_t x = 0; x < dv; ++x) out.context[index * dv + x] += p * vj[x];
         }
       }
     }
@@ -240,9 +241,10 @@ void NaiveScaledDotProductAttention(const AttentionTensor& query,
   in.query_len = args.query_len;
   in.key_len = args.key_len;
   in.head_dim = args.head_dim;
+  in.value_head_dim = args.value_head_dim;
   in.query = Widen(args.query, in.batch, in.num_heads, in.query_len, in.head_dim);
   in.key = Widen(args.key, in.batch, in.num_kv_heads, in.key_len, in.head_dim);
-  in.value = Widen(args.value, in.batch, in.num_kv_heads, in.key_len, in.head_dim);
+  in.value = Widen(args.value, in.batch, in.num_kv_heads, in.key_len, in.value_head_dim);
   in.scale =
       options.scale ? double{*options.scale} : 1.0 / std::sqrt(double(in.head_dim));
   in.masks = &masks;
@@ -264,9 +266,9 @@ void NaiveScaledDotProductAttention(const AttentionTensor& query,
     for (int64_t h = 0; h < in.num_heads; ++h)
       for (int64_t i = 0; i < in.query_len; ++i) {
         const int64_t index = (b * in.num_heads + h) * in.query_len + i;
-        for (int64_t x = 0; x < in.head_dim; ++x) {
+        for (int64_t x = 0; x < in.value_head_dim; ++x) {
           args.output.Row(b, h, i)[x] =
-              static_cast<float>(out.context[index * in.head_dim + x]);
+              static_cast<float>(out.context[index * in.value_head_dim + x]);
         }
         if (logsumexp.present()) logsumexp.floats()[index] = float(out.logsumexp[index]);
       }

@@ -16,7 +16,8 @@ namespace mha::internal {
 struct NaiveCoreInputs {
   int64_t batch = 0, num_heads = 0, num_kv_heads = 0, query_len = 0, key_len = 0,
           head_dim = 0;
-  std::vector<double> query, key, value;  // [B, H, S, D] dense
+  int64_t value_head_dim = 0;             // 0: head_dim
+  std::vector<double> query, key, value;  // [B, H, S, D] dense (value: its own D)
   double scale = 1.0;
   const AttentionMasks* masks = nullptr;  // checked by the caller
   AttentionFeatures features;
