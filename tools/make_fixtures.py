@@ -718,6 +718,69 @@ def core_case(name):
     case.finish(out.transpose(1, 2))
 
 
+def deepseek_rope(x, positions, inv_freq):
+    """DeepSeek-V2's apply_rotary_pos_emb: the rope part read as interleaved pairs,
+    de-interleaved (view(.., d / 2, 2).transpose), then rotate_half."""
+    b, h, s, d = x.shape
+    x = x.view(b, h, s, d // 2, 2).transpose(4, 3).reshape(b, h, s, d)
+    return apply_rope(x, positions, inv_freq, "neox")
+
+
+def yarn_get_mscale(scale, mscale):
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+
+def mla_absorbed_core_case(name):
+    """DeepSeek-V2-Lite-like multi-head latent attention (no q LoRA), re-derived from
+    modeling_deepseek.py's DeepseekV2Attention: the expanded form (kv_b_proj gives
+    each head's k_nope and v) is the reference; the fixture is its absorbed form for
+    the attention core: MQA over keys [latent, k_pe] with values the latent, queries
+    [q_nope W_UK_h, q_pe], scale q_head_dim^-0.5 * mscale^2 (YaRN). The expected
+    output is the latent context, which W_UV_h maps to the expanded output (checked
+    here)."""
+    torch.manual_seed(24)
+    batch, seq, hidden, heads = 2, 9, 32, 4
+    rank, nope, rope, v_dim = 32, 16, 8, 16
+    x = torch.randn(batch, seq, hidden)
+    q_proj = torch.randn(heads * (nope + rope), hidden) / math.sqrt(hidden)
+    kv_a = torch.randn(rank + rope, hidden) / math.sqrt(hidden)
+    kv_a_norm = 1.0 + 0.1 * torch.randn(rank)
+    kv_b = torch.randn(heads * (nope + v_dim), rank) / math.sqrt(rank)
+    factor, mscale_all_dim = 40.0, 0.707  # V2-Lite's rope_scaling (yarn)
+    scale = (nope + rope) ** -0.5 * yarn_get_mscale(factor, mscale_all_dim) ** 2
+    inv_freq = rope_inv_freq(rope, 10000.0)
+    positions = torch.arange(seq)[None, :].expand(batch, -1)
+
+    q = (x @ q_proj.T).view(batch, seq, heads, nope + rope).transpose(1, 2)
+    q_nope, q_pe = q[..., :nope], q[..., nope:]
+    compressed = x @ kv_a.T
+    latent = rms_norm(compressed[..., :rank], kv_a_norm, 1e-6)  # kv_a_layernorm
+    k_pe = compressed[..., rank:].view(batch, seq, 1, rope).transpose(1, 2)
+    kv = (latent @ kv_b.T).view(batch, seq, heads, nope + v_dim).transpose(1, 2)
+    k_nope, v = kv[..., :nope], kv[..., nope:]
+    q_pe, k_pe = deepseek_rope(q_pe, positions, inv_freq), deepseek_rope(k_pe, positions,
+                                                                         inv_freq)
+    query = torch.cat([q_nope, q_pe], dim=-1)
+    key = torch.cat([k_nope, k_pe.expand(-1, heads, -1, -1)], dim=-1)
+    expanded, _ = eager_attention(query, key, v, scale, causal_offset=0)
+
+    w = kv_b.view(heads, nope + v_dim, rank)
+    w_uk, w_uv = w[:, :nope], w[:, nope:]
+    q_latent = torch.einsum("bhsn,hnr->bhsr", q_nope, w_uk)
+    absorbed_query = torch.cat([q_latent, q_pe], dim=-1)
+    absorbed_key = torch.cat([latent[:, None], k_pe], dim=-1)
+    context, _ = eager_attention(absorbed_query, absorbed_key, latent[:, None], scale,
+                                 causal_offset=0)
+    assert torch.allclose(torch.einsum("bhsr,hvr->bhsv", context, w_uv), expanded,
+                          atol=1e-5)
+    case = Case(name)
+    case.args += ["--core", "--layout", "bshd", "--causal", "--scale", repr(scale)]
+    case.flag("--query", "query.npy", absorbed_query.transpose(1, 2).contiguous())
+    case.flag("--key", "key.npy", absorbed_key.transpose(1, 2).contiguous())
+    case.flag("--value", "value.npy", latent[:, :, None].contiguous())
+    case.finish(context.transpose(1, 2))
+
+
 def decoder_cases():
     decoder_case("llama3_rope_gqa", 32, 4, 2, 7, rope="neox", theta=500000.0,
                  scaling=("llama3", 8.0, 1.0, 4.0, 16))
@@ -743,6 +806,7 @@ def decoder_cases():
     dynamic_rope_decode_case("dynamic_ntk_decode_crossing", "dynamic")
     dynamic_rope_decode_case("longrope_decode_crossing", "longrope")
     core_case("core_sdpa_features")
+    mla_absorbed_core_case("deepseek_v2_lite_mla_absorbed")
     rope_frequencies()
     rope_dynamic_frequencies()
 

@@ -89,8 +89,13 @@ py::object Attend(py::handle query_object, py::handle key_object, py::handle val
   if (shape.rank() != 4) {
     throw py::value_error("mha: query: expected 4 dimensions, got " + shape.ToString());
   }
-  py::array_t<float> output = NewFloats(shape);
-  const MutableAttentionTensor output_tensor{output.mutable_data(), shape, layout, {}};
+  // The output has the values' width (which may differ from the keys', as in PyTorch).
+  const Shape& value_shape = value.tensor.shape;
+  const Shape output_shape{shape[0], shape[1], shape[2],
+                           value_shape.rank() == 4 ? value_shape[3] : shape[3]};
+  py::array_t<float> output = NewFloats(output_shape);
+  const MutableAttentionTensor output_tensor{
+      output.mutable_data(), output_shape, layout, {}};
   const int head_axis = layout == HeadLayout::kBHSD ? 1 : 2;
   py::array_t<float> logsumexp =
       NewFloats(return_logsumexp ? Shape{shape[0], shape[head_axis], shape[3 - head_axis]}

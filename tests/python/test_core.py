@@ -35,6 +35,18 @@ def test_matches_float64_reference(batch, heads, kv_heads, query_len, key_len, h
                                expected, atol=1e-4, rtol=0)
 
 
+def test_values_of_their_own_width_as_in_mla():
+    # MLA's absorbed shape: MQA over keys [latent, rope part], values the latent (a view
+    # of the keys' first columns, read in place).
+    rng = np.random.default_rng(5)
+    q = rng.standard_normal((1, 8, 3, 40), np.float32)
+    k = rng.standard_normal((1, 1, 30, 40), np.float32)
+    v = k[..., :32]
+    output = mha.scaled_dot_product_attention(q, k, v)
+    assert output.shape == (1, 8, 3, 32)
+    np.testing.assert_allclose(output, reference_sdpa(q, k, v), atol=1e-4, rtol=0)
+
+
 def test_attention_chunks_match_float64_reference():
     rng = np.random.default_rng(5)
     q = rng.standard_normal((1, 4, 50, 16), np.float32)

@@ -394,7 +394,10 @@ int RunCore(const Options& options) {
   const Shape& q = query->shape;
   const bool bhsd = options.layout == HeadLayout::kBHSD;
   const int64_t heads = bhsd ? q[1] : q[2], sq = bhsd ? q[2] : q[1];
-  std::vector<float> output(io::CheckedByteSize("output", q, DType::kFloat32) / 4);
+  // The output has the values' width (MLA's absorbed form: the latent's).
+  const Shape out_shape{q[0], q[1], q[2], value->shape[3]};
+  std::vector<float> output(io::CheckedByteSize("output", out_shape, DType::kFloat32) /
+                            4);
   std::vector<float> lse(options.files.count("--logsumexp") ? q[0] * heads * sq : 0);
   const auto tensor = [&](const io::Array& a) {
     return AttentionTensor{
@@ -402,10 +405,10 @@ int RunCore(const Options& options) {
   };
   ScaledDotProductAttention(
       tensor(*query), tensor(*key), tensor(*value), masks,
-      MutableAttentionTensor{output.data(), q, options.layout, {}}, core,
+      MutableAttentionTensor{output.data(), out_shape, options.layout, {}}, core,
       lse.empty() ? MutableTensorView()
                   : MutableTensorView(lse.data(), Shape{q[0], heads, sq}));
-  io::WriteNpy(options.files.at("--output"), output.data(), q);
+  io::WriteNpy(options.files.at("--output"), output.data(), out_shape);
   if (!lse.empty()) {
     io::WriteNpy(options.files.at("--logsumexp"), lse.data(), Shape{q[0], heads, sq});
   }
