@@ -194,6 +194,21 @@ TEST_F(MhaRun, FlagsThatDoNotApplyAreRefused) {
                 {"--rope-theta applies only with --rope"});
 }
 
+TEST_F(MhaRun, LatentModeTakesItsOwnFlags) {
+  std::vector<std::string> latent = Args(weights_, query_);
+  latent.insert(latent.begin(), "--latent");
+  std::vector<std::string> causal = latent;
+  causal.push_back("--causal");
+  ExpectFailure(causal, 2, {"--causal does not apply with --latent"});
+  std::vector<std::string> layer = Args(weights_, query_);
+  layer.insert(layer.end(), {"--decode-steps", "1"});
+  ExpectFailure(layer, 2, {"--decode-steps applies only with --latent"});
+  std::vector<std::string> theta = latent;
+  theta.insert(theta.end(), {"--rope-theta", "10"});
+  ExpectFailure(theta, 2, {"--rope-theta applies only with --rope"});
+  ExpectFailure(latent, 1, {"no tensor 'kv_a_layernorm.weight'"});  // an MHA file
+}
+
 TEST_F(MhaRun, MissingFile) {
   ExpectFailure(Args(TempPath("nope.safetensors"), query_), 1,
                 {"nope.safetensors", "cannot open"});

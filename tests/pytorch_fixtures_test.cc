@@ -74,12 +74,24 @@ TEST_P(PyTorchFixture, MhaRunMatchesPyTorch) {
   }
 }
 
-// The fixtures of whole layers (core-only ones have no projections).
-std::vector<std::string> LayerCases() {
+// The fixtures run with (or, with_flag false, without) a mode flag.
+std::vector<std::string> CasesWith(const char* flag, bool with_flag) {
   std::vector<std::string> names;
   for (const std::string& name : CliCases()) {
     const std::vector<std::string> args = FixtureArgs(kDataDir / name, "unused.npy");
-    if (std::find(args.begin(), args.end(), "--core") == args.end())
+    if ((std::find(args.begin(), args.end(), flag) != args.end()) == with_flag)
+      names.push_back(name);
+  }
+  return names;
+}
+
+// The fixtures of whole MultiheadAttention layers (core-only ones have no
+// projections; MLA layers have their own weights).
+std::vector<std::string> LayerCases() {
+  std::vector<std::string> names;
+  for (const std::string& name : CasesWith("--core", false)) {
+    const auto latent = CasesWith("--latent", true);
+    if (std::find(latent.begin(), latent.end(), name) == latent.end())
       names.push_back(name);
   }
   return names;
@@ -100,6 +112,30 @@ TEST_P(PyTorchLayerFixture, Int8WeightsStayWithinTheStatedBound) {
               kInt8Bound);
 }
 
+// MLA layers with their latent cache in bf16 and int8 (one scale per token), within
+// the bf16 bound of the attention core.
+class PyTorchLatentFixture
+    : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+TEST_P(PyTorchLatentFixture, CacheStoragesStayWithinTheirBound) {
+  const auto& [name, storage] = GetParam();
+  const fs::path dir = kDataDir / name;
+  const fs::path out = fs::path(::testing::TempDir()) / (name + "_" + storage + ".npy");
+  std::vector<std::string> args = FixtureArgs(dir, out);
+  args.insert(args.end(), {"--cache-dtype", storage});
+  std::ostringstream err;
+  ASSERT_EQ(cli::RunMhaCli(args, err), 0) << err.str();
+  ExpectClose(LoadFloats(out), LoadFloats(dir / "expected_output.npy"),
+              (storage + " cache").c_str(), 3e-2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, PyTorchLatentFixture,
+                         ::testing::Combine(::testing::ValuesIn(CasesWith("--latent",
+                                                                          true)),
+                                            ::testing::Values("bfloat16", "int8")),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" + std::get<1>(info.param);
+                         });
 INSTANTIATE_TEST_SUITE_P(Cases, PyTorchFixture, ::testing::ValuesIn(CliCases()),
                          [](const auto& info) { return info.param; });
 INSTANTIATE_TEST_SUITE_P(Cases, PyTorchLayerFixture, ::testing::ValuesIn(LayerCases()),

@@ -730,6 +730,50 @@ def yarn_get_mscale(scale, mscale):
     return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
 
 
+def deepseek_weights(hidden, heads, q_lora_rank, rank, nope, rope, v_dim):
+    """Random DeepseekV2Attention weights under modeling_deepseek.py's names."""
+    q_dim = heads * (nope + rope)
+    w = {}
+    if q_lora_rank:
+        w["q_a_proj.weight"] = torch.randn(q_lora_rank, hidden) / math.sqrt(hidden)
+        w["q_a_layernorm.weight"] = 1.0 + 0.1 * torch.randn(q_lora_rank)
+        w["q_b_proj.weight"] = torch.randn(q_dim, q_lora_rank) / math.sqrt(q_lora_rank)
+    else:
+        w["q_proj.weight"] = torch.randn(q_dim, hidden) / math.sqrt(hidden)
+    w["kv_a_proj_with_mqa.weight"] = torch.randn(rank + rope, hidden) / math.sqrt(hidden)
+    w["kv_a_layernorm.weight"] = 1.0 + 0.1 * torch.randn(rank)
+    w["kv_b_proj.weight"] = torch.randn(heads * (nope + v_dim), rank) / math.sqrt(rank)
+    w["o_proj.weight"] = torch.randn(hidden, heads * v_dim) / math.sqrt(heads * v_dim)
+    return w
+
+
+def deepseek_attention(x, w, heads, rank, nope, rope, v_dim, scale, inv_freq):
+    """DeepseekV2Attention.forward, eager, causal over positions 0 .. S - 1: the
+    expanded form (kv_b_proj gives each head's k_nope and v). Returns its pieces."""
+    batch, seq, _ = x.shape
+    if "q_proj.weight" in w:
+        q = x @ w["q_proj.weight"].T
+    else:
+        q_a = rms_norm(x @ w["q_a_proj.weight"].T, w["q_a_layernorm.weight"], 1e-6)
+        q = q_a @ w["q_b_proj.weight"].T
+    q = q.view(batch, seq, heads, nope + rope).transpose(1, 2)
+    q_nope, q_pe = q[..., :nope], q[..., nope:]
+    compressed = x @ w["kv_a_proj_with_mqa.weight"].T
+    latent = rms_norm(compressed[..., :rank], w["kv_a_layernorm.weight"], 1e-6)
+    k_pe = compressed[..., rank:].view(batch, seq, 1, rope).transpose(1, 2)
+    kv = (latent @ w["kv_b_proj.weight"].T).view(batch, seq, heads, nope + v_dim)
+    k_nope, v = kv.transpose(1, 2)[..., :nope], kv.transpose(1, 2)[..., nope:]
+    positions = torch.arange(seq)[None, :].expand(batch, -1)
+    q_pe = deepseek_rope(q_pe, positions, inv_freq)
+    k_pe = deepseek_rope(k_pe, positions, inv_freq)
+    query = torch.cat([q_nope, q_pe], dim=-1)
+    key = torch.cat([k_nope, k_pe.expand(-1, heads, -1, -1)], dim=-1)
+    attended, _ = eager_attention(query, key, v, scale, causal_offset=0)
+    output = attended.transpose(1, 2).reshape(batch, seq, -1) @ w["o_proj.weight"].T
+    return dict(q_nope=q_nope, q_pe=q_pe, latent=latent, k_pe=k_pe, attended=attended,
+                output=output)
+
+
 def mla_absorbed_core_case(name):
     """DeepSeek-V2-Lite-like multi-head latent attention (no q LoRA), re-derived from
     modeling_deepseek.py's DeepseekV2Attention: the expanded form (kv_b_proj gives
@@ -742,43 +786,46 @@ def mla_absorbed_core_case(name):
     batch, seq, hidden, heads = 2, 9, 32, 4
     rank, nope, rope, v_dim = 32, 16, 8, 16
     x = torch.randn(batch, seq, hidden)
-    q_proj = torch.randn(heads * (nope + rope), hidden) / math.sqrt(hidden)
-    kv_a = torch.randn(rank + rope, hidden) / math.sqrt(hidden)
-    kv_a_norm = 1.0 + 0.1 * torch.randn(rank)
-    kv_b = torch.randn(heads * (nope + v_dim), rank) / math.sqrt(rank)
+    w = deepseek_weights(hidden, heads, 0, rank, nope, rope, v_dim)
     factor, mscale_all_dim = 40.0, 0.707  # V2-Lite's rope_scaling (yarn)
     scale = (nope + rope) ** -0.5 * yarn_get_mscale(factor, mscale_all_dim) ** 2
-    inv_freq = rope_inv_freq(rope, 10000.0)
-    positions = torch.arange(seq)[None, :].expand(batch, -1)
-
-    q = (x @ q_proj.T).view(batch, seq, heads, nope + rope).transpose(1, 2)
-    q_nope, q_pe = q[..., :nope], q[..., nope:]
-    compressed = x @ kv_a.T
-    latent = rms_norm(compressed[..., :rank], kv_a_norm, 1e-6)  # kv_a_layernorm
-    k_pe = compressed[..., rank:].view(batch, seq, 1, rope).transpose(1, 2)
-    kv = (latent @ kv_b.T).view(batch, seq, heads, nope + v_dim).transpose(1, 2)
-    k_nope, v = kv[..., :nope], kv[..., nope:]
-    q_pe, k_pe = deepseek_rope(q_pe, positions, inv_freq), deepseek_rope(k_pe, positions,
-                                                                         inv_freq)
-    query = torch.cat([q_nope, q_pe], dim=-1)
-    key = torch.cat([k_nope, k_pe.expand(-1, heads, -1, -1)], dim=-1)
-    expanded, _ = eager_attention(query, key, v, scale, causal_offset=0)
-
-    w = kv_b.view(heads, nope + v_dim, rank)
-    w_uk, w_uv = w[:, :nope], w[:, nope:]
-    q_latent = torch.einsum("bhsn,hnr->bhsr", q_nope, w_uk)
-    absorbed_query = torch.cat([q_latent, q_pe], dim=-1)
-    absorbed_key = torch.cat([latent[:, None], k_pe], dim=-1)
-    context, _ = eager_attention(absorbed_query, absorbed_key, latent[:, None], scale,
+    e = deepseek_attention(x, w, heads, rank, nope, rope, v_dim, scale,
+                           rope_inv_freq(rope, 10000.0))
+    w_uk_uv = w["kv_b_proj.weight"].view(heads, nope + v_dim, rank)
+    w_uk, w_uv = w_uk_uv[:, :nope], w_uk_uv[:, nope:]
+    q_latent = torch.einsum("bhsn,hnr->bhsr", e["q_nope"], w_uk)
+    absorbed_query = torch.cat([q_latent, e["q_pe"]], dim=-1)
+    absorbed_key = torch.cat([e["latent"][:, None], e["k_pe"]], dim=-1)
+    context, _ = eager_attention(absorbed_query, absorbed_key, e["latent"][:, None], scale,
                                  causal_offset=0)
-    assert torch.allclose(torch.einsum("bhsr,hvr->bhsv", context, w_uv), expanded,
+    assert torch.allclose(torch.einsum("bhsr,hvr->bhsv", context, w_uv), e["attended"],
                           atol=1e-5)
     case = Case(name)
     case.args += ["--core", "--layout", "bshd", "--causal", "--scale", repr(scale)]
     case.flag("--query", "query.npy", absorbed_query.transpose(1, 2).contiguous())
     case.flag("--key", "key.npy", absorbed_key.transpose(1, 2).contiguous())
-    case.flag("--value", "value.npy", latent[:, :, None].contiguous())
+    case.flag("--value", "value.npy", e["latent"][:, :, None].contiguous())
     case.finish(context.transpose(1, 2))
+
+
+def mla_layer_case(name, q_lora_rank, decode_steps):
+    """The whole DeepSeek attention layer through mha-run --latent (its latent cache:
+    a prefill, then decode_steps single tokens) against the expanded form."""
+    torch.manual_seed(25 + q_lora_rank)
+    batch, seq, hidden, heads = 2, 11, 32, 4
+    rank, nope, rope, v_dim = 32, 16, 16, 16
+    x = torch.randn(batch, seq, hidden)
+    w = deepseek_weights(hidden, heads, q_lora_rank, rank, nope, rope, v_dim)
+    scale = (nope + rope) ** -0.5 * yarn_get_mscale(40.0, 0.707) ** 2
+    e = deepseek_attention(x, w, heads, rank, nope, rope, v_dim, scale,
+                           rope_inv_freq(rope, 10000.0))
+    case = Case(name)
+    save_safetensors(os.path.join(case.dir, "weights.safetensors"), w)
+    case.args += ["--latent", "--num-heads", str(heads), "--rope", "interleaved",
+                  "--rope-theta", "10000", "--scale", repr(scale), "--decode-steps",
+                  str(decode_steps), "--weights", "weights.safetensors"]
+    case.flag("--query", "query.npy", x)
+    case.finish(e["output"])
 
 
 def decoder_cases():
@@ -807,6 +854,8 @@ def decoder_cases():
     dynamic_rope_decode_case("longrope_decode_crossing", "longrope")
     core_case("core_sdpa_features")
     mla_absorbed_core_case("deepseek_v2_lite_mla_absorbed")
+    mla_layer_case("deepseek_v2_lite_mla_layer", 0, 4)
+    mla_layer_case("deepseek_v3_mla_layer_q_lora", 24, 3)
     rope_frequencies()
     rope_dynamic_frequencies()
 

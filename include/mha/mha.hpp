@@ -6,6 +6,7 @@
 #include "mha/error.hpp"
 #include "mha/head_shard.hpp"
 #include "mha/isa.hpp"
+#include "mha/latent_attention.hpp"
 #include "mha/masks.hpp"
 #include "mha/reference.hpp"
 #include "mha/rotary.hpp"

@@ -179,7 +179,7 @@ class QueryBlock {
   }
 
   // The V tile P V reads for the page's first `depth` keys: its own, or (values in
-  // keys: MLA's latent) the transpose of its K^T tile's first value_head_dim rows,
+  // keys: MLA's latent) the transpose of value_head_dim rows of its K^T tile,
   // in a V page's layout. Logits has just read that K^T tile: it is in cache, so
   // the latent crosses the memory bus once.
   // Rows past `depth` are never read, but for a bfloat16 pair's second (zeroed: 0 *
@@ -188,19 +188,20 @@ class QueryBlock {
     if (!params_.values_in_keys) return ValueTile(page);
     const T* keys = KeyTile(page);
     const size_t head_dim = static_cast<size_t>(params_.head_dim);
+    const size_t offset = static_cast<size_t>(params_.value_offset);
     const size_t value_dim = static_cast<size_t>(params_.ValueHeadDim());
     const size_t page_size = static_cast<size_t>(pages_.page_size);
     const size_t tokens = RoundUp(depth, kPanelWidth), whole = value_dim / kPanelWidth;
     for (size_t c = 0; c < whole * kPanelWidth; c += kPanelWidth) {
       for (size_t t = 0; t < tokens; t += kPanelWidth) {
-        TransposeBlock(keys + TileOffset<T>(c, t, head_dim),
+        TransposeBlock(keys + TileOffset<T>(offset + c, t, head_dim),
                        value_tile_ + TileOffset<T>(t, c, page_size));
       }
     }
     for (size_t c = whole * kPanelWidth; c < layout_.padded_value_dim; ++c) {
       for (size_t t = 0; t < tokens; ++t) {  // a last partial panel, zero-padded
         value_tile_[TileOffset<T>(t, c, page_size)] =
-            c < value_dim ? keys[TileOffset<T>(c, t, head_dim)] : T();
+            c < value_dim ? keys[TileOffset<T>(offset + c, t, head_dim)] : T();
       }
     }
     if (PairsRows(sizeof(T)) && depth % 2 == 1) {
@@ -430,6 +431,8 @@ void AttendHead(const AttentionParams& params, const CoreTask& task, const KvPag
   HWY_DASSERT(KernelRows(task) > 0 && task.key_begin <= task.key_end);
   HWY_DASSERT(!params.rotary || params.query_positions);
   HWY_DASSERT(params.values_in_keys == pages.values_in_keys);
+  HWY_DASSERT(params.value_offset % static_cast<int64_t>(kPanelWidth) == 0 &&
+              params.value_offset + params.ValueHeadDim() <= params.head_dim);
   const TaskRows rows(params, task, partials);
   switch (pages.storage) {
     case KvStorage::kFloat32:

@@ -19,9 +19,11 @@ struct AttentionParams {
   // reads 512-wide latents as values against 576-wide keys.
   int64_t value_head_dim = 0;
   int64_t ValueHeadDim() const { return value_head_dim > 0 ? value_head_dim : head_dim; }
-  // The pages hold no V: values are the keys' first value_head_dim elements (MLA's
-  // latent, kv_pages.h), as every page's values_in_keys says.
+  // The pages hold no V: values are the value_head_dim key elements from
+  // value_offset on (MLA's latent after its rotary part, kv_pages.h), as every page's
+  // values_in_keys says. value_offset: a multiple of kPanelWidth.
   bool values_in_keys = false;
+  int64_t value_offset = 0;
   int64_t query_len = 0, key_len = 0;  // of the whole problem (the longest sequence)
   // This call: queries [first_query, first_query + query_count) of batches
   // [batch_begin, batch_end); query/context Row(b, h, 0) is first_query's.

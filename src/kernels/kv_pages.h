@@ -13,7 +13,7 @@
 // about half the rate of a sequential read. In panels a band is one contiguous run.
 //
 // Multi-head latent attention (DeepSeek's MLA, absorbed) stores no V pages: a
-// token's value is the first value_head_dim elements of its key (the latent), so
+// token's value is value_head_dim elements of its key (the latent), so
 // the kernel makes each page's V tile from its K^T tile (values_in_keys), and the
 // cache holds and decode streams the latent once.
 //
@@ -97,8 +97,8 @@ struct KvPages {
   int64_t first_page = 0;
   int64_t page_size = 0;
   KvStorage storage = KvStorage::kFloat32;
-  // V is the first rows of each K^T tile (MLA's latent); values and its scales are
-  // the keys'.
+  // V is value_head_dim rows of each K^T tile (MLA's latent; where: the attention
+  // params' value_offset); values and its scales are the keys'.
   bool values_in_keys = false;
 
   int64_t Id(int64_t page) const { return page_ids ? page_ids[page - first_page] : page; }
@@ -113,7 +113,7 @@ struct KvPages {
 // One block: page_size tokens of every KV head, their K^T pages side by side in one
 // array, their V pages in another, and (int8) their scales in two more. Values are
 // value_head_dim wide (0: head_dim; PyTorch lets them differ from the keys); with
-// values_in_keys there are no V pages (MLA: V is the keys' first value_head_dim).
+// values_in_keys there are no V pages (MLA: V is value_head_dim of the keys').
 struct BlockLayout {
   BlockLayout() = default;
   BlockLayout(int64_t page_size, int64_t num_kv_heads, int64_t head_dim,

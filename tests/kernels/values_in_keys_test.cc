@@ -1,4 +1,4 @@
-// Pages whose values are their keys' leading elements (MLA's latent, kv_pages.h): the
+// Pages whose values are elements of their keys (MLA's latent, kv_pages.h): the
 // kernel makes each page's V tile from its K^T tile. Against pages that store the
 // same values separately the output is bitwise equal (float and bfloat16: the same
 // elements meet the same products), and against the double-precision reference it is
@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,8 @@ struct LatentCase {
   std::string name;
   KvStorage storage = KvStorage::kFloat32;
   int64_t page_size = 16, heads = 8, query_len = 1, key_len = 1001;
-  int64_t head_dim = 40, value_head_dim = 32;  // keys: latent + rope part
+  int64_t head_dim = 40, value_head_dim = 32;  // keys: [rope part, latent] ...
+  int64_t value_offset = 0;                    // ... where the latent starts
   bool causal = false;
 };
 
@@ -57,6 +59,7 @@ std::vector<float> Attend(const LatentCase& c, const BlockLayout& layout,
   params.head_dim = c.head_dim;
   params.value_head_dim = c.value_head_dim;
   params.values_in_keys = layout.values_in_keys;
+  params.value_offset = layout.values_in_keys ? c.value_offset : 0;
   params.query_len = params.query_count = c.query_len;
   params.key_len = c.key_len;
   params.batch_end = 1;
@@ -76,7 +79,7 @@ std::vector<float> Attend(const LatentCase& c, const BlockLayout& layout,
   return context;
 }
 
-// The double-precision reference with values = the keys' leading elements.
+// The double-precision reference with values = the keys' elements from value_offset.
 std::vector<float> Reference(const LatentCase& c, const std::vector<float>& query,
                              const std::vector<float>& key) {
   std::vector<float> out(c.heads * c.query_len * c.value_head_dim);
@@ -86,7 +89,7 @@ std::vector<float> Reference(const LatentCase& c, const std::vector<float>& quer
   CoreOptions options;
   options.scale = 0.15f;
   const AttentionTensor value{
-      key.data(),
+      key.data() + c.value_offset,
       Shape{1, 1, c.key_len, c.value_head_dim},
       HeadLayout::kBHSD,
       {c.key_len * c.head_dim, c.key_len * c.head_dim, c.head_dim}};
@@ -97,16 +100,18 @@ std::vector<float> Reference(const LatentCase& c, const std::vector<float>& quer
   return out;
 }
 
+void PrintTo(const LatentCase& c, std::ostream* os) { *os << c.name; }
+
 class ValuesInKeys : public ::testing::TestWithParam<LatentCase> {};
 
 TEST_P(ValuesInKeys, MatchSeparateValuePagesAndTheReference) {
   const LatentCase& c = GetParam();
   const std::vector<float> query = RandomFloats(c.heads * c.query_len * c.head_dim, 1);
   const std::vector<float> key = RandomFloats(c.key_len * c.head_dim, 2);
-  std::vector<float> value(c.key_len * c.value_head_dim);  // the keys' leading part
+  std::vector<float> value(c.key_len * c.value_head_dim);  // the keys' latent part
   for (int64_t j = 0; j < c.key_len; ++j) {
     for (int64_t k = 0; k < c.value_head_dim; ++k) {
-      value[j * c.value_head_dim + k] = key[j * c.head_dim + k];
+      value[j * c.value_head_dim + k] = key[j * c.head_dim + c.value_offset + k];
     }
   }
   const BlockLayout latent(c.page_size, 1, c.head_dim, c.storage, c.value_head_dim,
@@ -136,6 +141,10 @@ std::vector<LatentCase> Cases() {
     c.page_size = 128, c.query_len = 70, c.key_len = 300, c.causal = true;
     c.heads = 4, c.head_dim = 72, c.value_head_dim = 64;
     cases.push_back(c);
+    c.name = "latent_after_rope_part_" + type;  // MLA's [k_pe, latent]
+    c.value_offset = 16, c.head_dim = 80;
+    cases.push_back(c);
+    c.value_offset = 0;
     c.name = "decode_unpadded_value_dim_" + type;
     c.page_size = 16, c.query_len = 1, c.key_len = 77, c.value_head_dim = 20;
     cases.push_back(c);

@@ -113,5 +113,8 @@ def layer_case(case):
 
 
 def layer_cases():
+    """The fixtures of MultiheadAttention layers (MLA layers, --latent, have no Python
+    binding yet)."""
     return sorted(p.parent.name for p in DATA.glob("*/args")
-                  if "--weights" in parse_args(p.parent.name))
+                  if "--weights" in parse_args(p.parent.name)
+                  and "--latent" not in parse_args(p.parent.name))

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "mha/mha.hpp"
+#include "src/io/latent_layer_file.h"
 #include "src/io/layer_file.h"
 #include "src/io/npy.h"
 
@@ -36,7 +37,12 @@ constexpr char kUsage[] =
     "               [--scale S] [--sinks S.npy] [--key-position-ids P.npy]\n"
     "               [--q-norm-weight QW.npy --k-norm-weight KW.npy]\n"
     "               [--logsumexp L.npy] [the mask, rope and feature flags above]\n"
-    "               --output O.npy\n";
+    "               --output O.npy\n"
+    "       mha-run --latent --weights W.safetensors --num-heads H --query X.npy\n"
+    "               [--rope interleaved --rope-theta T] [--rope-max-positions N]\n"
+    "               [--scale S] [--decode-steps N] [--cache-dtype "
+    "float32|bfloat16|int8]\n"
+    "               --output O.npy   (an MLA layer: DeepSeek V2/V3 names)\n";
 
 class UsageError : public std::runtime_error {
  public:
@@ -49,6 +55,9 @@ struct Options {
   int64_t num_heads = 0, num_kv_heads = 0;
   int threads = 0;
   bool causal = false, bottom_right = false, average_heads = false, core = false;
+  bool latent = false;       // --latent: an MLA layer (DeepSeek V2/V3)
+  int64_t decode_steps = 0;  // --latent: the last tokens, one call each
+  DType cache_dtype = DType::kFloat32;
   MaskConvention convention = MaskConvention::kTorch;
   HeadLayout layout = HeadLayout::kBHSD;
   std::optional<float> scale;
@@ -195,6 +204,13 @@ bool ParseValueFlag(const std::string& flag, const std::string& value, Options& 
     } catch (const Error& e) {
       throw UsageError(e.what());
     }
+  } else if (flag == "--decode-steps") {
+    options.decode_steps = ParseCount(flag, value);
+  } else if (flag == "--cache-dtype") {
+    ExpectOneOf(flag, value, {"float32", "bfloat16", "int8"});
+    options.cache_dtype = value == "float32"    ? DType::kFloat32
+                          : value == "bfloat16" ? DType::kBFloat16
+                                                : DType::kInt8;
   } else if (flag == "--mask-convention") {
     ExpectOneOf(flag, value, {"torch", "zero-means-masked"});
     options.convention =
@@ -208,6 +224,24 @@ bool ParseValueFlag(const std::string& flag, const std::string& value, Options& 
 // A flag the chosen mode does not read is an error, not silently ignored (an output
 // file that would never be written, a scale that would not apply).
 void CheckFlagsApply(const Options& options) {
+  static const std::set<std::string> kLatent = {
+      "--latent", "--weights",      "--num-heads",   "--query",
+      "--output", "--rope",         "--rope-theta",  "--rope-max-positions",
+      "--scale",  "--decode-steps", "--cache-dtype", "--isa"};
+  for (const std::string& flag : options.given) {
+    if (options.latent != (kLatent.count(flag) != 0) &&
+        (options.latent || flag == "--decode-steps" || flag == "--cache-dtype")) {
+      throw UsageError(flag + (options.latent ? " does not apply with --latent"
+                                              : " applies only with --latent"));
+    }
+  }
+  for (const char* flag : {"--rope-theta", "--rotary-dim", "--rope-scaling",
+                           "--rope-max-positions", "--longrope-factors"}) {
+    if (options.given.count(flag) && !options.given.count("--rope")) {
+      throw UsageError(std::string(flag) + " applies only with --rope");
+    }
+  }
+  if (options.latent) return;
   static const std::vector<const char*> kCoreOnly = {
       "--scale",  "--sinks",         "--logsumexp",    "--key-position-ids",
       "--layout", "--q-norm-weight", "--k-norm-weight"};
@@ -218,12 +252,6 @@ void CheckFlagsApply(const Options& options) {
     if (options.given.count(flag)) {
       throw UsageError(std::string(flag) + " applies only " +
                        (options.core ? "without --core (layer mode)" : "with --core"));
-    }
-  }
-  for (const char* flag : {"--rope-theta", "--rotary-dim", "--rope-scaling",
-                           "--rope-max-positions", "--longrope-factors"}) {
-    if (options.given.count(flag) && !options.given.count("--rope")) {
-      throw UsageError(std::string(flag) + " applies only with --rope");
     }
   }
   for (const char* flag : {"--qk-norm-eps", "--qk-norm-unit-offset", "--value-norm"}) {
@@ -254,7 +282,8 @@ Options Parse(const std::vector<std::string>& args) {
       {"--causal", &Options::causal},
       {"--bottom-right", &Options::bottom_right},
       {"--average-heads", &Options::average_heads},
-      {"--core", &Options::core}};
+      {"--core", &Options::core},
+      {"--latent", &Options::latent}};
   Options options;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& flag = args[i];
@@ -415,9 +444,56 @@ int RunCore(const Options& options) {
   return 0;
 }
 
+// --latent: hidden states [B, S, hidden] through an MLA layer and its latent cache:
+// S - decode_steps tokens in one call, then one token per call.
+int RunLatent(const Options& options) {
+  io::LoadedLatentLayer layer =
+      io::LoadLatentLayer(options.files.at("--weights"), options.num_heads);
+  layer.config.rotary = Rotary(options);
+  layer.config.softmax_scale = options.scale;
+  const MultiHeadLatentAttention attention(layer.config, layer.weights);
+  const auto hidden = Load(options, "--query");
+  const Shape& shape = hidden->shape;
+  if (hidden->dtype != DType::kFloat32 || shape.rank() != 3 || shape[0] < 1 ||
+      shape[1] < 1) {
+    throw io::FileError(
+        "--query: --latent expects float32 hidden states [B, S, hidden], "
+        "got " +
+        shape.ToString());
+  }
+  const int64_t batch = shape[0], seq = shape[1], width = shape[2];
+  if (options.decode_steps >= seq) {
+    throw UsageError("--decode-steps: must be below the sequence length " +
+                     std::to_string(seq) + ", got " +
+                     std::to_string(options.decode_steps));
+  }
+  LatentKvCache cache(layer.config, batch, seq, options.cache_dtype);
+  const auto* x = reinterpret_cast<const float*>(hidden->bytes.data());
+  std::vector<float> output(batch * seq * width), in, out;
+  for (int64_t done = 0; done < seq;) {
+    const int64_t step = done == 0 ? seq - options.decode_steps : 1;
+    in.resize(batch * step * width);
+    out.resize(in.size());
+    for (int64_t b = 0; b < batch; ++b) {
+      std::copy_n(x + (b * seq + done) * width, step * width,
+                  in.data() + b * step * width);
+    }
+    attention.ForwardWithCache(TensorView(in.data(), Shape{batch, step, width}), cache,
+                               MutableTensorView(out.data(), Shape{batch, step, width}));
+    for (int64_t b = 0; b < batch; ++b) {
+      std::copy_n(out.data() + b * step * width, step * width,
+                  output.data() + (b * seq + done) * width);
+    }
+    done += step;
+  }
+  io::WriteNpy(options.files.at("--output"), output.data(), shape);
+  return 0;
+}
+
 int Run(const Options& options) {
   if (options.isa) SetMaxIsa(*options.isa);
   if (options.core) return RunCore(options);
+  if (options.latent) return RunLatent(options);
   io::LoadedLayer layer = io::LoadLayer(options.files.at("--weights"), options.num_heads,
                                         options.num_kv_heads);
   layer.config.features = options.features;

@@ -1,0 +1,122 @@
+// Multi-head latent attention (MLA): DeepSeek V2/V3's attention layer, whose KV cache
+// holds one compressed latent (kv_lora_rank) and one shared rotary key part
+// (qk_rope_head_dim) per token instead of every head's keys and values. Formulas of
+// DeepSeek's modeling_deepseek.py (DeepseekV2Attention / DeepseekV3Attention).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "mha/rotary.hpp"
+#include "mha/tensor.hpp"
+
+namespace mha {
+
+struct LatentAttentionConfig {
+  int64_t hidden_size = 0;
+  int64_t num_heads = 0;
+  // 0: queries through q_proj (DeepSeek-V2-Lite); else q_a_proj, an RMSNorm
+  // (q_a_layernorm) and q_b_proj (V2, V3).
+  int64_t q_lora_rank = 0;
+  int64_t kv_lora_rank = 512;
+  int64_t qk_nope_head_dim = 128;
+  int64_t qk_rope_head_dim = 64;  // a multiple of 16
+  int64_t v_head_dim = 128;
+  double rms_norm_eps = 1e-6;
+  // The rotation of the rotary parts (rotary_dim 0 or qk_rope_head_dim). DeepSeek
+  // reads them as interleaved pairs (its apply_rotary_pos_emb de-interleaves before
+  // rotate_half): RotaryPairing::kInterleaved gives the same logits. YaRN: the
+  // caller's inv_freq and attention_factor (the mscale of cos and sin).
+  RotaryConfig rotary;
+  // Empty: (qk_nope_head_dim + qk_rope_head_dim)^-0.5. DeepSeek with YaRN multiplies
+  // it by mscale^2 (DeepSeekYarnMscale).
+  std::optional<float> softmax_scale;
+};
+
+// DeepSeek's yarn_get_mscale: 0.1 * mscale * ln(factor) + 1 for factor > 1, else 1.
+double DeepSeekYarnMscale(double factor, double mscale);
+
+// PyTorch nn.Linear weights [out_features, in_features], float32; no biases (DeepSeek
+// sets attention_bias false). Copied at construction.
+struct LatentAttentionWeights {
+  TensorView q_proj;              // [num_heads * (nope + rope), hidden], without q LoRA
+  TensorView q_a_proj;            // [q_lora_rank, hidden]
+  TensorView q_a_layernorm;       // [q_lora_rank]
+  TensorView q_b_proj;            // [num_heads * (nope + rope), q_lora_rank]
+  TensorView kv_a_proj_with_mqa;  // [kv_lora_rank + rope, hidden]
+  TensorView kv_a_layernorm;      // [kv_lora_rank]
+  TensorView kv_b_proj;           // [num_heads * (nope + v_head_dim), kv_lora_rank]
+  TensorView o_proj;              // [hidden, num_heads * v_head_dim]
+};
+
+class MultiHeadLatentAttention;
+
+// One MLA layer's cache for max_batch sequences of up to max_seq_len tokens: per
+// token the latent (normalised) and the rotated rotary key part, kv_lora_rank +
+// qk_rope_head_dim values in `storage` (kFloat32, kBFloat16 or kInt8 with one scale
+// per token), nothing else. Preallocated; not thread-safe (one request, one cache).
+class LatentKvCache {
+ public:
+  LatentKvCache(const LatentAttentionConfig& config, int64_t max_batch,
+                int64_t max_seq_len, DType storage = DType::kFloat32);
+  ~LatentKvCache();
+  LatentKvCache(LatentKvCache&&) noexcept;
+  LatentKvCache& operator=(LatentKvCache&&) noexcept;
+
+  int64_t max_batch() const;
+  int64_t max_seq_len() const;
+  DType storage() const;
+  int64_t length(int64_t sequence) const;
+  // Bytes a token takes: (kv_lora_rank + qk_rope_head_dim) x the storage's element
+  // (+ its fp32 scale for int8), against 2 x num_heads x head_dim for plain MHA.
+  int64_t bytes_per_token() const;
+  void Reset();
+  void Reset(int64_t sequence);
+  void Truncate(int64_t sequence, int64_t length);
+
+  struct Impl;
+
+ private:
+  friend class MultiHeadLatentAttention;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The layer. ForwardWithCache runs the absorbed form: W_UK (kv_b_proj's key rows)
+// folded into each head's query, attention as MQA over [rotary part, latent] keys
+// with the latent as values (read from the same pages), W_UV applied to each head's
+// latent context. Calls on one layer from several threads take turns.
+class MultiHeadLatentAttention {
+ public:
+  // Throws mha::Error naming the field for an invalid config or weight shape.
+  MultiHeadLatentAttention(const LatentAttentionConfig& config,
+                           const LatentAttentionWeights& weights);
+  ~MultiHeadLatentAttention();
+  MultiHeadLatentAttention(MultiHeadLatentAttention&&) noexcept;
+  MultiHeadLatentAttention& operator=(MultiHeadLatentAttention&&) noexcept;
+
+  const LatentAttentionConfig& config() const;
+
+  // hidden_states [B, S, hidden] float32, B <= cache.max_batch(): appends S tokens to
+  // each of the first B sequences of `cache` (at positions length(b) ..) and writes
+  // output [B, S, hidden]: causal attention over each sequence's cache. On an error
+  // (mha::Error, naming the argument) nothing is written and the cache is unchanged.
+  void ForwardWithCache(const TensorView& hidden_states, LatentKvCache& cache,
+                        const MutableTensorView& output) const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// The same layer in plain double-precision loops in DeepSeek's expanded form
+// (kv_b_proj gives each head's keys and values), over whole sequences: causal
+// self-attention of hidden_states [B, S, hidden] at positions 0 .. S - 1. The
+// yardstick of the tests.
+void NaiveMultiHeadLatentAttention(const LatentAttentionConfig& config,
+                                   const LatentAttentionWeights& weights,
+                                   const TensorView& hidden_states,
+                                   const MutableTensorView& output);
+
+}  // namespace mha

@@ -1,0 +1,120 @@
+// LatentKvCache: allocation, lengths, resets and truncation.
+#include <algorithm>
+
+#include "mha/latent_attention.hpp"
+#include "src/base/check.h"
+#include "src/cache/kv_cache_storage.h"
+#include "src/cache/latent_kv_cache_storage.h"
+#include "src/kernels/tile_sizes.h"
+#include "src/validation/latent_config.h"
+
+namespace mha {
+namespace {
+
+int64_t TokenBytes(int64_t key_dim, internal::KvStorage storage) {
+  const int64_t scale =
+      storage == internal::KvStorage::kInt8 ? static_cast<int64_t>(sizeof(float)) : 0;
+  return key_dim * static_cast<int64_t>(internal::KvElementBytes(storage)) + scale;
+}
+
+}  // namespace
+
+LatentKvCache::Impl::Impl(const LatentAttentionConfig& config, int64_t batch,
+                          int64_t seq_len, DType dtype)
+    : rope_dim(config.qk_rope_head_dim),
+      latent_dim(config.kv_lora_rank),
+      key_dim(internal::LatentKeyDim(config)),
+      max_batch(batch),
+      max_seq_len(seq_len),
+      capacity(static_cast<int64_t>(
+          internal::RoundUp(static_cast<size_t>(seq_len), internal::kKeyBlock))),
+      page_size(internal::kKeyBlock),
+      storage(internal::KvStorageFor(dtype)),
+      lengths(batch, 0) {
+  pages.Reset(internal::BlockLayout(page_size, 1, key_dim, storage, latent_dim,
+                                    /*values_in_keys=*/true),
+              batch, capacity);
+}
+
+void LatentKvCache::Impl::Truncate(int64_t sequence, int64_t length) {
+  if (storage == internal::KvStorage::kInt8) {
+    const internal::KvPages p = pages(sequence, 0);
+    for (int64_t token = length; token < lengths[sequence]; ++token) {
+      p.KeyScales(token / page_size)[token % page_size] = 0.0f;
+    }
+  }
+  lengths[sequence] = length;
+}
+
+LatentKvCache::LatentKvCache(const LatentAttentionConfig& config, int64_t max_batch,
+                             int64_t max_seq_len, DType storage) {
+  internal::ValidateLatentConfig(config);
+  if (storage != DType::kFloat32 && storage != DType::kBFloat16 &&
+      storage != DType::kInt8) {
+    internal::Fail("LatentKvCache: storage must be float32, bfloat16 or int8, got ",
+                   DTypeName(storage));
+  }
+  if (max_batch < 1) {
+    internal::Fail("LatentKvCache: max_batch must be >= 1, got ", max_batch);
+  }
+  if (max_seq_len < 1) {
+    internal::Fail("LatentKvCache: max_seq_len must be >= 1, got ", max_seq_len);
+  }
+  const int64_t page = internal::kKeyBlock;
+  const int64_t token_bytes =
+      TokenBytes(internal::LatentKeyDim(config), internal::KvStorageFor(storage));
+  int64_t bytes = 0;
+  if (!internal::AddressableProduct(
+          {max_batch, max_seq_len / page + (max_seq_len % page != 0), page, token_bytes},
+          &bytes)) {
+    internal::Fail("LatentKvCache: max_batch ", max_batch, " x max_seq_len ", max_seq_len,
+                   " needs more than 2^47 bytes (", token_bytes, " bytes per token)");
+  }
+  impl_ = std::make_unique<Impl>(config, max_batch, max_seq_len, storage);
+}
+
+LatentKvCache::~LatentKvCache() = default;
+LatentKvCache::LatentKvCache(LatentKvCache&&) noexcept = default;
+LatentKvCache& LatentKvCache::operator=(LatentKvCache&&) noexcept = default;
+
+int64_t LatentKvCache::max_batch() const { return impl_->max_batch; }
+int64_t LatentKvCache::max_seq_len() const { return impl_->max_seq_len; }
+DType LatentKvCache::storage() const { return internal::DTypeOf(impl_->storage); }
+int64_t LatentKvCache::bytes_per_token() const {
+  return TokenBytes(impl_->key_dim, impl_->storage);
+}
+
+int64_t LatentKvCache::length(int64_t sequence) const {
+  if (sequence < 0 || sequence >= impl_->max_batch) {
+    internal::Fail("LatentKvCache::length: sequence must be in [0, ", impl_->max_batch,
+                   "), got ", sequence);
+  }
+  return impl_->lengths[sequence];
+}
+
+void LatentKvCache::Reset() {
+  for (int64_t sequence = 0; sequence < impl_->max_batch; ++sequence) Reset(sequence);
+}
+
+void LatentKvCache::Reset(int64_t sequence) {
+  if (sequence < 0 || sequence >= impl_->max_batch) {
+    internal::Fail("LatentKvCache::Reset: sequence must be in [0, ", impl_->max_batch,
+                   "), got ", sequence);
+  }
+  impl_->Truncate(sequence, 0);
+}
+
+void LatentKvCache::Truncate(int64_t sequence, int64_t length) {
+  if (sequence < 0 || sequence >= impl_->max_batch) {
+    internal::Fail("LatentKvCache::Truncate: sequence must be in [0, ", impl_->max_batch,
+                   "), got ", sequence);
+  }
+  const int64_t current = impl_->lengths[sequence];
+  if (length < 0 || length > current) {
+    internal::Fail("LatentKvCache::Truncate: length must be in [0, ", current, "], got ",
+                   length);
+  }
+  impl_->Truncate(sequence, length);
+}
+
+}  // namespace mha

@@ -1,0 +1,198 @@
+// MultiHeadLatentAttention (absorbed, over its latent cache) against the naive
+// expanded DeepSeek layer: a prefill, a chunk and single-token decode steps of two
+// sequences of different lengths equal the rows of one causal pass over each whole
+// sequence, with and without q LoRA, with YaRN-style caller frequencies and mscale,
+// in every cache storage; bad arguments change nothing.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "mha/latent_attention.hpp"
+#include "tests/test_util.h"
+
+namespace mha {
+namespace {
+
+using testing::ExpectClose;
+using testing::ExpectErrorMentioning;
+using testing::RandomFloats;
+
+constexpr int64_t kHidden = 32, kHeads = 4, kRank = 32, kNope = 16, kRope = 16,
+                  kValueDim = 16;
+
+struct LatentCase {
+  std::string name;
+  int64_t q_lora_rank = 0;
+  DType storage = DType::kFloat32;
+  bool yarn = false;  // caller inv_freq, attention_factor and an mscale^2 scale
+};
+
+void PrintTo(const LatentCase& c, std::ostream* os) { *os << c.name; }
+
+LatentAttentionConfig Config(const LatentCase& c) {
+  LatentAttentionConfig config;
+  config.hidden_size = kHidden;
+  config.num_heads = kHeads;
+  config.q_lora_rank = c.q_lora_rank;
+  config.kv_lora_rank = kRank;
+  config.qk_nope_head_dim = kNope;
+  config.qk_rope_head_dim = kRope;
+  config.v_head_dim = kValueDim;
+  config.rotary.pairing = RotaryPairing::kInterleaved;
+  config.rotary.max_positions = 64;
+  if (c.yarn) {
+    for (int64_t i = 0; i < kRope / 2; ++i)
+      config.rotary.inv_freq.push_back(std::pow(10000.0f, -2.0f * i / kRope) / 3.0f);
+    config.rotary.attention_factor = 1.2;
+    config.softmax_scale = static_cast<float>(
+        std::pow(kNope + kRope, -0.5) * std::pow(DeepSeekYarnMscale(40.0, 0.707), 2));
+  }
+  return config;
+}
+
+// RMSNorm weights near 1.
+std::vector<float> NormWeights(int64_t count, uint32_t seed) {
+  std::vector<float> weights = RandomFloats(count, seed, 0.2f);
+  for (float& w : weights) w += 1.0f;
+  return weights;
+}
+
+struct Weights {
+  explicit Weights(const LatentAttentionConfig& c) {
+    const int64_t query_dim = kHeads * (kNope + kRope);
+    const float input_scale = 1.0f / std::sqrt(float(kHidden));
+    if (c.q_lora_rank > 0) {
+      q_a = RandomFloats(c.q_lora_rank * kHidden, 1, input_scale);
+      q_norm = NormWeights(c.q_lora_rank, 2);
+      q_b = RandomFloats(query_dim * c.q_lora_rank, 3,
+                         1.0f / std::sqrt(float(c.q_lora_rank)));
+      views.q_a_proj = TensorView(q_a.data(), Shape{c.q_lora_rank, kHidden});
+      views.q_a_layernorm = TensorView(q_norm.data(), Shape{c.q_lora_rank});
+      views.q_b_proj = TensorView(q_b.data(), Shape{query_dim, c.q_lora_rank});
+    } else {
+      q = RandomFloats(query_dim * kHidden, 4, input_scale);
+      views.q_proj = TensorView(q.data(), Shape{query_dim, kHidden});
+    }
+    kv_a = RandomFloats((kRank + kRope) * kHidden, 5, input_scale);
+    kv_norm = NormWeights(kRank, 6);
+    kv_b = RandomFloats(kHeads * (kNope + kValueDim) * kRank, 7,
+                        1.0f / std::sqrt(float(kRank)));
+    o = RandomFloats(kHidden * kHeads * kValueDim, 8, 0.2f);
+    views.kv_a_proj_with_mqa = TensorView(kv_a.data(), Shape{kRank + kRope, kHidden});
+    views.kv_a_layernorm = TensorView(kv_norm.data(), Shape{kRank});
+    views.kv_b_proj = TensorView(kv_b.data(), Shape{kHeads * (kNope + kValueDim), kRank});
+    views.o_proj = TensorView(o.data(), Shape{kHidden, kHeads * kValueDim});
+  }
+  std::vector<float> q, q_a, q_norm, q_b, kv_a, kv_norm, kv_b, o;
+  LatentAttentionWeights views;
+};
+
+// Rows [first, first + count) of each sequence of x [B, T, hidden], as [B, count, .].
+std::vector<float> Rows(const std::vector<float>& x, int64_t batch, int64_t total,
+                        int64_t first, int64_t count) {
+  std::vector<float> rows;
+  for (int64_t b = 0; b < batch; ++b) {
+    const float* from = x.data() + (b * total + first) * kHidden;
+    rows.insert(rows.end(), from, from + count * kHidden);
+  }
+  return rows;
+}
+
+class LatentLayer : public ::testing::TestWithParam<LatentCase> {};
+
+TEST_P(LatentLayer, CachedStepsMatchTheExpandedReference) {
+  const LatentCase& c = GetParam();
+  const LatentAttentionConfig config = Config(c);
+  const Weights weights(config);
+  const MultiHeadLatentAttention layer(config, weights.views);
+  constexpr int64_t kBatch = 2, kTotal = 23;
+  const std::vector<float> x = RandomFloats(kBatch * kTotal * kHidden, 9);
+  std::vector<float> expected(x.size());
+  NaiveMultiHeadLatentAttention(
+      config, weights.views, TensorView(x.data(), Shape{kBatch, kTotal, kHidden}),
+      MutableTensorView(expected.data(), Shape{kBatch, kTotal, kHidden}));
+  LatentKvCache cache(config, kBatch + 1, kTotal, c.storage);
+  const double bound = c.storage == DType::kFloat32 ? 1e-4 : 3e-2;
+  int64_t done = 0;
+  for (const int64_t step : {9, 5, 1, 1, 1, 1, 1, 1, 1, 1, 1}) {
+    const std::vector<float> in = Rows(x, kBatch, kTotal, done, step);
+    std::vector<float> out(in.size());
+    layer.ForwardWithCache(TensorView(in.data(), Shape{kBatch, step, kHidden}), cache,
+                           MutableTensorView(out.data(), Shape{kBatch, step, kHidden}));
+    ExpectClose(out, Rows(expected, kBatch, kTotal, done, step),
+                (c.name + " rows from " + std::to_string(done)).c_str(), bound);
+    done += step;
+    ASSERT_EQ(cache.length(0), done);
+  }
+  EXPECT_EQ(cache.length(kBatch), 0);  // a sequence the calls did not name
+}
+
+std::vector<LatentCase> Cases() {
+  return {{"v2_lite_f32", 0, DType::kFloat32, false},
+          {"q_lora_f32", 24, DType::kFloat32, false},
+          {"q_lora_yarn_f32", 24, DType::kFloat32, true},
+          {"v2_lite_yarn_bf16", 0, DType::kBFloat16, true},
+          {"q_lora_int8", 24, DType::kInt8, false}};
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, LatentLayer, ::testing::ValuesIn(Cases()),
+                         [](const ::testing::TestParamInfo<LatentCase>& info) {
+                           return info.param.name;
+                         });
+
+TEST(LatentKvCache, BytesPerTokenAreTheLatentAndRotaryPart) {
+  const LatentAttentionConfig config = Config({});
+  EXPECT_EQ(LatentKvCache(config, 1, 8).bytes_per_token(), (kRank + kRope) * 4);
+  EXPECT_EQ(LatentKvCache(config, 1, 8, DType::kBFloat16).bytes_per_token(),
+            (kRank + kRope) * 2);
+  EXPECT_EQ(LatentKvCache(config, 1, 8, DType::kInt8).bytes_per_token(),
+            kRank + kRope + 4);
+}
+
+TEST(LatentLayer, BadArgumentsNameThemselvesAndChangeNothing) {
+  LatentAttentionConfig config = Config({});
+  Weights weights(config);
+  LatentAttentionWeights wrong = weights.views;
+  wrong.kv_b_proj.shape = Shape{kHeads * kNope, kRank};
+  ExpectErrorMentioning([&] { MultiHeadLatentAttention(config, wrong); },
+                        "weights.kv_b_proj");
+  LatentAttentionConfig odd = config;
+  odd.qk_rope_head_dim = 8;
+  ExpectErrorMentioning([&] { LatentKvCache(odd, 1, 8); },
+                        "config.qk_rope_head_dim: must be a multiple of 16");
+  const MultiHeadLatentAttention layer(config, weights.views);
+  LatentKvCache cache(config, 1, 4);
+  std::vector<float> x(3 * kHidden, 0.5f), out(3 * kHidden, 7.0f);
+  layer.ForwardWithCache(TensorView(x.data(), Shape{1, 3, kHidden}), cache,
+                         MutableTensorView(out.data(), Shape{1, 3, kHidden}));
+  std::fill(out.begin(), out.end(), 7.0f);
+  ExpectErrorMentioning(
+      [&] {
+        layer.ForwardWithCache(TensorView(x.data(), Shape{1, 2, kHidden}), cache,
+                               MutableTensorView(out.data(), Shape{1, 2, kHidden}));
+      },
+      "cache: sequence 0 holds 3 tokens; appending 2 exceeds max_seq_len 4");
+  ExpectErrorMentioning(
+      [&] {
+        layer.ForwardWithCache(TensorView(x.data(), Shape{1, 1, kHidden + 1}), cache,
+                               MutableTensorView(out.data(), Shape{1, 1, kHidden}));
+      },
+      "hidden_states: expected float32 [B >= 1, S >= 1, hidden_size=32]");
+  EXPECT_EQ(cache.length(0), 3);
+  EXPECT_EQ(out, std::vector<float>(3 * kHidden, 7.0f));
+  LatentAttentionConfig other = config;
+  other.kv_lora_rank = 48;
+  LatentKvCache other_cache(other, 1, 4);
+  ExpectErrorMentioning(
+      [&] {
+        layer.ForwardWithCache(TensorView(x.data(), Shape{1, 1, kHidden}), other_cache,
+                               MutableTensorView(out.data(), Shape{1, 1, kHidden}));
+      },
+      "cache: made for kv_lora_rank 48");
+}
+
+}  // namespace
+}  // namespace mha
