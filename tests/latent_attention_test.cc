@@ -1,8 +1,9 @@
 // MultiHeadLatentAttention (absorbed, over its latent cache) against the naive
 // expanded DeepSeek layer: a prefill, a chunk and single-token decode steps of two
-// sequences of different lengths equal the rows of one causal pass over each whole
-// sequence, with and without q LoRA, with YaRN-style caller frequencies and mscale,
-// in every cache storage; bad arguments change nothing.
+// sequences equal the rows of one causal pass over each whole sequence, with and
+// without q LoRA, with YaRN-style caller frequencies and mscale, in every cache
+// storage, the prompt expanded (by cost) or absorbed (asked); bad arguments change
+// nothing.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -28,6 +29,7 @@ struct LatentCase {
   int64_t q_lora_rank = 0;
   DType storage = DType::kFloat32;
   bool yarn = false;  // caller inv_freq, attention_factor and an mscale^2 scale
+  LatentForm form = LatentForm::kAuto;
 };
 
 void PrintTo(const LatentCase& c, std::ostream* os) { *os << c.name; }
@@ -43,6 +45,7 @@ LatentAttentionConfig Config(const LatentCase& c) {
   config.v_head_dim = kValueDim;
   config.rotary.pairing = RotaryPairing::kInterleaved;
   config.rotary.max_positions = 64;
+  config.form = c.form;
   if (c.yarn) {
     for (int64_t i = 0; i < kRope / 2; ++i)
       config.rotary.inv_freq.push_back(std::pow(10000.0f, -2.0f * i / kRope) / 3.0f);
@@ -120,8 +123,12 @@ TEST_P(LatentLayer, CachedStepsMatchTheExpandedReference) {
   for (const int64_t step : {9, 5, 1, 1, 1, 1, 1, 1, 1, 1, 1}) {
     const std::vector<float> in = Rows(x, kBatch, kTotal, done, step);
     std::vector<float> out(in.size());
-    layer.ForwardWithCache(TensorView(in.data(), Shape{kBatch, step, kHidden}), cache,
-                           MutableTensorView(out.data(), Shape{kBatch, step, kHidden}));
+    const LatentForm form = layer.ForwardWithCache(
+        TensorView(in.data(), Shape{kBatch, step, kHidden}), cache,
+        MutableTensorView(out.data(), Shape{kBatch, step, kHidden}));
+    // The prompt (nothing cached) expands unless told otherwise; the rest is absorbed.
+    EXPECT_EQ(form, done == 0 && c.form == LatentForm::kAuto ? LatentForm::kExpanded
+                                                             : LatentForm::kAbsorbed);
     ExpectClose(out, Rows(expected, kBatch, kTotal, done, step),
                 (c.name + " rows from " + std::to_string(done)).c_str(), bound);
     done += step;
@@ -135,7 +142,10 @@ std::vector<LatentCase> Cases() {
           {"q_lora_f32", 24, DType::kFloat32, false},
           {"q_lora_yarn_f32", 24, DType::kFloat32, true},
           {"v2_lite_yarn_bf16", 0, DType::kBFloat16, true},
-          {"q_lora_int8", 24, DType::kInt8, false}};
+          {"q_lora_int8", 24, DType::kInt8, false},
+          {"absorbed_prefill_yarn_f32", 0, DType::kFloat32, true, LatentForm::kAbsorbed},
+          {"absorbed_prefill_q_lora_bf16", 24, DType::kBFloat16, false,
+           LatentForm::kAbsorbed}};
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, LatentLayer, ::testing::ValuesIn(Cases()),

@@ -13,6 +13,18 @@
 
 namespace mha {
 
+// How a call attends. Absorbed: W_UK folded into each head's query, attention as MQA
+// over [rotary part, latent] keys with the latent as values (read from the cache's
+// pages), W_UV applied to each head's latent context: rope + 2 kv_lora_rank
+// multiply-adds per head and key (1088 at DeepSeek's shape), nothing expanded.
+// Expanded: kv_b_proj gives every head its keys and values, then plain attention:
+// rope + nope + v_head_dim per head and key (320), plus expanding each key once,
+// which costs what absorbing each query costs. So a call whose keys are
+// all new (a prompt's prefill, nothing cached) is cheaper expanded; a call over
+// cached tokens runs absorbed (expanding them again would cost more per cached
+// token than attending to it).
+enum class LatentForm { kAuto, kAbsorbed, kExpanded };
+
 struct LatentAttentionConfig {
   int64_t hidden_size = 0;
   int64_t num_heads = 0;
@@ -32,6 +44,9 @@ struct LatentAttentionConfig {
   // Empty: (qk_nope_head_dim + qk_rope_head_dim)^-0.5. DeepSeek with YaRN multiplies
   // it by mscale^2 (DeepSeekYarnMscale).
   std::optional<float> softmax_scale;
+  // kAuto: by cost (above). kExpanded applies only where nothing is cached; other
+  // calls run absorbed.
+  LatentForm form = LatentForm::kAuto;
 };
 
 // DeepSeek's yarn_get_mscale: 0.1 * mscale * ln(factor) + 1 for factor > 1, else 1.
@@ -82,10 +97,8 @@ class LatentKvCache {
   std::unique_ptr<Impl> impl_;
 };
 
-// The layer. ForwardWithCache runs the absorbed form: W_UK (kv_b_proj's key rows)
-// folded into each head's query, attention as MQA over [rotary part, latent] keys
-// with the latent as values (read from the same pages), W_UV applied to each head's
-// latent context. Calls on one layer from several threads take turns.
+// The layer (LatentForm above says how it attends). Calls on one layer from several
+// threads take turns.
 class MultiHeadLatentAttention {
  public:
   // Throws mha::Error naming the field for an invalid config or weight shape.
@@ -101,8 +114,9 @@ class MultiHeadLatentAttention {
   // each of the first B sequences of `cache` (at positions length(b) ..) and writes
   // output [B, S, hidden]: causal attention over each sequence's cache. On an error
   // (mha::Error, naming the argument) nothing is written and the cache is unchanged.
-  void ForwardWithCache(const TensorView& hidden_states, LatentKvCache& cache,
-                        const MutableTensorView& output) const;
+  // Returns the form the call ran.
+  LatentForm ForwardWithCache(const TensorView& hidden_states, LatentKvCache& cache,
+                              const MutableTensorView& output) const;
 
   struct Impl;
 

@@ -27,9 +27,22 @@ LatentWeights::LatentWeights(const LatentAttentionConfig& c,
                              const LatentAttentionWeights& w)
     : query_a(c.q_lora_rank > 0 ? Transposed(w.q_a_proj) : std::vector<float>()),
       query_a_norm(Copy(w.q_a_layernorm)),
-      query(Transposed(c.q_lora_rank > 0 ? w.q_b_proj : w.q_proj)),
       latent_norm(Copy(w.kv_a_layernorm)),
+      expand(Transposed(w.kv_b_proj)),
       output(Transposed(w.o_proj)) {
+  // q's columns per head: nope, then rope (DeepSeek's split).
+  const std::vector<float> q = Transposed(c.q_lora_rank > 0 ? w.q_b_proj : w.q_proj);
+  const int64_t q_nope = c.qk_nope_head_dim, q_rope = c.qk_rope_head_dim;
+  const int64_t q_dim = q_nope + q_rope, q_width = c.num_heads * q_dim;
+  query.resize(q.size());
+  for (size_t row = 0; row < q.size() / q_width; ++row) {
+    for (int64_t h = 0; h < c.num_heads; ++h) {
+      const float* from = q.data() + row * q_width + h * q_dim;
+      float* to = query.data() + row * q_width + h * q_dim;
+      std::copy(from + q_nope, from + q_dim, to);
+      std::copy(from, from + q_nope, to + q_rope);
+    }
+  }
   // kv_a_proj_with_mqa's rows: the latent's, then the rotary part's.
   const int64_t rank = c.kv_lora_rank, rope = c.qk_rope_head_dim;
   const int64_t key_dim = rope + rank, hidden = c.hidden_size;

@@ -17,12 +17,15 @@ struct LatentWeights {
 
   std::vector<float> query_a;       // [hidden, q_lora_rank] (q LoRA only)
   std::vector<float> query_a_norm;  // [q_lora_rank]
-  std::vector<float> query;         // [hidden or q_lora_rank, heads * (nope + rope)]
+  // Each head's columns reordered [rope part, nope part], so that a rotation of the
+  // first dimensions covers the rope part.
+  std::vector<float> query;  // [hidden or q_lora_rank, heads * (rope + nope)]
   // kv_a_proj_with_mqa's columns reordered to a cached row: [rope part, latent].
   std::vector<float> key;          // [hidden, rope + kv_lora_rank]
   std::vector<float> latent_norm;  // [kv_lora_rank]
   std::vector<float> key_absorb;   // per head [nope, kv_lora_rank]
   std::vector<float> value_up;     // per head [kv_lora_rank, v_head_dim]
+  std::vector<float> expand;       // kv_b_proj^T [kv_lora_rank, heads * (nope + v)]
   std::vector<float> output;       // [heads * v_head_dim, hidden]
 };
 

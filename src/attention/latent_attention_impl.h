@@ -1,0 +1,95 @@
+// MultiHeadLatentAttention::Impl: the MLA layer's packed weights, primitives, rotary
+// tables and workspace, shared by its two forms: absorbed (latent_attention.cc: MQA
+// over the latent pages of the cache) and expanded (latent_expanded.cc: kv_b_proj
+// gives every head its keys and values, for a prefill with nothing cached).
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "mha/latent_attention.hpp"
+#include "src/cache/contiguous_pages.h"
+#include "src/cache/latent_kv_cache_storage.h"
+#include "src/core/attention_core.h"
+#include "src/projection/latent_weights.h"
+#include "src/projection/linear_primitive.h"
+#include "src/validation/latent_config.h"
+
+namespace mha {
+
+namespace internal {
+
+// Buffers and oneDNN call state of one forward, kept between calls.
+struct LatentWorkspace {
+  template <class T>
+  static T* Reserve(std::vector<T>& buffer, size_t count) {
+    if (buffer.size() < count) buffer.resize(count);
+    return buffer.data();
+  }
+
+  LinearThreads threads;
+  std::vector<LinearCall> calls;  // one per primitive (MultiHeadLatentAttention::Impl)
+  std::vector<float> query_a, queries, keys, absorbed_queries, nope_rows, contexts,
+      head_outputs, rotation_scratch, latents, expanded, expanded_keys;
+  std::vector<int64_t> positions, first_positions;
+  CoreWorkspace core;
+  ContiguousPages expanded_pages;  // the expanded form's keys and values
+};
+
+}  // namespace internal
+
+struct MultiHeadLatentAttention::Impl {
+  // Primitive indices into workspace.calls: kKeyAbsorb + h and kKeyAbsorb + heads + h
+  // for each head's W_UK and W_UV.
+  enum Call { kQueryA, kQuery, kKey, kOutput, kExpand, kKeyAbsorb };
+
+  Impl(const LatentAttentionConfig& config, const LatentAttentionWeights& weights);
+
+  LatentForm ForwardWithCache(const TensorView& hidden, LatentKvCache::Impl& cache,
+                              const MutableTensorView& output) const;
+  void Check(const TensorView& hidden, const LatentKvCache::Impl& cache,
+             const MutableTensorView& output) const;
+  LatentForm Choose(const LatentKvCache::Impl& cache, int64_t batch) const;
+
+  // The steps of a forward over `rows` token rows (B sequences of S). Queries are
+  // [rows, heads, rope + nope]; cached rows [rows, rope + latent].
+  const float* ProjectQueries(const float* hidden, int64_t rows) const;
+  float* ProjectKeys(const float* hidden, int64_t rows) const;
+  void AppendToCache(const float* keys, int64_t batch, int64_t seq,
+                     LatentKvCache::Impl& cache) const;
+  // Absorbed: returns the head outputs [rows, heads * v_head_dim].
+  float* AttendAbsorbed(const float* queries, int64_t batch, int64_t seq,
+                        const LatentKvCache::Impl& cache) const;
+  float* AbsorbQueries(const float* queries, int64_t rows) const;
+  float* AttendLatent(const float* absorbed, int64_t batch, int64_t seq,
+                      const LatentKvCache::Impl& cache) const;
+  float* ValueUp(const float* contexts, int64_t rows) const;
+  // Expanded (latent_expanded.cc), every sequence starting empty: the same.
+  float* AttendExpanded(const float* queries, const float* keys, int64_t batch,
+                        int64_t seq) const;
+  const float* ExpandKeysAndValues(const float* keys, int64_t rows) const;
+
+  int64_t query_dim() const { return config.qk_rope_head_dim + config.qk_nope_head_dim; }
+  int64_t key_dim() const { return internal::LatentKeyDim(config); }
+  void Run(const internal::LinearPrimitive& linear, int64_t call, const float* input,
+           int64_t rows, float* output) const {
+    linear.Execute(input, /*input_bf16=*/false, rows, output, workspace.calls[call],
+                   workspace.threads);
+  }
+
+  LatentAttentionConfig config;
+  float softmax_scale;
+  internal::LatentWeights weights;
+  dnnl::engine engine;
+  internal::LinearPrimitive query_a, query, key, output, expand;
+  std::vector<internal::LinearPrimitive> key_absorb, value_up;
+  // Rotation of the first qk_rope_head_dim dimensions of a cached row, and of an
+  // expanded head's query or key.
+  std::optional<RotaryEmbedding> rotary, expanded_rotary;
+  mutable std::mutex mutex;  // calls take turns with the workspace
+  mutable internal::LatentWorkspace workspace;
+};
+
+}  // namespace mha
