@@ -4,10 +4,13 @@
 // the key pages (kv_pages.h), in 16-token pages as a paged cache holds them; and the
 // same with the latent stored again as V pages, the layout values-in-keys replaces.
 // Counters: latent (and V) bytes read per second, against BM_StreamRead; cache bytes
-// per token against the 2 x 128 heads x 128 that plain MHA would cache.
+// per token against the 2 x 128 heads x 128 that plain MHA would cache. Then the
+// whole layer (DeepSeek-V2-Lite's shape): a prompt in either form, and decode steps.
 #include "benchmarks/latent_cases.h"
 
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "benchmarks/bench_util.h"
 #include "src/cache/contiguous_pages.h"
@@ -74,9 +77,95 @@ void BM_MlaDecode(benchmark::State& state, DType storage, bool values_in_keys) {
   SetGflops(state, 2.0 * kHeads * kCached * (kKeyDim + kLatent));
 }
 
+// DeepSeek-V2-Lite's attention layer (hidden 2048, 16 heads, no q LoRA, latent 512,
+// nope 128, rope 64, v 128), random weights.
+struct V2LiteLayer {
+  static constexpr int64_t kHidden = 2048, kLayerHeads = 16;
+  explicit V2LiteLayer(LatentForm form) {
+    config.hidden_size = kHidden;
+    config.num_heads = kLayerHeads;
+    config.rotary.pairing = RotaryPairing::kInterleaved;
+    config.rotary.max_positions = 8192;
+    config.form = form;
+    const int64_t q_dim = kLayerHeads * 192, kv_b_rows = kLayerHeads * 256;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(kHidden));
+    q = Random(q_dim * kHidden, 1, scale);
+    kv_a = Random(kKeyDim * kHidden, 2, scale);
+    norm.assign(kLatent, 1.0f);
+    kv_b = Random(kv_b_rows * kLatent, 3, 0.05f);
+    o = Random(kHidden * kLayerHeads * 128, 4, 0.02f);
+    weights.q_proj = TensorView(q.data(), Shape{q_dim, kHidden});
+    weights.kv_a_proj_with_mqa = TensorView(kv_a.data(), Shape{kKeyDim, kHidden});
+    weights.kv_a_layernorm = TensorView(norm.data(), Shape{kLatent});
+    weights.kv_b_proj = TensorView(kv_b.data(), Shape{kv_b_rows, kLatent});
+    weights.o_proj = TensorView(o.data(), Shape{kHidden, kLayerHeads * 128});
+  }
+  LatentAttentionConfig config;
+  std::vector<float> q, kv_a, norm, kv_b, o;
+  LatentAttentionWeights weights;
+};
+
+// A prompt of 512 tokens from an empty cache, in the form the layer picks (by cost:
+// expanded) or absorbed; the "expanded" counter says which ran.
+void BM_MlaLayerPrefill(benchmark::State& state, LatentForm form) {
+  constexpr int64_t kTokens = 512;
+  const V2LiteLayer model(form);
+  const MultiHeadLatentAttention layer(model.config, model.weights);
+  LatentKvCache cache(model.config, 1, kTokens);
+  const std::vector<float> x = Random(kTokens * V2LiteLayer::kHidden, 5, 1.0f);
+  std::vector<float> out(x.size());
+  const Shape shape{1, kTokens, V2LiteLayer::kHidden};
+  LatentForm ran = LatentForm::kAuto;
+  for (auto _ : state) {
+    cache.Reset();
+    ran = layer.ForwardWithCache(TensorView(x.data(), shape), cache,
+                                 MutableTensorView(out.data(), shape));
+  }
+  state.counters["expanded"] = ran == LatentForm::kExpanded ? 1.0 : 0.0;
+}
+
+// One decode step over 4096 cached tokens (the prompt prefilled once): the layer's
+// projections, W_UK and W_UV for 16 heads, and the latent pages read once.
+void BM_MlaLayerDecode(benchmark::State& state, DType storage) {
+  constexpr int64_t kPrompt = 4096;
+  const V2LiteLayer model(LatentForm::kAuto);
+  const MultiHeadLatentAttention layer(model.config, model.weights);
+  LatentKvCache cache(model.config, 1, kPrompt + 1, storage);
+  const int64_t hidden = V2LiteLayer::kHidden;
+  const std::vector<float> prompt = Random(kPrompt * hidden, 6, 1.0f);
+  std::vector<float> out(prompt.size());
+  layer.ForwardWithCache(TensorView(prompt.data(), Shape{1, kPrompt, hidden}), cache,
+                         MutableTensorView(out.data(), Shape{1, kPrompt, hidden}));
+  for (auto _ : state) {
+    cache.Truncate(0, kPrompt);
+    layer.ForwardWithCache(TensorView(prompt.data(), Shape{1, 1, hidden}), cache,
+                           MutableTensorView(out.data(), Shape{1, 1, hidden}));
+  }
+  state.counters["bytes_per_token"] = static_cast<double>(cache.bytes_per_token());
+  state.counters["kv_GBps"] =
+      benchmark::Counter(kPrompt * static_cast<double>(cache.bytes_per_token()) / 1e9,
+                         benchmark::Counter::kIsIterationInvariantRate);
+}
+
 }  // namespace
 
 void RegisterLatentCases() {
+  for (const LatentForm form : {LatentForm::kAuto, LatentForm::kAbsorbed}) {
+    benchmark::RegisterBenchmark(form == LatentForm::kAuto
+                                     ? "BM_Latent/mla_layer_prefill_s512/by_cost"
+                                     : "BM_Latent/mla_layer_prefill_s512/absorbed",
+                                 BM_MlaLayerPrefill, form)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+  }
+  for (const DType storage : {DType::kFloat32, DType::kBFloat16}) {
+    benchmark::RegisterBenchmark(
+        (std::string("BM_Latent/mla_layer_decode_b1_s4096/") + DTypeName(storage))
+            .c_str(),
+        BM_MlaLayerDecode, storage)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+  }
   for (const DType storage : {DType::kFloat32, DType::kBFloat16, DType::kInt8}) {
     const std::string name =
         std::string("BM_Latent/mla_decode_b1_s32768/") + DTypeName(storage);

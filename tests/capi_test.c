@@ -379,6 +379,67 @@ static void CheckCrossAttention(const mha_layer* layer, const float* x) {
   mha_kv_cache_destroy(memory);
 }
 
+/* MLA (DeepSeek V2-Lite's layer, small): a prompt of 6 tokens expands; the same
+ * prompt as 5 tokens then 1 (expanded, then absorbed over the latent cache) gives the
+ * same last row; bytes per token, truncation and a missing weight. */
+static void CheckLatent(void) {
+  enum { kHidden = 16, kHeads = 2, kRank = 16, kNope = 8, kRope = 16, kV = 8, kT = 6 };
+  static float q[kHeads * (kNope + kRope) * kHidden], kv_a[(kRank + kRope) * kHidden],
+      norm[kRank], kv_b[kHeads * (kNope + kV) * kRank], o[kHidden * kHeads * kV],
+      x[kT * kHidden], whole[kT * kHidden], split[kT * kHidden];
+  float* all[] = {q, kv_a, kv_b, o, x};
+  const int sizes[] = {sizeof q, sizeof kv_a, sizeof kv_b, sizeof o, sizeof x};
+  for (int a = 0; a < 5; ++a)
+    for (int i = 0; i < sizes[a] / (int)sizeof(float); ++i)
+      all[a][i] = ((float)rand() / RAND_MAX - 0.5f) * 0.5f;
+  for (int i = 0; i < kRank; ++i) norm[i] = 1.0f;
+  mha_latent_config config;
+  memset(&config, 0, sizeof config);
+  config.struct_size = sizeof config;
+  config.hidden_size = kHidden;
+  config.num_heads = kHeads;
+  config.kv_lora_rank = kRank;
+  config.qk_nope_head_dim = kNope;
+  config.qk_rope_head_dim = kRope;
+  config.v_head_dim = kV;
+  config.rope.pairing = MHA_ROPE_INTERLEAVED;
+  config.q_proj = q;
+  config.kv_a_proj_with_mqa = kv_a;
+  config.kv_a_layernorm = norm;
+  config.kv_b_proj = kv_b;
+  mha_latent_layer* layer = NULL;
+  Check(mha_latent_layer_create(&config, &layer) == MHA_INVALID_ARGUMENT,
+        "latent layer without o_proj refused");
+  Check(strstr(mha_last_error(), "weights.o_proj") != NULL, "latent message names it");
+  config.o_proj = o;
+  Check(mha_latent_layer_create(&config, &layer) == MHA_OK, "create latent layer");
+  mha_latent_kv_cache* cache = NULL;
+  Check(mha_latent_kv_cache_create(layer, 1, kT, MHA_KV_FLOAT32, &cache) == MHA_OK,
+        "create latent cache");
+  Check(mha_latent_kv_cache_bytes_per_token(cache) == (kRank + kRope) * 4,
+        "latent bytes per token");
+  mha_latent_form form = MHA_LATENT_FORM_AUTO;
+  Check(mha_latent_forward_with_cache(layer, cache, 1, kT, x, whole, &form) == MHA_OK &&
+            form == MHA_LATENT_FORM_EXPANDED,
+        "latent prompt expands");
+  Check(mha_latent_kv_cache_truncate(cache, 0, 0) == MHA_OK &&
+            mha_latent_kv_cache_length(cache, 0) == 0,
+        "latent truncate");
+  Check(mha_latent_forward_with_cache(layer, cache, 1, kT - 1, x, split, &form) == MHA_OK,
+        "latent first 5");
+  Check(mha_latent_forward_with_cache(layer, cache, 1, 1, x + (kT - 1) * kHidden,
+                                      split + (kT - 1) * kHidden, &form) == MHA_OK &&
+            form == MHA_LATENT_FORM_ABSORBED,
+        "latent step absorbed");
+  Check(Close(whole, split, kT * kHidden) < 1e-4f, "latent forms agree");
+  Check(mha_latent_forward_with_cache(layer, cache, 1, 1, x, split, NULL) ==
+                MHA_INVALID_ARGUMENT &&
+            mha_latent_kv_cache_length(cache, 0) == kT,
+        "latent cache full: refused, unchanged");
+  mha_latent_kv_cache_destroy(cache);
+  mha_latent_layer_destroy(layer);
+}
+
 int main(void) {
   static float weights[4][E * E], biases[4][E], x[B * S * E];
   srand(7);
@@ -573,6 +634,7 @@ int main(void) {
   CheckCrossAttention(layer, x);
   mha_layer_destroy(layer);
   CheckCore();
+  CheckLatent();
   printf("%d passed, %d failed\n", g_passed, g_failed);
   return g_failed == 0 ? 0 : 1;
 }

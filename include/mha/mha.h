@@ -341,6 +341,61 @@ typedef struct {
 
 mha_status mha_scaled_dot_product_attention_ex(const mha_attention_ex_args* args);
 
+/* Multi-head latent attention: DeepSeek V2/V3's layer and its latent cache (see
+ * mha/latent_attention.hpp). A growing struct (struct_size, as above). */
+typedef enum {
+  MHA_LATENT_FORM_AUTO = 0,     /* by cost: a prompt with nothing cached expands */
+  MHA_LATENT_FORM_ABSORBED = 1, /* always absorbed */
+  MHA_LATENT_FORM_EXPANDED = 2  /* only returned: what a call ran */
+} mha_latent_form;
+
+typedef struct {
+  size_t struct_size;
+  int64_t hidden_size, num_heads;
+  int64_t q_lora_rank; /* 0: q_proj; else q_a_proj, q_a_layernorm, q_b_proj */
+  int64_t kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
+  double rms_norm_eps;  /* 0: 1e-6 */
+  mha_rope_config rope; /* DeepSeek: MHA_ROPE_INTERLEAVED; YaRN: inv_freq and
+                           attention_factor (rotary_dim: 0 or qk_rope_head_dim) */
+  float softmax_scale;  /* 0: (nope + rope)^-0.5 (times mscale^2 under YaRN) */
+  mha_latent_form form;
+  /* nn.Linear weights [out, in], float32, copied at creation; NULL where q_lora_rank
+   * says none. */
+  const float* q_proj;
+  const float* q_a_proj;
+  const float* q_a_layernorm;
+  const float* q_b_proj;
+  const float* kv_a_proj_with_mqa;
+  const float* kv_a_layernorm;
+  const float* kv_b_proj;
+  const float* o_proj;
+} mha_latent_config;
+
+typedef struct mha_latent_layer mha_latent_layer;
+typedef struct mha_latent_kv_cache mha_latent_kv_cache;
+
+mha_status mha_latent_layer_create(const mha_latent_config* config,
+                                   mha_latent_layer** layer);
+void mha_latent_layer_destroy(mha_latent_layer* layer);
+/* The latent and the rotary key part per token, nothing else. */
+mha_status mha_latent_kv_cache_create(const mha_latent_layer* layer, int64_t max_batch,
+                                      int64_t max_seq_len, mha_kv_storage storage,
+                                      mha_latent_kv_cache** cache);
+void mha_latent_kv_cache_destroy(mha_latent_kv_cache* cache);
+/* Keeps a sequence's first `length` tokens (0: empty). */
+mha_status mha_latent_kv_cache_truncate(mha_latent_kv_cache* cache, int64_t sequence,
+                                        int64_t length);
+/* Tokens cached, or -1 (with mha_last_error) for a bad index. */
+int64_t mha_latent_kv_cache_length(const mha_latent_kv_cache* cache, int64_t sequence);
+int64_t mha_latent_kv_cache_bytes_per_token(const mha_latent_kv_cache* cache);
+/* hidden_states and output [batch, new_tokens, hidden_size]: appends the tokens to
+ * the first `batch` sequences and attends causally over each. form (or NULL)
+ * receives the form the call ran. On failure the cache and output are unchanged. */
+mha_status mha_latent_forward_with_cache(const mha_latent_layer* layer,
+                                         mha_latent_kv_cache* cache, int64_t batch,
+                                         int64_t new_tokens, const float* hidden_states,
+                                         float* output, mha_latent_form* form);
+
 #ifdef __cplusplus
 }
 #endif

@@ -9,7 +9,17 @@
 #include <string>
 
 #include "mha/mha.hpp"
+#include "src/capi/c_support.h"
 #include "src/validation/problem.h"
+
+using mha::capi::EnumValue;
+using mha::capi::Guard;
+using mha::capi::LastError;
+using mha::capi::Require;
+using mha::capi::ToRotary;
+using mha::capi::ToStorage;
+using mha::capi::UnknownValue;
+using mha::capi::VersionedArgs;
 
 struct mha_layer {
   mha::MultiheadAttention attention;
@@ -29,126 +39,6 @@ struct mha_rotary {
 
 namespace {
 
-// A fixed buffer: recording an error must not allocate, or running out of memory
-// would throw again from inside the handler, through the C caller.
-thread_local char t_last_error[4096];
-
-void SetLastError(const char* prefix, const char* message) noexcept {
-  std::snprintf(t_last_error, sizeof t_last_error, "%s%s", prefix, message);
-}
-
-template <class F>
-mha_status Guard(const F& body) noexcept {
-  try {
-    body();
-    return MHA_OK;
-  } catch (const mha::OutOfBlocksError& e) {
-    SetLastError("", e.what());
-    return MHA_OUT_OF_BLOCKS;
-  } catch (const mha::Error& e) {
-    SetLastError("", e.what());
-    return MHA_INVALID_ARGUMENT;
-  } catch (const std::bad_alloc&) {
-    SetLastError("", "mha: out of memory");
-    return MHA_OUT_OF_MEMORY;
-  } catch (const std::exception& e) {
-    SetLastError("mha: internal error: ", e.what());
-    return MHA_INTERNAL_ERROR;
-  } catch (...) {
-    SetLastError("", "mha: internal error");
-    return MHA_INTERNAL_ERROR;
-  }
-}
-
-void Require(const void* pointer, const char* name) {
-  if (!pointer) throw mha::Error(std::string("mha: ") + name + ": must not be NULL");
-}
-
-// A copy of a growing argument struct: the fields the caller's struct_size covers,
-// zeros after them. first_release: the struct's size in its first release.
-template <class Args>
-Args VersionedArgs(const Args* args, size_t first_release = sizeof(Args)) {
-  Require(args, "args");
-  if (args->struct_size < first_release || args->struct_size > sizeof(Args)) {
-    throw mha::Error("mha: args.struct_size: must be in [" +
-                     std::to_string(first_release) + ", " + std::to_string(sizeof(Args)) +
-                     "] (sizeof the struct), got " + std::to_string(args->struct_size));
-  }
-  Args copy;
-  std::memset(&copy, 0, sizeof copy);
-  std::memcpy(&copy, args, args->struct_size);
-  return copy;
-}
-
-// The integer a C caller stored in an enum: read as bytes, because loading a value
-// outside the enumerators through the enum type is undefined behaviour in C++.
-template <class Enum>
-int EnumValue(const Enum& field) {
-  static_assert(sizeof(Enum) == sizeof(int), "C enums are int-sized here");
-  int value = 0;
-  std::memcpy(&value, &field, sizeof value);
-  return value;
-}
-
-[[noreturn]] void UnknownValue(const std::string& name, int value) {
-  throw mha::Error("mha: " + name + ": unknown value " + std::to_string(value));
-}
-
-mha::DType ToStorage(const mha_kv_storage& storage) {
-  switch (EnumValue(storage)) {
-    case MHA_KV_FLOAT32:
-      return mha::DType::kFloat32;
-    case MHA_KV_BFLOAT16:
-      return mha::DType::kBFloat16;
-    case MHA_KV_INT8:
-      return mha::DType::kInt8;
-  }
-  UnknownValue("storage", EnumValue(storage));
-}
-
-// head_dim: what rotary_dim 0 stands for (the length inv_freq is read to).
-mha::RotaryConfig ToRotary(const mha_rope_config& c, int64_t head_dim) {
-  mha::RotaryConfig rotary;
-  const int pairing = EnumValue(c.pairing), scaling = EnumValue(c.scaling);
-  if (pairing != MHA_ROPE_NONE && pairing != MHA_ROPE_HALF_SPLIT &&
-      pairing != MHA_ROPE_INTERLEAVED) {
-    UnknownValue("rope.pairing", pairing);
-  }
-  if (scaling < MHA_ROPE_SCALING_NONE || scaling > MHA_ROPE_SCALING_LONGROPE) {
-    UnknownValue("rope.scaling", scaling);
-  }
-  rotary.pairing = static_cast<mha::RotaryPairing>(pairing);
-  rotary.rotary_dim = c.rotary_dim;
-  if (c.theta != 0.0) rotary.theta = c.theta;
-  if (c.max_positions != 0) rotary.max_positions = c.max_positions;
-  rotary.scaling.type = static_cast<mha::RopeScalingType>(scaling);
-  if (c.factor != 0.0) rotary.scaling.factor = c.factor;
-  if (c.low_freq_factor != 0.0) rotary.scaling.low_freq_factor = c.low_freq_factor;
-  if (c.high_freq_factor != 0.0) rotary.scaling.high_freq_factor = c.high_freq_factor;
-  if (c.original_max_position_embeddings != 0) {
-    rotary.scaling.original_max_position_embeddings = c.original_max_position_embeddings;
-  }
-  if (c.attention_factor != 0.0) rotary.attention_factor = c.attention_factor;
-  rotary.scaling.attention_factor = c.longrope_attention_factor;
-  const auto read_half = [&](const float* values, const char* name,
-                             std::vector<float>& out) {
-    if (!values) return;
-    const int64_t half = (c.rotary_dim ? c.rotary_dim : head_dim) / 2;
-    if (half < 1 || half > (int64_t{1} << 20)) {
-      throw mha::Error(std::string("mha: rope.") + name +
-                       ": needs rope.rotary_dim (0: head_dim " +
-                       std::to_string(head_dim) + ") in [2, 2^21], got " +
-                       std::to_string(c.rotary_dim));
-    }
-    out.assign(values, values + half);
-  };
-  read_half(c.short_factor, "short_factor", rotary.scaling.short_factor);
-  read_half(c.long_factor, "long_factor", rotary.scaling.long_factor);
-  read_half(c.inv_freq, "inv_freq", rotary.inv_freq);
-  return rotary;
-}
-
-// num_heads: the length of alibi_slopes.
 mha::AttentionFeatures ToFeatures(const mha_features& c, int64_t num_heads) {
   mha::AttentionFeatures features;
   if (c.softcap != 0.0f) features.softcap = c.softcap;
@@ -293,7 +183,7 @@ int64_t ToSeq(const mha_attention_tensor& t) {
 
 extern "C" {
 
-const char* mha_last_error(void) { return t_last_error; }
+const char* mha_last_error(void) { return LastError(); }
 
 mha_status mha_set_max_isa(const char* name) {
   return Guard([&] {
