@@ -437,6 +437,29 @@ static void CheckLatent(void) {
             mha_latent_kv_cache_length(cache, 0) == kT,
         "latent cache full: refused, unchanged");
   mha_latent_kv_cache_destroy(cache);
+
+  /* The same prompt as one packed step over a paged latent cache (absorbed). */
+  mha_paged_kv_cache_options options;
+  memset(&options, 0, sizeof options);
+  options.num_blocks = 2;
+  options.max_sequences = 1;
+  mha_paged_kv_cache* paged = NULL;
+  Check(mha_latent_paged_kv_cache_create(layer, &options, &paged) == MHA_OK,
+        "create latent paged cache");
+  const int64_t id = 0, count = kT, starts[2] = {0, kT};
+  Check(mha_paged_kv_cache_add_sequence(paged, 0) == MHA_OK &&
+            mha_paged_kv_cache_append_slots(paged, &id, &count, 1) == MHA_OK,
+        "latent paged slots");
+  float packed[kT * kHidden];
+  Check(
+      mha_latent_forward_packed(layer, paged, 0, kT, x, 1, &id, starts, packed) == MHA_OK,
+      "latent packed step");
+  Check(Close(whole, packed, kT * kHidden) < 1e-4f, "latent packed agrees");
+  mha_paged_kv_cache_stats stats;
+  Check(mha_paged_kv_cache_get_stats(paged, &stats) == MHA_OK &&
+            stats.bytes_per_block == 16 * (kRank + kRope) * 4,
+        "latent paged bytes per block");
+  mha_paged_kv_cache_destroy(paged);
   mha_latent_layer_destroy(layer);
 }
 

@@ -9,9 +9,11 @@
 #include <cmath>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mha/latent_attention.hpp"
+#include "mha/mha.hpp"
 #include "tests/test_util.h"
 
 namespace mha {
@@ -152,6 +154,146 @@ INSTANTIATE_TEST_SUITE_P(Cases, LatentLayer, ::testing::ValuesIn(Cases()),
                          [](const ::testing::TestParamInfo<LatentCase>& info) {
                            return info.param.name;
                          });
+
+// One packed step: each (sequence, rows) appends its rows; returns each one's output.
+std::vector<std::vector<float>> PackedStep(
+    const MultiHeadLatentAttention& layer, PagedKvCache& cache,
+    const std::vector<std::pair<int64_t, std::vector<float>>>& parts) {
+  std::vector<int64_t> ids, starts{0}, counts;
+  std::vector<float> rows;
+  for (const auto& [id, part] : parts) {
+    ids.push_back(id);
+    counts.push_back(static_cast<int64_t>(part.size()) / kHidden);
+    starts.push_back(starts.back() + counts.back());
+    rows.insert(rows.end(), part.begin(), part.end());
+  }
+  cache.AppendSlots(ids.data(), counts.data(), static_cast<int64_t>(ids.size()));
+  std::vector<float> out(rows.size());
+  const int64_t n = static_cast<int64_t>(ids.size()), tokens = starts.back();
+  EXPECT_EQ(layer.ForwardPacked(TensorView(rows.data(), Shape{tokens, kHidden}),
+                                {TensorView(ids.data(), DType::kInt64, Shape{n}),
+                                 TensorView(starts.data(), DType::kInt64, Shape{n + 1})},
+                                cache, 0,
+                                MutableTensorView(out.data(), Shape{tokens, kHidden})),
+            LatentForm::kAbsorbed);
+  std::vector<std::vector<float>> outputs;
+  for (int64_t i = 0; i < n; ++i) {
+    outputs.emplace_back(out.begin() + starts[i] * kHidden,
+                         out.begin() + starts[i + 1] * kHidden);
+  }
+  return outputs;
+}
+
+// The naive layer over one sequence's whole stream; its rows [first, first + count).
+std::vector<float> NaiveRows(const LatentAttentionConfig& config,
+                             const LatentAttentionWeights& weights,
+                             const std::vector<float>& stream, int64_t first,
+                             int64_t count) {
+  const int64_t total = static_cast<int64_t>(stream.size()) / kHidden;
+  std::vector<float> out(stream.size());
+  NaiveMultiHeadLatentAttention(config, weights,
+                                TensorView(stream.data(), Shape{1, total, kHidden}),
+                                MutableTensorView(out.data(), Shape{1, total, kHidden}));
+  return Rows(out, 1, total, first, count);
+}
+
+class LatentPaged : public ::testing::TestWithParam<LatentCase> {};
+
+// Mixed steps (a prompt beside a decode), a fork whose branches decode apart, and a
+// truncation followed by other tokens: every row equals the naive layer over its
+// sequence's own stream.
+TEST_P(LatentPaged, MixedStepsForksAndTruncationMatchTheReference) {
+  const LatentCase& c = GetParam();
+  const LatentAttentionConfig config = Config(c);
+  const Weights weights(config);
+  const MultiHeadLatentAttention layer(config, weights.views);
+  PagedKvCacheOptions options;
+  options.num_blocks = 12, options.block_size = 16, options.max_sequences = 3;
+  options.storage = c.storage;
+  PagedKvCache cache(config, options);
+  const double bound = c.storage == DType::kFloat32 ? 1e-4 : 3e-2;
+  std::vector<float> streams[3];
+  const auto step = [&](const std::vector<std::pair<int64_t, int64_t>>& plan,
+                        uint32_t seed) {
+    std::vector<std::pair<int64_t, std::vector<float>>> parts;
+    for (const auto& [id, count] : plan) {
+      parts.emplace_back(id, RandomFloats(count * kHidden, seed++));
+      streams[id].insert(streams[id].end(), parts.back().second.begin(),
+                         parts.back().second.end());
+    }
+    const auto outputs = PackedStep(layer, cache, parts);
+    for (size_t i = 0; i < plan.size(); ++i) {
+      const int64_t id = plan[i].first, count = plan[i].second;
+      const int64_t first = static_cast<int64_t>(streams[id].size()) / kHidden - count;
+      ExpectClose(outputs[i], NaiveRows(config, weights.views, streams[id], first, count),
+                  (c.name + " sequence " + std::to_string(id)).c_str(), bound);
+    }
+  };
+  cache.AddSequence(0);
+  cache.AddSequence(1);
+  step({{0, 19}}, 10);
+  step({{0, 1}, {1, 7}}, 20);  // a decode beside a prompt
+  cache.Fork(0, 2);
+  streams[2] = streams[0];
+  step({{0, 1}, {2, 2}, {1, 1}}, 30);  // the branches part ways in a shared block
+  cache.Truncate(1, 5);
+  streams[1].resize(5 * kHidden);
+  step({{1, 3}, {2, 1}}, 40);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, LatentPaged,
+    ::testing::Values(LatentCase{"v2_lite_f32", 0, DType::kFloat32},
+                      LatentCase{"q_lora_yarn_bf16", 24, DType::kBFloat16, true},
+                      LatentCase{"q_lora_int8", 24, DType::kInt8}),
+    [](const ::testing::TestParamInfo<LatentCase>& info) { return info.param.name; });
+
+TEST(LatentPaged, CachesOfTheOtherKindAndTreesAreRefused) {
+  const LatentAttentionConfig config = Config({});
+  const Weights weights(config);
+  const MultiHeadLatentAttention layer(config, weights.views);
+  PagedKvCacheOptions options;
+  options.num_blocks = 2, options.max_sequences = 1;
+  AttentionConfig plain;
+  plain.num_heads = 1, plain.head_dim = kRank + kRope, plain.query_dim = kHidden;
+  PagedKvCache plain_cache(plain, options);
+  PagedKvCache latent_cache(config, options);
+  plain_cache.AddSequence(0);
+  latent_cache.AddSequence(0);
+  const int64_t id = 0, count = 1, starts[] = {0, 1};
+  plain_cache.AppendSlots(&id, &count, 1);
+  latent_cache.AppendSlots(&id, &count, 1);
+  std::vector<float> x(kHidden, 0.5f), out(kHidden, 7.0f);
+  const PackedBatch batch{TensorView(&id, DType::kInt64, Shape{1}),
+                          TensorView(starts, DType::kInt64, Shape{2})};
+  const TensorView in(x.data(), Shape{1, kHidden});
+  const MutableTensorView out_view(out.data(), Shape{1, kHidden});
+  ExpectErrorMentioning([&] { layer.ForwardPacked(in, batch, plain_cache, 0, out_view); },
+                        "cache: must be a latent PagedKvCache");
+  const int64_t parents[] = {-1};
+  PackedBatch tree = batch;
+  tree.tree_parents = TensorView(parents, DType::kInt64, Shape{1});
+  ExpectErrorMentioning([&] { layer.ForwardPacked(in, tree, latent_cache, 0, out_view); },
+                        "batch.tree_parents: token trees are not supported");
+  std::vector<float> w(kHidden * kHidden, 0.1f);
+  AttentionWeights mha_weights;
+  plain.num_heads = 2, plain.head_dim = kHidden / 2;
+  mha_weights.query.weight = {w.data(), Shape{kHidden, kHidden}};
+  mha_weights.key.weight = {w.data(), Shape{kHidden, kHidden}};
+  mha_weights.value.weight = {w.data(), Shape{kHidden, kHidden}};
+  const MultiheadAttention attention(plain, mha_weights);
+  ExpectErrorMentioning(
+      [&] { attention.ForwardPacked(in, batch, latent_cache, 0, out_view); },
+      "cache: made for multi-head latent attention layers");
+  EXPECT_EQ(out, std::vector<float>(kHidden, 7.0f));
+  ExpectErrorMentioning(
+      [&] {
+        PagedKvCacheOptions windowed = options;
+        windowed.sliding_window = 8;
+        PagedKvCache(config, windowed);
+      },
+      "a latent cache keeps every token");
+}
 
 TEST(LatentKvCache, BytesPerTokenAreTheLatentAndRotaryPart) {
   const LatentAttentionConfig config = Config({});

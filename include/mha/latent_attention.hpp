@@ -8,6 +8,8 @@
 #include <memory>
 #include <optional>
 
+#include "mha/attention.hpp"
+#include "mha/paged_kv_cache.hpp"
 #include "mha/rotary.hpp"
 #include "mha/tensor.hpp"
 
@@ -117,6 +119,15 @@ class MultiHeadLatentAttention {
   // Returns the form the call ran.
   LatentForm ForwardWithCache(const TensorView& hidden_states, LatentKvCache& cache,
                               const MutableTensorView& output) const;
+
+  // One continuous-batching step over a paged cache made from this layer's config
+  // (PagedKvCache's latent constructor), as MultiheadAttention::ForwardPacked:
+  // hidden_states [T, hidden] packed by batch.sequence_ids and batch.query_start_loc
+  // (cache.AppendSlots first, once per step for every layer), output [T, hidden].
+  // Runs absorbed. Token trees (batch.tree_parents) are not supported yet.
+  LatentForm ForwardPacked(const TensorView& hidden_states, const PackedBatch& batch,
+                           PagedKvCache& cache, int64_t layer,
+                           const MutableTensorView& output) const;
 
   struct Impl;
 

@@ -395,6 +395,20 @@ mha_status mha_latent_forward_with_cache(const mha_latent_layer* layer,
                                          mha_latent_kv_cache* cache, int64_t batch,
                                          int64_t new_tokens, const float* hidden_states,
                                          float* output, mha_latent_form* form);
+/* A paged cache of `layer`'s latents (every layer of a model in one pool, as for
+ * mha_paged_kv_cache_create; no sliding_window or attention_chunk_size), managed by
+ * the mha_paged_kv_cache_* calls. */
+mha_status mha_latent_paged_kv_cache_create(const mha_latent_layer* layer,
+                                            const mha_paged_kv_cache_options* options,
+                                            mha_paged_kv_cache** cache);
+/* One packed step (see MultiHeadLatentAttention::ForwardPacked): hidden_states and
+ * output [num_tokens, hidden_size], sequence i's tokens at rows query_start_loc[i] ..
+ * query_start_loc[i+1]-1 (mha_paged_kv_cache_append_slots first). */
+mha_status mha_latent_forward_packed(const mha_latent_layer* layer,
+                                     mha_paged_kv_cache* cache, int64_t layer_index,
+                                     int64_t num_tokens, const float* hidden_states,
+                                     int64_t num_sequences, const int64_t* sequence_ids,
+                                     const int64_t* query_start_loc, float* output);
 
 #ifdef __cplusplus
 }

@@ -15,6 +15,8 @@
 namespace mha {
 
 class MultiheadAttention;
+class MultiHeadLatentAttention;
+struct LatentAttentionConfig;
 
 struct PagedKvCacheOptions {
   int64_t num_blocks = 0;     // blocks in the pool, >= 1
@@ -60,6 +62,10 @@ class PagedKvCache {
  public:
   // Throws mha::Error for an invalid config or options.
   PagedKvCache(const AttentionConfig& config, const PagedKvCacheOptions& options);
+  // A cache of multi-head latent attention layers (mha/latent_attention.hpp): per
+  // token and layer the latent and the rotary key part only. No sliding window or
+  // attention chunk.
+  PagedKvCache(const LatentAttentionConfig& config, const PagedKvCacheOptions& options);
   ~PagedKvCache();
   PagedKvCache(PagedKvCache&&) noexcept;
   PagedKvCache& operator=(PagedKvCache&&) noexcept;
@@ -97,6 +103,7 @@ class PagedKvCache {
 
  private:
   friend class MultiheadAttention;
+  friend class MultiHeadLatentAttention;
   std::unique_ptr<Impl> impl_;
 };
 

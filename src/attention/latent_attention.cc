@@ -97,31 +97,30 @@ float* MultiHeadLatentAttention::Impl::ProjectKeys(const float* hidden,
   return keys;
 }
 
-void MultiHeadLatentAttention::Impl::AppendToCache(const float* keys, int64_t batch,
-                                                   int64_t seq,
-                                                   LatentKvCache::Impl& cache) const {
+void MultiHeadLatentAttention::Impl::AppendToCache(
+    const float* keys, const internal::LatentStep& step) const {
   internal::KvWrite write;
-  write.key = write.value = {keys, seq * key_dim(), 0, key_dim()};
-  write.batch_end = batch;
+  write.key =
+      write.value = {keys, step.query_len * key_dim(), 0, key_dim(), step.batch_rows};
+  write.batch_end = step.sequences;
   write.num_kv_heads = 1;
   write.head_dim = key_dim();
   write.value_head_dim = config.kv_lora_rank;
-  write.count = seq;
+  write.counts = step.counts;
+  write.count = step.query_len;
   write.first_positions = workspace.first_positions.data();
   if (rotary) {
     write.rotary = &*rotary;
     write.rotary_positions = workspace.positions.data();
-    write.positions_per_sequence = seq;
+    write.positions_per_sequence = step.query_len;
   }
-  write.pages = cache.pages;
+  write.pages = step.pages;
   internal::WriteKvPages(write, workspace.rotation_scratch);
 }
 
 float* MultiHeadLatentAttention::Impl::AttendAbsorbed(
-    const float* queries, int64_t batch, int64_t seq,
-    const LatentKvCache::Impl& cache) const {
-  const int64_t rows = batch * seq;
-  return ValueUp(AttendLatent(AbsorbQueries(queries, rows), batch, seq, cache), rows);
+    const float* queries, const internal::LatentStep& step) const {
+  return ValueUp(AttendLatent(AbsorbQueries(queries, step.rows), step), step.rows);
 }
 
 // Absorbed queries [rows, heads, rope + latent]: each head's q_pe, then q_nope W_UK_h
@@ -147,10 +146,9 @@ float* MultiHeadLatentAttention::Impl::AbsorbQueries(const float* queries,
 // Latent contexts [heads, rows, kv_lora_rank]: each head's rows in one run, the
 // input of its W_UV.
 float* MultiHeadLatentAttention::Impl::AttendLatent(
-    const float* absorbed, int64_t batch, int64_t seq,
-    const LatentKvCache::Impl& cache) const {
+    const float* absorbed, const internal::LatentStep& step) const {
   const int64_t heads = config.num_heads, rank = config.kv_lora_rank;
-  const int64_t rows = batch * seq;
+  const int64_t rows = step.rows, seq = step.query_len;
   float* contexts = LatentWorkspace::Reserve(workspace.contexts, heads * rows * rank);
   internal::AttentionParams params;
   params.num_heads = heads;
@@ -160,21 +158,21 @@ float* MultiHeadLatentAttention::Impl::AttendLatent(
   params.values_in_keys = true;
   params.value_offset = config.qk_rope_head_dim;
   params.query_len = params.query_count = seq;
-  for (int64_t b = 0; b < batch; ++b) {
-    params.key_len = std::max(params.key_len, workspace.first_positions[b] + seq);
-  }
-  params.batch_end = batch;
-  params.query = {absorbed, seq * heads * key_dim(), key_dim(), heads * key_dim()};
-  params.context = {contexts, seq * rank, rows * rank, rank};
+  params.key_len = step.key_len;
+  params.batch_end = step.sequences;
+  params.query = {absorbed, seq * heads * key_dim(), key_dim(), heads * key_dim(),
+                  step.batch_rows};
+  params.context = {contexts, seq * rank, rows * rank, rank, step.batch_rows};
+  params.query_counts = step.counts;
   params.query_scale = softmax_scale;
-  params.pages = cache.pages;
-  params.page_size = cache.page_size;
+  params.pages = step.pages;
+  params.page_size = step.page_size;
   if (rotary) {
     params.rotary = &*rotary;
     params.query_positions = workspace.positions.data();
   }
   const internal::MaskPlan masks = internal::MaskPlan::ForCache(
-      workspace.first_positions.data(), cache.capacity, AttentionFeatures{});
+      workspace.first_positions.data(), step.key_len, AttentionFeatures{});
   internal::RunAttentionCore(params, masks, workspace.core);
   return contexts;
 }
@@ -252,13 +250,21 @@ LatentForm MultiHeadLatentAttention::Impl::ForwardWithCache(
     first[b] = cache.lengths[b];
     for (int64_t i = 0; i < seq; ++i) positions[b * seq + i] = first[b] + i;
   }
+  internal::LatentStep step;
+  step.sequences = batch;
+  step.query_len = seq;
+  step.rows = rows;
+  for (int64_t b = 0; b < batch; ++b)
+    step.key_len = std::max(step.key_len, first[b] + seq);
+  step.pages = cache.pages;
+  step.page_size = cache.page_size;
   const LatentForm form = Choose(cache, batch);
   const float* queries = ProjectQueries(hidden.floats(), rows);
   const float* keys = ProjectKeys(hidden.floats(), rows);
-  AppendToCache(keys, batch, seq, cache);
+  AppendToCache(keys, step);
   const float* head_outputs = form == LatentForm::kExpanded
                                   ? AttendExpanded(queries, keys, batch, seq)
-                                  : AttendAbsorbed(queries, batch, seq, cache);
+                                  : AttendAbsorbed(queries, step);
   Run(output, kOutput, head_outputs, rows, output_view.floats());
   for (int64_t b = 0; b < batch; ++b) cache.lengths[b] += seq;  // only on success
   return form;

@@ -12,7 +12,9 @@
 #include "mha/latent_attention.hpp"
 #include "src/cache/contiguous_pages.h"
 #include "src/cache/latent_kv_cache_storage.h"
+#include "src/cache/paged_kv_cache_storage.h"
 #include "src/core/attention_core.h"
+#include "src/kernels/page_source.h"
 #include "src/projection/latent_weights.h"
 #include "src/projection/linear_primitive.h"
 #include "src/validation/latent_config.h"
@@ -20,6 +22,17 @@
 namespace mha {
 
 namespace internal {
+
+// The sequences one call attends for: `sequences` of query_len new rows each, or
+// (packed) counts[b] rows from batch_rows[b] on; their pages; the longest sequence.
+// Their first positions and every row's position are in the workspace.
+struct LatentStep {
+  int64_t sequences = 0, query_len = 0, key_len = 0, rows = 0;
+  const int64_t* batch_rows = nullptr;
+  const int64_t* counts = nullptr;
+  PageSource pages;
+  int64_t page_size = 0;
+};
 
 // Buffers and oneDNN call state of one forward, kept between calls.
 struct LatentWorkspace {
@@ -33,7 +46,8 @@ struct LatentWorkspace {
   std::vector<LinearCall> calls;  // one per primitive (MultiHeadLatentAttention::Impl)
   std::vector<float> query_a, queries, keys, absorbed_queries, nope_rows, contexts,
       head_outputs, rotation_scratch, latents, expanded, expanded_keys;
-  std::vector<int64_t> positions, first_positions;
+  std::vector<int64_t> positions, first_positions;        // per row, per sequence
+  std::vector<int64_t> sequence_ids, batch_rows, counts;  // packed steps
   CoreWorkspace core;
   ContiguousPages expanded_pages;  // the expanded form's keys and values
 };
@@ -49,6 +63,13 @@ struct MultiHeadLatentAttention::Impl {
 
   LatentForm ForwardWithCache(const TensorView& hidden, LatentKvCache::Impl& cache,
                               const MutableTensorView& output) const;
+  // latent_packed.cc: a continuous-batching step over a paged latent cache.
+  LatentForm ForwardPacked(const TensorView& hidden, const PackedBatch& batch,
+                           PagedKvCache::Impl& cache, int64_t layer,
+                           const MutableTensorView& output) const;
+  void CheckPacked(const TensorView& hidden, const PackedBatch& batch,
+                   const PagedKvCache::Impl& cache, int64_t layer,
+                   const MutableTensorView& output) const;
   void Check(const TensorView& hidden, const LatentKvCache::Impl& cache,
              const MutableTensorView& output) const;
   LatentForm Choose(const LatentKvCache::Impl& cache, int64_t batch) const;
@@ -57,14 +78,11 @@ struct MultiHeadLatentAttention::Impl {
   // [rows, heads, rope + nope]; cached rows [rows, rope + latent].
   const float* ProjectQueries(const float* hidden, int64_t rows) const;
   float* ProjectKeys(const float* hidden, int64_t rows) const;
-  void AppendToCache(const float* keys, int64_t batch, int64_t seq,
-                     LatentKvCache::Impl& cache) const;
+  void AppendToCache(const float* keys, const internal::LatentStep& step) const;
   // Absorbed: returns the head outputs [rows, heads * v_head_dim].
-  float* AttendAbsorbed(const float* queries, int64_t batch, int64_t seq,
-                        const LatentKvCache::Impl& cache) const;
+  float* AttendAbsorbed(const float* queries, const internal::LatentStep& step) const;
   float* AbsorbQueries(const float* queries, int64_t rows) const;
-  float* AttendLatent(const float* absorbed, int64_t batch, int64_t seq,
-                      const LatentKvCache::Impl& cache) const;
+  float* AttendLatent(const float* absorbed, const internal::LatentStep& step) const;
   float* ValueUp(const float* contexts, int64_t rows) const;
   // Expanded (latent_expanded.cc), every sequence starting empty: the same.
   float* AttendExpanded(const float* queries, const float* keys, int64_t batch,

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "src/attention/layer_impl.h"
+#include "src/attention/packed_batch.h"
 #include "src/base/check.h"
 #include "src/cache/paged_kv_cache_storage.h"
 #include "src/threading/parallel_for.h"
@@ -17,16 +18,7 @@ using internal::Fail;
 using internal::Problem;
 using internal::Workspace;
 
-namespace {
-
-void CheckIndexTensor(const char* name, const TensorView& tensor, int64_t length) {
-  if (tensor.dtype != DType::kInt32 && tensor.dtype != DType::kInt64) {
-    Fail(name, ": expected dtype int32 or int64, got ", DTypeName(tensor.dtype));
-  }
-  internal::CheckTensor(name, tensor, tensor.dtype, Shape{length});
-}
-
-}  // namespace
+using internal::CheckIndexTensor;
 
 void MultiheadAttention::Impl::CheckCacheShape(int64_t num_kv_heads,
                                                int64_t head_dim) const {
@@ -51,6 +43,11 @@ Problem MultiheadAttention::Impl::ValidatePackedCall(
     int64_t layer, const MutableTensorView& output, const ForwardOptions& options,
     Workspace& workspace) const {
   internal::CheckThreadCount("options.num_threads", options.num_threads);
+  if (cache.latent) {
+    Fail(
+        "cache: made for multi-head latent attention layers (latents, no keys and "
+        "values of their own)");
+  }
   CheckCacheShape(cache.num_kv_heads, cache.head_dim);
   if (layer < 0 || layer >= cache.options.num_layers) {
     Fail("layer: must be in [0, ", cache.options.num_layers, "), got ", layer);
@@ -80,60 +77,16 @@ Problem MultiheadAttention::Impl::ValidatePackedCall(
   internal::CheckTensor("query", query, query.dtype, query.shape);
   internal::CheckOutput("output", output, Shape{tokens, output_dim},
                         /*bf16_allowed=*/true);
-  if (batch.sequence_ids.shape.rank() != 1) {
-    Fail("batch.sequence_ids: expected shape [N], got ",
-         batch.sequence_ids.shape.ToString());
-  }
-  const int64_t n = batch.sequence_ids.shape[0];
-  CheckIndexTensor("batch.sequence_ids", batch.sequence_ids, n);
-  CheckIndexTensor("batch.query_start_loc", batch.query_start_loc, n + 1);
   if (options.position_ids.present()) {
     CheckIndexTensor("options.position_ids", options.position_ids, tokens);
   }
-  const std::lock_guard<std::mutex> lock(cache.mutex);
-  // Distinct live sequences: no more of them than the cache holds. Checked before
-  // the workspace is sized from n.
-  if (n > cache.active_sequences) {
-    Fail("batch.sequence_ids: ", n, " sequences, but the cache holds ",
-         cache.active_sequences);
-  }
-  int64_t* ids = Workspace::Reserve(workspace.sequence_ids, n);
-  int64_t* rows = Workspace::Reserve(workspace.batch_rows, n + 1);
-  int64_t* counts = Workspace::Reserve(workspace.new_lengths, n);
-  int64_t* first_positions = Workspace::Reserve(workspace.positions, n);
+  const internal::PackedSequences sequences = internal::CheckPackedBatch(
+      batch, tokens, cache, workspace.sequence_ids, workspace.batch_rows,
+      workspace.new_lengths, workspace.positions);
   Problem problem;
-  problem.batch_size = n;
-  rows[0] = internal::IntegerAt(batch.query_start_loc, 0);
-  if (rows[0] != 0) Fail("batch.query_start_loc[0]: must be 0, got ", rows[0]);
-  for (int64_t i = 0; i < n; ++i) {
-    ids[i] = internal::IntegerAt(batch.sequence_ids, i);
-    rows[i + 1] = internal::IntegerAt(batch.query_start_loc, i + 1);
-    counts[i] = rows[i + 1] - rows[i];
-    if (counts[i] < 0 || rows[i + 1] > tokens) {
-      Fail("batch.query_start_loc[", i + 1, "]: must be in [", rows[i], ", ", tokens,
-           "], got ", rows[i + 1]);
-    }
-    if (ids[i] < 0 || ids[i] >= cache.options.max_sequences ||
-        !cache.sequences[ids[i]].active) {
-      Fail("batch.sequence_ids[", i, "]: ", ids[i], " is not a sequence of the cache");
-    }
-    const PagedKvCache::Impl::Sequence& sequence = cache.sequences[ids[i]];
-    first_positions[i] = sequence.length - counts[i];
-    // Only the slots the last AppendSlots made are private to the sequence.
-    if (first_positions[i] < sequence.appended_from) {
-      Fail("batch: sequence ", ids[i], " has ", counts[i],
-           " new tokens but its last cache.AppendSlots made room for ",
-           sequence.length - sequence.appended_from,
-           " (after Fork or Truncate: none); call cache.AppendSlots first");
-    }
-    problem.query_len = std::max(problem.query_len, counts[i]);
-    problem.key_len = std::max(problem.key_len, sequence.length);
-  }
-  cache.CheckDistinct("batch.sequence_ids", ids, n);
-  if (rows[n] != tokens) {
-    Fail("batch.query_start_loc[", n, "]: must equal the query's T=", tokens, ", got ",
-         rows[n]);
-  }
+  problem.batch_size = sequences.count;
+  problem.query_len = sequences.query_len;
+  problem.key_len = sequences.key_len;
   return problem;
 }
 

@@ -11,6 +11,7 @@
 #include "src/cache/paged_kv_cache_storage.h"
 #include "src/kernels/kv_token_copy.h"
 #include "src/kernels/tile_sizes.h"
+#include "src/validation/latent_config.h"
 #include "src/validation/problem.h"
 
 namespace mha {
@@ -47,17 +48,16 @@ void ValidateOptions(const PagedKvCacheOptions& o) {
 }
 
 // The pool's bytes, checked before anything is allocated.
-void CheckPoolBytes(const AttentionConfig& config, const PagedKvCacheOptions& o) {
-  const internal::KvStorage storage = internal::KvStorageFor(o.storage);
-  const int64_t token_bytes = internal::KvTokenBytes(config.head_dim, storage);
+void CheckPoolBytes(int64_t num_kv_heads, int64_t token_bytes,
+                    const PagedKvCacheOptions& o) {
   int64_t bytes = 0;
-  if (!internal::AddressableProduct({o.num_layers, o.num_blocks, o.block_size,
-                                     config.resolved_num_kv_heads(), token_bytes},
-                                    &bytes)) {
+  if (token_bytes < 0 ||
+      !internal::AddressableProduct(
+          {o.num_layers, o.num_blocks, o.block_size, num_kv_heads, token_bytes},
+          &bytes)) {
     Fail("PagedKvCache: num_layers ", o.num_layers, " x num_blocks ", o.num_blocks,
-         " x block_size ", o.block_size, " needs more than 2^47 bytes (",
-         config.resolved_num_kv_heads(), " KV heads of ", token_bytes,
-         " bytes per token)");
+         " x block_size ", o.block_size, " needs more than 2^47 bytes (", num_kv_heads,
+         " KV heads of ", token_bytes, " bytes per token)");
   }
 }
 
@@ -67,31 +67,27 @@ int64_t PagesFor(int64_t tokens, int64_t block_size) {
 
 }  // namespace
 
-PagedKvCache::Impl::Impl(const AttentionConfig& config, const PagedKvCacheOptions& o)
+PagedKvCache::Impl::Impl(const internal::BlockLayout& block_layout,
+                         const PagedKvCacheOptions& o)
     : options(o),
-      num_kv_heads(config.resolved_num_kv_heads()),
-      head_dim(config.head_dim),
-      padded_head_dim(static_cast<int64_t>(internal::RoundUp(
-          static_cast<size_t>(config.head_dim), internal::kPanelWidth))),
-      storage(internal::KvStorageFor(o.storage)),
+      layout(block_layout),
+      num_kv_heads(block_layout.num_kv_heads),
+      head_dim(block_layout.head_dim),
+      padded_value_dim(block_layout.padded_value_dim),
+      storage(block_layout.storage),
+      latent(block_layout.values_in_keys),
       pool(o.num_blocks),
       sequences(o.max_sequences),
       id_stamps(o.max_sequences, 0) {
-  const size_t element = internal::KvElementBytes(storage);
-  layout = internal::BlockLayout(o.block_size, num_kv_heads, head_dim, storage);
+  // Sizes checked by CheckPoolBytes before.
   const int64_t layer_tokens = o.num_blocks * num_kv_heads * o.block_size;
   layer_keys_bytes = o.num_blocks * layout.block_key_bytes();
   layer_values_bytes = o.num_blocks * layout.block_value_bytes();
-  // Checked sizes first: a pool too large for int64 is an error, not a wrap-around.
-  const int64_t key_bytes = internal::CheckedNumElements(
-      "PagedKvCache keys", Shape{o.num_layers, layer_tokens, head_dim}, element);
-  const int64_t value_bytes = internal::CheckedNumElements(
-      "PagedKvCache values", Shape{o.num_layers, layer_tokens, padded_head_dim}, element);
-  keys.assign(static_cast<size_t>(key_bytes) * element, 0);
-  values.assign(static_cast<size_t>(value_bytes) * element, 0);
+  keys.assign(static_cast<size_t>(o.num_layers * layer_keys_bytes), 0);
+  values.assign(static_cast<size_t>(o.num_layers * layer_values_bytes), 0);
   if (storage == internal::KvStorage::kInt8) {
     key_scales.assign(o.num_layers * layer_tokens, 0.0f);
-    value_scales.assign(o.num_layers * layer_tokens, 0.0f);
+    if (!latent) value_scales.assign(o.num_layers * layer_tokens, 0.0f);
   }
 }
 
@@ -241,27 +237,30 @@ void PagedKvCache::Impl::CopyBlock(int32_t from, int32_t to) {
     std::memcpy(layer_values + to * layout.block_value_bytes(),
                 layer_values + from * layout.block_value_bytes(),
                 layout.block_value_bytes());
-    if (key_scales.empty()) continue;
-    float* layer_key_scales = key_scales.data() + layer * options.num_blocks * tokens;
-    float* layer_value_scales = value_scales.data() + layer * options.num_blocks * tokens;
-    std::copy_n(layer_key_scales + from * tokens, tokens, layer_key_scales + to * tokens);
-    std::copy_n(layer_value_scales + from * tokens, tokens,
-                layer_value_scales + to * tokens);
+    for (std::vector<float>* scales : {&key_scales, &value_scales}) {
+      if (scales->empty()) continue;
+      float* layer_scales = scales->data() + layer * options.num_blocks * tokens;
+      std::copy_n(layer_scales + from * tokens, tokens, layer_scales + to * tokens);
+    }
   }
 }
 
 void PagedKvCache::Impl::ZeroValueRows(int32_t block, int64_t first_row) {
   const size_t element = internal::KvElementBytes(storage);
   const int64_t layer_tokens = options.num_blocks * num_kv_heads * options.block_size;
+  // int8 values' scales (the keys' with values in keys): a NaN one would poison 0 x.
+  std::vector<float>& scale_storage = latent ? key_scales : value_scales;
   for (int64_t layer = 0; layer < options.num_layers; ++layer) {
     uint8_t* block_values =
         values.data() + layer * layer_values_bytes + block * layout.block_value_bytes();
     for (int64_t kv_head = 0; kv_head < num_kv_heads; ++kv_head) {
-      internal::ZeroTileRows(block_values + kv_head * layout.value_page_bytes,
-                             options.block_size, padded_head_dim, first_row,
-                             options.block_size, element);
-      if (storage == internal::KvStorage::kInt8) {  // a NaN scale would poison 0 x
-        float* scales = value_scales.data() + layer * layer_tokens +
+      if (!latent) {  // latent values are transposed from keys up to the length only
+        internal::ZeroTileRows(block_values + kv_head * layout.value_page_bytes,
+                               options.block_size, padded_value_dim, first_row,
+                               options.block_size, element);
+      }
+      if (storage == internal::KvStorage::kInt8) {
+        float* scales = scale_storage.data() + layer * layer_tokens +
                         (block * num_kv_heads + kv_head) * options.block_size;
         std::fill(scales + first_row, scales + options.block_size, 0.0f);
       }
@@ -273,8 +272,34 @@ PagedKvCache::PagedKvCache(const AttentionConfig& config,
                            const PagedKvCacheOptions& options) {
   internal::ValidateConfig(config);
   ValidateOptions(options);
-  CheckPoolBytes(config, options);
-  impl_ = std::make_unique<Impl>(config, options);
+  const internal::KvStorage storage = internal::KvStorageFor(options.storage);
+  CheckPoolBytes(config.resolved_num_kv_heads(),
+                 internal::KvTokenBytes(config.head_dim, storage), options);
+  impl_ = std::make_unique<Impl>(
+      internal::BlockLayout(options.block_size, config.resolved_num_kv_heads(),
+                            config.head_dim, storage),
+      options);
+}
+
+PagedKvCache::PagedKvCache(const LatentAttentionConfig& config,
+                           const PagedKvCacheOptions& options) {
+  internal::ValidateLatentConfig(config);
+  ValidateOptions(options);
+  if (options.sliding_window != 0 || options.attention_chunk_size != 0) {
+    Fail("PagedKvCache: a latent cache keeps every token (sliding_window and "
+         "attention_chunk_size must be 0), got ",
+         options.sliding_window, " and ", options.attention_chunk_size);
+  }
+  const internal::KvStorage storage = internal::KvStorageFor(options.storage);
+  const int64_t key_dim = internal::LatentKeyDim(config);
+  CheckPoolBytes(1,
+                 key_dim * static_cast<int64_t>(internal::KvElementBytes(storage)) +
+                     (storage == internal::KvStorage::kInt8 ? 4 : 0),
+                 options);
+  impl_ = std::make_unique<Impl>(
+      internal::BlockLayout(options.block_size, 1, key_dim, storage, config.kv_lora_rank,
+                            /*values_in_keys=*/true),
+      options);
 }
 
 PagedKvCache::~PagedKvCache() = default;
@@ -291,7 +316,8 @@ PagedKvCacheStats PagedKvCache::stats() const {
   stats.used_blocks = stats.num_blocks - stats.free_blocks;
   stats.shared_blocks = impl_->pool.shared_blocks();
   stats.sequences = impl_->active_sequences;
-  const int64_t scales = impl_->key_scales.empty() ? 0 : 2 * sizeof(float);
+  const int64_t scales = (impl_->key_scales.empty() ? 0 : sizeof(float)) +
+                        (impl_->value_scales.empty() ? 0 : sizeof(float));
   stats.bytes_per_block =
       impl_->options.num_layers *
       (impl_->layout.block_key_bytes() + impl_->layout.block_value_bytes() +

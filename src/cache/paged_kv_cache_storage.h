@@ -1,6 +1,8 @@
 // PagedKvCache::Impl: the block pool's storage and the sequences' block tables. A
 // block holds block_size tokens of every layer and KV head, each (layer, block, KV
-// head) one page as the kernel reads it (see kv_pages.h).
+// head) one page as the kernel reads it (see kv_pages.h). A cache of multi-head
+// latent attention layers has one "KV head" of [rotary part, latent] keys whose
+// latent is the values (values in keys): no V pages.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +17,8 @@
 namespace mha {
 
 struct PagedKvCache::Impl {
-  Impl(const AttentionConfig& config, const PagedKvCacheOptions& options);
+  // `layout`: one layer's block (its block_size is options.block_size).
+  Impl(const internal::BlockLayout& layout, const PagedKvCacheOptions& options);
 
   struct Sequence {
     bool active = false;
@@ -66,13 +69,15 @@ struct PagedKvCache::Impl {
   void CheckTruncate(const char* what, const Sequence& s, int64_t length) const;
   void Truncate(Sequence& s, int64_t length);
   // Zeroes V rows [first_row, block_size) of a block in every layer and KV head:
-  // values past a sequence's length are multiplied by 0, so they must be finite.
+  // values past a sequence's length are multiplied by 0, so they must be finite
+  // (values in keys: their int8 scales).
   void ZeroValueRows(int32_t block, int64_t first_row);
 
   PagedKvCacheOptions options;
-  int64_t num_kv_heads, head_dim, padded_head_dim;
+  internal::BlockLayout layout;  // of one layer's block
+  int64_t num_kv_heads, head_dim, padded_value_dim;
   internal::KvStorage storage;
-  internal::BlockLayout layout;                   // of one layer's block
+  bool latent;  // layout.values_in_keys: a multi-head latent attention cache
   int64_t layer_keys_bytes, layer_values_bytes;   // one layer's storage
   internal::AlignedVector<uint8_t> keys, values;  // [layer, block, KV head, page]
   std::vector<float> key_scales, value_scales;    // int8: [layer, block, KV head, token]

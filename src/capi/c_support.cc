@@ -78,4 +78,16 @@ mha::RotaryConfig ToRotary(const mha_rope_config& c, int64_t head_dim) {
   return rotary;
 }
 
+mha::PagedKvCacheOptions ToPagedOptions(const mha_paged_kv_cache_options& options) {
+  mha::PagedKvCacheOptions o;
+  o.num_blocks = options.num_blocks;
+  o.block_size = options.block_size ? options.block_size : 16;
+  o.max_sequences = options.max_sequences;
+  o.num_layers = options.num_layers ? options.num_layers : 1;
+  o.storage = ToStorage(options.storage);
+  o.sliding_window = options.sliding_window;
+  o.attention_chunk_size = options.attention_chunk_size;
+  return o;
+}
+
 }  // namespace mha::capi

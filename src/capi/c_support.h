@@ -11,6 +11,12 @@
 #include "mha/mha.h"
 #include "mha/mha.hpp"
 
+// A paged cache handle: of MultiheadAttention or of multi-head latent attention
+// layers (its own create call each), the same mha_paged_kv_cache_* calls for both.
+struct mha_paged_kv_cache {
+  mha::PagedKvCache cache;
+};
+
 namespace mha::capi {
 
 // The message of the last failure on this thread (a fixed buffer: recording an
@@ -73,5 +79,7 @@ int EnumValue(const Enum& field) {
 mha::DType ToStorage(const mha_kv_storage& storage);
 // head_dim: what rotary_dim 0 stands for (the length inv_freq is read to).
 mha::RotaryConfig ToRotary(const mha_rope_config& c, int64_t head_dim);
+// The C options with their zeros' defaults (block_size 16, num_layers 1).
+mha::PagedKvCacheOptions ToPagedOptions(const mha_paged_kv_cache_options& options);
 
 }  // namespace mha::capi

@@ -29,10 +29,6 @@ struct mha_kv_cache {
   mha::KvCache cache;
 };
 
-struct mha_paged_kv_cache {
-  mha::PagedKvCache cache;
-};
-
 struct mha_rotary {
   mha::RotaryEmbedding embedding;
 };
@@ -366,15 +362,8 @@ mha_status mha_paged_kv_cache_create(const mha_layer* layer,
     Require(layer, "layer");
     Require(options, "options");
     Require(cache, "cache");
-    mha::PagedKvCacheOptions o;
-    o.num_blocks = options->num_blocks;
-    o.block_size = options->block_size ? options->block_size : 16;
-    o.max_sequences = options->max_sequences;
-    o.num_layers = options->num_layers ? options->num_layers : 1;
-    o.storage = ToStorage(options->storage);
-    o.sliding_window = options->sliding_window;
-    o.attention_chunk_size = options->attention_chunk_size;
-    *cache = new mha_paged_kv_cache{mha::PagedKvCache(layer->attention.config(), o)};
+    *cache = new mha_paged_kv_cache{mha::PagedKvCache(
+        layer->attention.config(), mha::capi::ToPagedOptions(*options))};
   });
 }
 

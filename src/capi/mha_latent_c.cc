@@ -3,7 +3,9 @@
 // around the layer and its latent cache.
 #include "mha/mha.h"
 
+#include <cstdint>
 #include <optional>
+#include <string>
 
 #include "mha/latent_attention.hpp"
 #include "src/capi/c_support.h"
@@ -133,5 +135,40 @@ mha_status mha_latent_forward_with_cache(const mha_latent_layer* layer,
       *form = ran == mha::LatentForm::kExpanded ? MHA_LATENT_FORM_EXPANDED
                                                 : MHA_LATENT_FORM_ABSORBED;
     }
+  });
+}
+
+mha_status mha_latent_paged_kv_cache_create(const mha_latent_layer* layer,
+                                            const mha_paged_kv_cache_options* options,
+                                            mha_paged_kv_cache** cache) {
+  return Guard([&] {
+    Require(layer, "layer");
+    Require(options, "options");
+    Require(cache, "cache");
+    *cache = new mha_paged_kv_cache{mha::PagedKvCache(
+        layer->attention.config(), mha::capi::ToPagedOptions(*options))};
+  });
+}
+
+mha_status mha_latent_forward_packed(const mha_latent_layer* layer,
+                                     mha_paged_kv_cache* cache, int64_t layer_index,
+                                     int64_t num_tokens, const float* hidden_states,
+                                     int64_t num_sequences, const int64_t* sequence_ids,
+                                     const int64_t* query_start_loc, float* output) {
+  return Guard([&] {
+    Require(layer, "layer");
+    Require(cache, "cache");
+    if (num_sequences < 0 || num_sequences == INT64_MAX) {  // before + 1 is formed
+      throw mha::Error("mha: num_sequences: must be in [0, 2^63 - 1), got " +
+                       std::to_string(num_sequences));
+    }
+    const mha::PackedBatch batch{
+        mha::TensorView(sequence_ids, mha::DType::kInt64, mha::Shape{num_sequences}),
+        mha::TensorView(query_start_loc, mha::DType::kInt64,
+                        mha::Shape{num_sequences + 1})};
+    const mha::Shape shape{num_tokens, layer->attention.config().hidden_size};
+    layer->attention.ForwardPacked(mha::TensorView(hidden_states, shape), batch,
+                                   cache->cache, layer_index,
+                                   mha::MutableTensorView(output, shape));
   });
 }
