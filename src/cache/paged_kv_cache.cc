@@ -286,9 +286,10 @@ PagedKvCache::PagedKvCache(const LatentAttentionConfig& config,
   internal::ValidateLatentConfig(config);
   ValidateOptions(options);
   if (options.sliding_window != 0 || options.attention_chunk_size != 0) {
-    Fail("PagedKvCache: a latent cache keeps every token (sliding_window and "
-         "attention_chunk_size must be 0), got ",
-         options.sliding_window, " and ", options.attention_chunk_size);
+    Fail(
+        "PagedKvCache: a latent cache keeps every token (sliding_window and "
+        "attention_chunk_size must be 0), got ",
+        options.sliding_window, " and ", options.attention_chunk_size);
   }
   const internal::KvStorage storage = internal::KvStorageFor(options.storage);
   const int64_t key_dim = internal::LatentKeyDim(config);
@@ -317,7 +318,7 @@ PagedKvCacheStats PagedKvCache::stats() const {
   stats.shared_blocks = impl_->pool.shared_blocks();
   stats.sequences = impl_->active_sequences;
   const int64_t scales = (impl_->key_scales.empty() ? 0 : sizeof(float)) +
-                        (impl_->value_scales.empty() ? 0 : sizeof(float));
+                         (impl_->value_scales.empty() ? 0 : sizeof(float));
   stats.bytes_per_block =
       impl_->options.num_layers *
       (impl_->layout.block_key_bytes() + impl_->layout.block_value_bytes() +
