@@ -6,6 +6,7 @@
 // nothing.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <ostream>
 #include <string>
@@ -98,10 +99,10 @@ struct Weights {
 // Rows [first, first + count) of each sequence of x [B, T, hidden], as [B, count, .].
 std::vector<float> Rows(const std::vector<float>& x, int64_t batch, int64_t total,
                         int64_t first, int64_t count) {
-  std::vector<float> rows;
+  std::vector<float> rows(batch * count * kHidden);
   for (int64_t b = 0; b < batch; ++b) {
-    const float* from = x.data() + (b * total + first) * kHidden;
-    rows.insert(rows.end(), from, from + count * kHidden);
+    std::copy_n(x.data() + (b * total + first) * kHidden, count * kHidden,
+                rows.data() + b * count * kHidden);
   }
   return rows;
 }
@@ -248,7 +249,69 @@ INSTANTIATE_TEST_SUITE_P(
                       LatentCase{"q_lora_int8", 24, DType::kInt8}),
     [](const ::testing::TestParamInfo<LatentCase>& info) { return info.param.name; });
 
-TEST(LatentPaged, CachesOfTheOtherKindAndTreesAreRefused) {
+// Speculative decoding over latents: each token of a draft tree equals the sequence
+// decoded along its path alone; after KeepTokens keeps one path, the next token
+// decodes as if only that path had been appended.
+class LatentTree : public ::testing::TestWithParam<LatentCase> {};
+
+TEST_P(LatentTree, DraftTokensAndTheKeptPathMatchTheReference) {
+  const LatentCase& c = GetParam();
+  const LatentAttentionConfig config = Config(c);
+  const Weights weights(config);
+  const MultiHeadLatentAttention layer(config, weights.views);
+  PagedKvCacheOptions options;
+  options.num_blocks = 4, options.max_sequences = 1, options.storage = c.storage;
+  PagedKvCache cache(config, options);
+  const double bound = c.storage == DType::kFloat32 ? 1e-4 : 3e-2;
+  cache.AddSequence(0);
+  const std::vector<float> prompt = RandomFloats(9 * kHidden, 50);
+  PackedStep(layer, cache, {{0, prompt}});
+  const std::vector<float> draft = RandomFloats(5 * kHidden, 51);
+  const int64_t parents[] = {-1, 0, 0, 1, 2};  // branches 0-1-3 and 0-2-4
+  const int64_t id = 0, count = 5, starts[] = {0, 5};
+  cache.AppendSlots(&id, &count, 1);
+  std::vector<float> out(draft.size());
+  layer.ForwardPacked(TensorView(draft.data(), Shape{5, kHidden}),
+                      {TensorView(&id, DType::kInt64, Shape{1}),
+                       TensorView(starts, DType::kInt64, Shape{2}),
+                       TensorView(parents, DType::kInt64, Shape{5})},
+                      cache, 0, MutableTensorView(out.data(), Shape{5, kHidden}));
+  // The prompt, then the draft tokens of `path`, then `extra`.
+  const auto along = [&](const std::vector<int64_t>& path,
+                         const std::vector<float>& extra = {}) {
+    std::vector<float> stream(prompt.size() + path.size() * kHidden + extra.size());
+    float* end = std::copy(prompt.begin(), prompt.end(), stream.data());
+    for (const int64_t t : path)
+      end = std::copy_n(draft.data() + t * kHidden, kHidden, end);
+    std::copy(extra.begin(), extra.end(), end);
+    return stream;
+  };
+  const std::vector<std::vector<int64_t>> paths = {
+      {0}, {0, 1}, {0, 2}, {0, 1, 3}, {0, 2, 4}};
+  for (int64_t t = 0; t < 5; ++t) {
+    const std::vector<float> stream = along(paths[t]);
+    const int64_t last = static_cast<int64_t>(stream.size()) / kHidden - 1;
+    ExpectClose(
+        std::vector<float>(out.begin() + t * kHidden, out.begin() + (t + 1) * kHidden),
+        NaiveRows(config, weights.views, stream, last, 1),
+        ("draft token " + std::to_string(t)).c_str(), bound);
+  }
+  const int64_t kept[] = {0, 2, 4};
+  cache.KeepTokens(0, 9, kept, 3);
+  const std::vector<float> next = RandomFloats(kHidden, 52);
+  const auto outputs = PackedStep(layer, cache, {{0, next}});
+  ExpectClose(outputs[0], NaiveRows(config, weights.views, along({0, 2, 4}, next), 12, 1),
+              "after the kept path", bound);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Storages, LatentTree,
+    ::testing::Values(LatentCase{"q_lora_f32", 24, DType::kFloat32},
+                      LatentCase{"v2_lite_int8", 0, DType::kInt8},
+                      LatentCase{"q_lora_bf16", 24, DType::kBFloat16}),
+    [](const ::testing::TestParamInfo<LatentCase>& info) { return info.param.name; });
+
+TEST(LatentPaged, CachesOfTheOtherKindAndBadTreesAreRefused) {
   const LatentAttentionConfig config = Config({});
   const Weights weights(config);
   const MultiHeadLatentAttention layer(config, weights.views);
@@ -270,11 +333,11 @@ TEST(LatentPaged, CachesOfTheOtherKindAndTreesAreRefused) {
   const MutableTensorView out_view(out.data(), Shape{1, kHidden});
   ExpectErrorMentioning([&] { layer.ForwardPacked(in, batch, plain_cache, 0, out_view); },
                         "cache: must be a latent PagedKvCache");
-  const int64_t parents[] = {-1};
+  const int64_t parents[] = {0};  // a token cannot be its own parent
   PackedBatch tree = batch;
   tree.tree_parents = TensorView(parents, DType::kInt64, Shape{1});
   ExpectErrorMentioning([&] { layer.ForwardPacked(in, tree, latent_cache, 0, out_view); },
-                        "batch.tree_parents: token trees are not supported");
+                        "batch.tree_parents[0]: must be in [-1, 0)");
   std::vector<float> w(kHidden * kHidden, 0.1f);
   AttentionWeights mha_weights;
   plain.num_heads = 2, plain.head_dim = kHidden / 2;

@@ -124,7 +124,8 @@ class MultiHeadLatentAttention {
   // (PagedKvCache's latent constructor), as MultiheadAttention::ForwardPacked:
   // hidden_states [T, hidden] packed by batch.sequence_ids and batch.query_start_loc
   // (cache.AppendSlots first, once per step for every layer), output [T, hidden].
-  // Runs absorbed. Token trees (batch.tree_parents) are not supported yet.
+  // Runs absorbed. Token trees (batch.tree_parents) verify speculative drafts as for
+  // MultiheadAttention (PagedKvCache::KeepTokens keeps the accepted path).
   LatentForm ForwardPacked(const TensorView& hidden_states, const PackedBatch& batch,
                            PagedKvCache& cache, int64_t layer,
                            const MutableTensorView& output) const;

@@ -172,7 +172,7 @@ float* MultiHeadLatentAttention::Impl::AttendLatent(
     params.query_positions = workspace.positions.data();
   }
   const internal::MaskPlan masks = internal::MaskPlan::ForCache(
-      workspace.first_positions.data(), step.key_len, AttentionFeatures{});
+      workspace.first_positions.data(), step.key_len, AttentionFeatures{}, step.tree);
   internal::RunAttentionCore(params, masks, workspace.core);
   return contexts;
 }

@@ -15,6 +15,7 @@
 #include "src/cache/paged_kv_cache_storage.h"
 #include "src/core/attention_core.h"
 #include "src/kernels/page_source.h"
+#include "src/masks/mask_plan.h"
 #include "src/projection/latent_weights.h"
 #include "src/projection/linear_primitive.h"
 #include "src/validation/latent_config.h"
@@ -24,12 +25,14 @@ namespace mha {
 namespace internal {
 
 // The sequences one call attends for: `sequences` of query_len new rows each, or
-// (packed) counts[b] rows from batch_rows[b] on; their pages; the longest sequence.
-// Their first positions and every row's position are in the workspace.
+// (packed) counts[b] rows from batch_rows[b] on, perhaps as token trees; their
+// pages; the longest sequence. Their first positions and every row's position are
+// in the workspace.
 struct LatentStep {
   int64_t sequences = 0, query_len = 0, key_len = 0, rows = 0;
   const int64_t* batch_rows = nullptr;
   const int64_t* counts = nullptr;
+  TokenTree tree;
   PageSource pages;
   int64_t page_size = 0;
 };
@@ -48,6 +51,8 @@ struct LatentWorkspace {
       head_outputs, rotation_scratch, latents, expanded, expanded_keys;
   std::vector<int64_t> positions, first_positions;        // per row, per sequence
   std::vector<int64_t> sequence_ids, batch_rows, counts;  // packed steps
+  std::vector<int64_t> tree_depths;                       // token trees
+  std::vector<uint64_t> tree_ancestors;
   CoreWorkspace core;
   ContiguousPages expanded_pages;  // the expanded form's keys and values
 };
@@ -67,9 +72,8 @@ struct MultiHeadLatentAttention::Impl {
   LatentForm ForwardPacked(const TensorView& hidden, const PackedBatch& batch,
                            PagedKvCache::Impl& cache, int64_t layer,
                            const MutableTensorView& output) const;
-  void CheckPacked(const TensorView& hidden, const PackedBatch& batch,
-                   const PagedKvCache::Impl& cache, int64_t layer,
-                   const MutableTensorView& output) const;
+  void CheckPacked(const TensorView& hidden, const PagedKvCache::Impl& cache,
+                   int64_t layer, const MutableTensorView& output) const;
   void Check(const TensorView& hidden, const LatentKvCache::Impl& cache,
              const MutableTensorView& output) const;
   LatentForm Choose(const LatentKvCache::Impl& cache, int64_t batch) const;

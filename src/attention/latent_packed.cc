@@ -15,7 +15,6 @@ using internal::Fail;
 using internal::LatentWorkspace;
 
 void MultiHeadLatentAttention::Impl::CheckPacked(const TensorView& hidden,
-                                                 const PackedBatch& batch,
                                                  const PagedKvCache::Impl& cache,
                                                  int64_t layer,
                                                  const MutableTensorView& output) const {
@@ -34,25 +33,30 @@ void MultiHeadLatentAttention::Impl::CheckPacked(const TensorView& hidden,
   if (layer < 0 || layer >= cache.options.num_layers) {
     Fail("layer: must be in [0, ", cache.options.num_layers, "), got ", layer);
   }
-  if (batch.tree_parents.present()) {
-    Fail("batch.tree_parents: token trees are not supported by the latent layer yet");
-  }
 }
 
 LatentForm MultiHeadLatentAttention::Impl::ForwardPacked(
     const TensorView& hidden, const PackedBatch& batch, PagedKvCache::Impl& cache,
     int64_t layer, const MutableTensorView& output_view) const {
-  CheckPacked(hidden, batch, cache, layer, output_view);
+  CheckPacked(hidden, cache, layer, output_view);
   const std::lock_guard<std::mutex> lock(mutex);
   const int64_t tokens = hidden.shape[0];
   const internal::PackedSequences sequences = internal::CheckPackedBatch(
       batch, tokens, cache, workspace.sequence_ids, workspace.batch_rows,
       workspace.counts, workspace.first_positions);
-  int64_t* positions = LatentWorkspace::Reserve(workspace.positions, tokens);
   const int64_t* rows = workspace.batch_rows.data();
+  const internal::TokenTree tree =
+      batch.tree_parents.present()
+          ? internal::BuildTokenTree(batch.tree_parents, tokens, sequences.count,
+                                     sequences.query_len, rows, workspace.tree_depths,
+                                     workspace.tree_ancestors)
+          : internal::TokenTree{};
+  // A token's position: its sequence's cached length + its slot (in a tree, its depth).
+  int64_t* positions = LatentWorkspace::Reserve(workspace.positions, tokens);
   for (int64_t b = 0; b < sequences.count; ++b) {
     for (int64_t row = rows[b]; row < rows[b + 1]; ++row) {
-      positions[row] = workspace.first_positions[b] + row - rows[b];
+      positions[row] = workspace.first_positions[b] +
+                       (tree.ancestors ? workspace.tree_depths[row] : row - rows[b]);
     }
   }
   if (rotary && sequences.key_len > rotary->max_positions()) {
@@ -73,6 +77,7 @@ LatentForm MultiHeadLatentAttention::Impl::ForwardPacked(
   step.rows = tokens;
   step.batch_rows = rows;
   step.counts = workspace.counts.data();
+  step.tree = tree;
   step.pages = pages;
   step.page_size = cache.options.block_size;
   const float* queries = ProjectQueries(hidden.floats(), tokens);

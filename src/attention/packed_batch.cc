@@ -9,7 +9,8 @@
 namespace mha::internal {
 namespace {
 
-int64_t* Reserve(std::vector<int64_t>& buffer, int64_t count) {
+template <class T>
+T* Reserve(std::vector<T>& buffer, int64_t count) {
   if (buffer.size() < static_cast<size_t>(count)) buffer.resize(count);
   return buffer.data();
 }
@@ -81,6 +82,31 @@ PackedSequences CheckPackedBatch(const PackedBatch& batch, int64_t tokens,
          ", got ", rows[n]);
   }
   return sizes;
+}
+
+TokenTree BuildTokenTree(const TensorView& tree_parents, int64_t tokens,
+                         int64_t sequences, int64_t query_len, const int64_t* rows,
+                         std::vector<int64_t>& depth_buffer,
+                         std::vector<uint64_t>& ancestor_buffer) {
+  CheckIndexTensor("batch.tree_parents", tree_parents, tokens);
+  const int64_t words = (query_len + 63) / 64;
+  int64_t* depths = Reserve(depth_buffer, tokens);
+  uint64_t* ancestors = Reserve(ancestor_buffer, tokens * words);
+  std::fill(ancestors, ancestors + tokens * words, uint64_t{0});
+  for (int64_t b = 0; b < sequences; ++b) {
+    for (int64_t row = rows[b]; row < rows[b + 1]; ++row) {
+      const int64_t i = row - rows[b], parent = IntegerAt(tree_parents, row);
+      if (parent < -1 || parent >= i) {
+        Fail("batch.tree_parents[", row, "]: must be in [-1, ", i,
+             ") (a new token of the same sequence before it, or -1), got ", parent);
+      }
+      uint64_t* bits = ancestors + row * words;
+      if (parent >= 0) std::copy_n(ancestors + (rows[b] + parent) * words, words, bits);
+      bits[i / 64] |= uint64_t{1} << (i % 64);
+      depths[row] = parent < 0 ? 0 : depths[rows[b] + parent] + 1;
+    }
+  }
+  return {ancestors, words, rows};
 }
 
 }  // namespace mha::internal

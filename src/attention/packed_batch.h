@@ -7,6 +7,7 @@
 
 #include "mha/attention.hpp"
 #include "src/cache/paged_kv_cache_storage.h"
+#include "src/masks/mask_plan.h"
 
 namespace mha::internal {
 
@@ -25,6 +26,14 @@ PackedSequences CheckPackedBatch(const PackedBatch& batch, int64_t tokens,
                                  std::vector<int64_t>& ids, std::vector<int64_t>& rows,
                                  std::vector<int64_t>& counts,
                                  std::vector<int64_t>& first_positions);
+
+// A packed step's token trees (PackedBatch::tree_parents, checked: each token's
+// parent is an earlier new token of its sequence, or -1): each row's depth in
+// depths[tokens] and its ancestor bits (itself included) over its sequence's new
+// tokens in ancestors[tokens][words], the mask MaskPlan::ForCache takes.
+TokenTree BuildTokenTree(const TensorView& tree_parents, int64_t tokens,
+                         int64_t sequences, int64_t query_len, const int64_t* rows,
+                         std::vector<int64_t>& depths, std::vector<uint64_t>& ancestors);
 
 // An int32 or int64 vector of `length` elements, or fails naming it.
 void CheckIndexTensor(const char* name, const TensorView& tensor, int64_t length);

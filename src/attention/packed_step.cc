@@ -101,26 +101,9 @@ internal::TokenTree MultiheadAttention::Impl::PackedTree(const Problem& problem,
         "batch.tree_parents: token trees place tokens by depth, and this layer's "
         "sliding window, attention chunk, ALiBi or query temperature by slot");
   }
-  CheckIndexTensor("batch.tree_parents", tree_parents, tokens);
-  const int64_t words = (problem.query_len + 63) / 64;
-  int64_t* depths = Workspace::Reserve(workspace.tree_depths, tokens);
-  uint64_t* ancestors = Workspace::Reserve(workspace.tree_ancestors, tokens * words);
-  std::fill(ancestors, ancestors + tokens * words, uint64_t{0});
-  const int64_t* rows = workspace.batch_rows.data();
-  for (int64_t b = 0; b < problem.batch_size; ++b) {
-    for (int64_t row = rows[b]; row < rows[b + 1]; ++row) {
-      const int64_t i = row - rows[b], parent = internal::IntegerAt(tree_parents, row);
-      if (parent < -1 || parent >= i) {
-        Fail("batch.tree_parents[", row, "]: must be in [-1, ", i,
-             ") (a new token of the same sequence before it, or -1), got ", parent);
-      }
-      uint64_t* bits = ancestors + row * words;
-      if (parent >= 0) std::copy_n(ancestors + (rows[b] + parent) * words, words, bits);
-      bits[i / 64] |= uint64_t{1} << (i % 64);
-      depths[row] = parent < 0 ? 0 : depths[rows[b] + parent] + 1;
-    }
-  }
-  return {ancestors, words, rows};
+  return internal::BuildTokenTree(tree_parents, tokens, problem.batch_size,
+                                  problem.query_len, workspace.batch_rows.data(),
+                                  workspace.tree_depths, workspace.tree_ancestors);
 }
 
 // Rotary positions of the packed rows: options.position_ids, or each sequence's

@@ -1,6 +1,6 @@
 // CopyToken: element by element through the tiles' offsets (the K^T tile's column
 // and the V tile's row), so every storage's layout, paired bf16 rows included, is
-// moved without converting a value.
+// moved without converting a value. Values in keys (MLA's latent) move with them.
 #include "src/kernels/kv_token_copy.h"
 
 #include <cstring>
@@ -21,6 +21,7 @@ void CopyElements(const KvPages& pages, int64_t head_dim, int64_t from, int64_t 
   const size_t dims = static_cast<size_t>(head_dim);
   for (size_t k = 0; k < dims; ++k) {
     key_to[TileOffset<T>(k, to_slot, dims)] = key_from[TileOffset<T>(k, from_slot, dims)];
+    if (pages.values_in_keys) continue;  // the values moved with the keys
     value_to[TileOffset<T>(to_slot, k, page_size)] =
         value_from[TileOffset<T>(from_slot, k, page_size)];
   }
@@ -39,8 +40,10 @@ void CopyToken(const KvPages& pages, int64_t head_dim, int64_t from, int64_t to)
       CopyElements<int8_t>(pages, head_dim, from, to);
       const int64_t size = pages.page_size;
       pages.KeyScales(to / size)[to % size] = pages.KeyScales(from / size)[from % size];
-      pages.ValueScales(to / size)[to % size] =
-          pages.ValueScales(from / size)[from % size];
+      if (!pages.values_in_keys) {
+        pages.ValueScales(to / size)[to % size] =
+            pages.ValueScales(from / size)[from % size];
+      }
       return;
     }
   }
