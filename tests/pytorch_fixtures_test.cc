@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -355,6 +356,39 @@ TEST_P(DynamicRopeDecode, CachesMatchPyTorchAcrossTheSwitch) {
   }
   ExpectClose(contiguous_out, expected, "KvCache");
   ExpectClose(paged_out, expected, "PagedKvCache");
+}
+
+// Speculative decoding against PyTorch (tools/make_fixtures.py, draft_tree_case): a
+// prompt, a 4-way, depth-3 draft tree verified in one packed call, then KeepTokens of
+// one path and the next token, through the paged cache.
+TEST(DraftTree, VerificationAndTheKeptPathMatchPyTorch) {
+  const fs::path dir = kDataDir / "draft_tree_4way_depth3";
+  io::LoadedLayer layer = io::LoadLayer(dir / "weights.safetensors", 4, 2);
+  layer.config.rotary.pairing = RotaryPairing::kHalfSplit;
+  layer.config.rotary.max_positions = 64;
+  const MultiheadAttention attention(layer.config, layer.weights);
+  PagedKvCacheOptions options;
+  options.num_blocks = 2, options.max_sequences = 1;
+  PagedKvCache paged(layer.config, options);
+  paged.AddSequence(0);
+  const auto integers = [&](const char* file) {
+    const io::Array array = io::ReadNpy(dir / file);
+    std::vector<int64_t> values(array.bytes.size() / sizeof(int64_t));
+    std::memcpy(values.data(), array.bytes.data(), values.size() * sizeof(int64_t));
+    return values;
+  };
+  const std::vector<float> prompt = LoadFloats(dir / "prompt.npy");
+  ExpectClose(PackedStep(attention, paged, {{0, prompt}})[0],
+              LoadFloats(dir / "expected_prompt.npy"), "prompt");
+  ExpectClose(
+      PackedStep(attention, paged,
+                 {{0, LoadFloats(dir / "draft.npy"), integers("parents.npy")}})[0],
+      LoadFloats(dir / "expected_draft.npy"), "draft tree");
+  const std::vector<int64_t> kept = integers("kept.npy");
+  const int64_t prompt_len = static_cast<int64_t>(prompt.size()) / layer.config.query_dim;
+  paged.KeepTokens(0, prompt_len, kept.data(), static_cast<int64_t>(kept.size()));
+  ExpectClose(PackedStep(attention, paged, {{0, LoadFloats(dir / "next.npy")}})[0],
+              LoadFloats(dir / "expected_next.npy"), "after the kept path");
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, DynamicRopeDecode,

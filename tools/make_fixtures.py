@@ -478,6 +478,70 @@ def dynamic_rope_decode_case(name, kind):
     case.finish(torch.cat(outputs, 1))
 
 
+def draft_tree_case(name):
+    """Speculative decoding's verification step: a Llama-style layer (GQA 4/2, RoPE)
+    reads a 7-token prompt, then a 4-way, depth-3 draft tree of 13 tokens (a root,
+    four children, each with a child and a grandchild) in one call: each draft token
+    sees the prompt and its ancestors, at position 7 + its depth. Then one path is
+    kept (root, child 2, its child and grandchild) and a next token decodes at
+    position 11 over the prompt and that path. parents.npy, kept.npy and the
+    expected outputs of the three calls."""
+    torch.manual_seed(27)
+    embed, heads, kv_heads, head_dim, prompt_len = 32, 4, 2, 8, 7
+    parents = [-1, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8]
+    kept = [0, 2, 6, 10]
+    lin = {n: nn.Linear(embed, o * head_dim, bias=False) for n, o in
+           (("q_proj", heads), ("k_proj", kv_heads), ("v_proj", kv_heads))}
+    lin["out_proj"] = nn.Linear(heads * head_dim, embed, bias=False)
+    case = Case(name)
+    save_safetensors(os.path.join(case.dir, "weights.safetensors"),
+                     {n + ".weight": m.weight for n, m in lin.items()})
+    prompt, draft, nxt = (torch.randn(1, n, embed) for n in (prompt_len, 13, 1))
+    depth = []
+    for p in parents:
+        depth.append(0 if p < 0 else depth[p] + 1)
+    inv_freq = rope_inv_freq(head_dim, 10000.0)
+
+    def project(x, positions):
+        split = lambda t, h: t.view(1, x.shape[1], h, head_dim).transpose(1, 2)
+        pos = torch.tensor(positions)[None, :]
+        q = apply_rope(split(lin["q_proj"](x), heads), pos, inv_freq, "neox")
+        k = apply_rope(split(lin["k_proj"](x), kv_heads), pos, inv_freq, "neox")
+        return q, k, split(lin["v_proj"](x), kv_heads)
+
+    def attend(q, k, v, allowed):
+        groups = heads // kv_heads
+        k, v = k.repeat_interleave(groups, 1), v.repeat_interleave(groups, 1)
+        scores = (q @ k.transpose(2, 3)) * head_dim ** -0.5
+        scores = scores.masked_fill(~allowed[None, None], float("-inf"))
+        out = torch.softmax(scores, dim=-1) @ v
+        return lin["out_proj"](out.transpose(1, 2).reshape(1, q.shape[2], -1))
+
+    with torch.no_grad():
+        pq, pk, pv = project(prompt, list(range(prompt_len)))
+        prompt_out = attend(pq, pk, pv, torch.tril(torch.ones(prompt_len, prompt_len,
+                                                              dtype=torch.bool)))
+        dq, dk, dv = project(draft, [prompt_len + d for d in depth])
+        ancestor = torch.zeros(13, 13, dtype=torch.bool)
+        for i, p in enumerate(parents):
+            ancestor[i, i] = True
+            if p >= 0:
+                ancestor[i] |= ancestor[p]
+        allowed = torch.cat([torch.ones(13, prompt_len, dtype=torch.bool), ancestor], 1)
+        draft_out = attend(dq, torch.cat([pk, dk], 2), torch.cat([pv, dv], 2), allowed)
+        nq, nk, nv = project(nxt, [prompt_len + len(kept)])
+        keys = torch.cat([pk, dk[:, :, kept], nk], 2)
+        values = torch.cat([pv, dv[:, :, kept], nv], 2)
+        next_out = attend(nq, keys, values, torch.ones(1, keys.shape[2], dtype=torch.bool))
+    for file, value in (("prompt.npy", prompt), ("draft.npy", draft), ("next.npy", nxt),
+                        ("expected_prompt.npy", prompt_out),
+                        ("expected_draft.npy", draft_out),
+                        ("expected_next.npy", next_out)):
+        case.array(file, value)
+    case.array("parents.npy", np.array(parents, dtype=np.int64))
+    case.array("kept.npy", np.array(kept, dtype=np.int64))
+
+
 def rotate_half(x):
     x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
     return torch.cat((-x2, x1), dim=-1)
@@ -852,6 +916,7 @@ def decoder_cases():
     gemma3n_kv_sharing_case("gemma3n_kv_sharing")
     dynamic_rope_decode_case("dynamic_ntk_decode_crossing", "dynamic")
     dynamic_rope_decode_case("longrope_decode_crossing", "longrope")
+    draft_tree_case("draft_tree_4way_depth3")
     core_case("core_sdpa_features")
     mla_absorbed_core_case("deepseek_v2_lite_mla_absorbed")
     mla_layer_case("deepseek_v2_lite_mla_layer", 0, 4)
