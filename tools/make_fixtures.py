@@ -418,6 +418,16 @@ def rope_dynamic_frequencies():
         f.write("\n".join(lines) + "\n")
 
 
+def saved_linears(case, embed, heads, kv_heads, head_dim):
+    """A layer's bias-free q/k/v/out projections, saved as the case's weights."""
+    lin = {n: nn.Linear(embed, o * head_dim, bias=False) for n, o in
+           (("q_proj", heads), ("k_proj", kv_heads), ("v_proj", kv_heads))}
+    lin["out_proj"] = nn.Linear(heads * head_dim, embed, bias=False)
+    save_safetensors(os.path.join(case.dir, "weights.safetensors"),
+                     {n + ".weight": m.weight for n, m in lin.items()})
+    return lin
+
+
 def dynamic_rope_decode_case(name, kind):
     """A decoder layer decoding through a cache whose length crosses the switch of
     dynamic NTK or LongRoPE (original 8): transformers' dynamic_rope_update takes the
@@ -428,12 +438,8 @@ def dynamic_rope_decode_case(name, kind):
     embed, heads, kv_heads, head_dim, theta, original, factor = 32, 4, 2, 8, 10000.0, 8, 4.0
     steps = [5, 1, 1, 4, 1]
     seq = sum(steps)
-    lin = {n: nn.Linear(embed, o * head_dim, bias=False) for n, o in
-           (("q_proj", heads), ("k_proj", kv_heads), ("v_proj", kv_heads))}
-    lin["out_proj"] = nn.Linear(heads * head_dim, embed, bias=False)
     case = Case(name)
-    save_safetensors(os.path.join(case.dir, "weights.safetensors"),
-                     {n + ".weight": m.weight for n, m in lin.items()})
+    lin = saved_linears(case, embed, heads, kv_heads, head_dim)
     x = torch.randn(1, seq, embed)
     case.array("query.npy", x)
     short = [1.0 + 0.1 * i for i in range(head_dim // 2)]
@@ -490,12 +496,8 @@ def draft_tree_case(name):
     embed, heads, kv_heads, head_dim, prompt_len = 32, 4, 2, 8, 7
     parents = [-1, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8]
     kept = [0, 2, 6, 10]
-    lin = {n: nn.Linear(embed, o * head_dim, bias=False) for n, o in
-           (("q_proj", heads), ("k_proj", kv_heads), ("v_proj", kv_heads))}
-    lin["out_proj"] = nn.Linear(heads * head_dim, embed, bias=False)
     case = Case(name)
-    save_safetensors(os.path.join(case.dir, "weights.safetensors"),
-                     {n + ".weight": m.weight for n, m in lin.items()})
+    lin = saved_linears(case, embed, heads, kv_heads, head_dim)
     prompt, draft, nxt = (torch.randn(1, n, embed) for n in (prompt_len, 13, 1))
     depth = []
     for p in parents:
