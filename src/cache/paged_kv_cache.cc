@@ -231,12 +231,14 @@ void PagedKvCache::Impl::CopyBlock(int32_t from, int32_t to) {
   const int64_t tokens = num_kv_heads * options.block_size;
   for (int64_t layer = 0; layer < options.num_layers; ++layer) {
     uint8_t* layer_keys = keys.data() + layer * layer_keys_bytes;
-    uint8_t* layer_values = values.data() + layer * layer_values_bytes;
     std::memcpy(layer_keys + to * layout.block_key_bytes(),
                 layer_keys + from * layout.block_key_bytes(), layout.block_key_bytes());
-    std::memcpy(layer_values + to * layout.block_value_bytes(),
-                layer_values + from * layout.block_value_bytes(),
-                layout.block_value_bytes());
+    if (!latent) {  // a latent cache has no V pages (memcpy may not take null)
+      uint8_t* layer_values = values.data() + layer * layer_values_bytes;
+      std::memcpy(layer_values + to * layout.block_value_bytes(),
+                  layer_values + from * layout.block_value_bytes(),
+                  layout.block_value_bytes());
+    }
     for (std::vector<float>* scales : {&key_scales, &value_scales}) {
       if (scales->empty()) continue;
       float* layer_scales = scales->data() + layer * options.num_blocks * tokens;

@@ -431,8 +431,9 @@ void AttendHead(const AttentionParams& params, const CoreTask& task, const KvPag
   HWY_DASSERT(KernelRows(task) > 0 && task.key_begin <= task.key_end);
   HWY_DASSERT(!params.rotary || params.query_positions);
   HWY_DASSERT(params.values_in_keys == pages.values_in_keys);
-  HWY_DASSERT(params.value_offset % static_cast<int64_t>(kPanelWidth) == 0 &&
-              params.value_offset + params.ValueHeadDim() <= params.head_dim);
+  HWY_DASSERT(!params.values_in_keys ||
+              (params.value_offset % static_cast<int64_t>(kPanelWidth) == 0 &&
+               params.value_offset + params.ValueHeadDim() <= params.head_dim));
   const TaskRows rows(params, task, partials);
   switch (pages.storage) {
     case KvStorage::kFloat32:
