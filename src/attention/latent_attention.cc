@@ -16,7 +16,7 @@
 
 namespace mha {
 
-using internal::LatentWorkspace;
+using internal::Workspace;
 
 double DeepSeekYarnMscale(double factor, double mscale) {
   return factor <= 1.0 ? 1.0 : 0.1 * mscale * std::log(factor) + 1.0;
@@ -72,13 +72,12 @@ MultiHeadLatentAttention::Impl::Impl(const LatentAttentionConfig& c,
 const float* MultiHeadLatentAttention::Impl::ProjectQueries(const float* hidden,
                                                             int64_t rows) const {
   float* queries =
-      LatentWorkspace::Reserve(workspace.queries, rows * config.num_heads * query_dim());
+      Workspace::Reserve(workspace.queries, rows * config.num_heads * query_dim());
   if (config.q_lora_rank == 0) {
     Run(query, kQuery, hidden, rows, queries);
     return queries;
   }
-  float* query_a_rows =
-      LatentWorkspace::Reserve(workspace.query_a, rows * config.q_lora_rank);
+  float* query_a_rows = Workspace::Reserve(workspace.query_a, rows * config.q_lora_rank);
   Run(query_a, kQueryA, hidden, rows, query_a_rows);
   internal::RmsNormRows(query_a_rows, rows, config.q_lora_rank, config.q_lora_rank,
                         weights.query_a_norm.data(),
@@ -89,7 +88,7 @@ const float* MultiHeadLatentAttention::Impl::ProjectQueries(const float* hidden,
 
 float* MultiHeadLatentAttention::Impl::ProjectKeys(const float* hidden,
                                                    int64_t rows) const {
-  float* keys = LatentWorkspace::Reserve(workspace.keys, rows * key_dim());
+  float* keys = Workspace::Reserve(workspace.keys, rows * key_dim());
   Run(key, kKey, hidden, rows, keys);
   internal::RmsNormRows(keys + config.qk_rope_head_dim, rows, key_dim(),
                         config.kv_lora_rank, weights.latent_norm.data(),
@@ -130,8 +129,8 @@ float* MultiHeadLatentAttention::Impl::AbsorbQueries(const float* queries,
   const int64_t heads = config.num_heads, nope = config.qk_nope_head_dim;
   const int64_t rope = config.qk_rope_head_dim;
   float* absorbed =
-      LatentWorkspace::Reserve(workspace.absorbed_queries, rows * heads * key_dim());
-  float* nope_rows = LatentWorkspace::Reserve(workspace.nope_rows, rows * nope);
+      Workspace::Reserve(workspace.absorbed_queries, rows * heads * key_dim());
+  float* nope_rows = Workspace::Reserve(workspace.nope_rows, rows * nope);
   for (int64_t h = 0; h < heads; ++h) {
     for (int64_t r = 0; r < rows; ++r) {
       const float* head = queries + (r * heads + h) * query_dim();
@@ -149,7 +148,7 @@ float* MultiHeadLatentAttention::Impl::AttendLatent(
     const float* absorbed, const internal::LatentStep& step) const {
   const int64_t heads = config.num_heads, rank = config.kv_lora_rank;
   const int64_t rows = step.rows, seq = step.query_len;
-  float* contexts = LatentWorkspace::Reserve(workspace.contexts, heads * rows * rank);
+  float* contexts = Workspace::Reserve(workspace.contexts, heads * rows * rank);
   internal::AttentionParams params;
   params.num_heads = heads;
   params.num_kv_heads = 1;
@@ -182,7 +181,7 @@ float* MultiHeadLatentAttention::Impl::ValueUp(const float* contexts,
                                                int64_t rows) const {
   const int64_t heads = config.num_heads, rank = config.kv_lora_rank;
   float* outputs =
-      LatentWorkspace::Reserve(workspace.head_outputs, rows * heads * config.v_head_dim);
+      Workspace::Reserve(workspace.head_outputs, rows * heads * config.v_head_dim);
   for (int64_t h = 0; h < heads; ++h) {
     Run(value_up[h], kKeyAbsorb + heads + h, contexts + h * rows * rank, rows,
         outputs + h * config.v_head_dim);
@@ -244,8 +243,8 @@ LatentForm MultiHeadLatentAttention::Impl::ForwardWithCache(
   const std::lock_guard<std::mutex> lock(mutex);
   internal::ApplyIsaCap();
   const int64_t batch = hidden.shape[0], seq = hidden.shape[1], rows = batch * seq;
-  int64_t* first = LatentWorkspace::Reserve(workspace.first_positions, batch);
-  int64_t* positions = LatentWorkspace::Reserve(workspace.positions, rows);
+  int64_t* first = Workspace::Reserve(workspace.first_positions, batch);
+  int64_t* positions = Workspace::Reserve(workspace.positions, rows);
   for (int64_t b = 0; b < batch; ++b) {
     first[b] = cache.lengths[b];
     for (int64_t i = 0; i < seq; ++i) positions[b * seq + i] = first[b] + i;

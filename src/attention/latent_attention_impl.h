@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "mha/latent_attention.hpp"
+#include "src/attention/workspace.h"
 #include "src/cache/contiguous_pages.h"
 #include "src/cache/latent_kv_cache_storage.h"
 #include "src/cache/paged_kv_cache_storage.h"
@@ -39,12 +40,6 @@ struct LatentStep {
 
 // Buffers and oneDNN call state of one forward, kept between calls.
 struct LatentWorkspace {
-  template <class T>
-  static T* Reserve(std::vector<T>& buffer, size_t count) {
-    if (buffer.size() < count) buffer.resize(count);
-    return buffer.data();
-  }
-
   LinearThreads threads;
   std::vector<LinearCall> calls;  // one per primitive (MultiHeadLatentAttention::Impl)
   std::vector<float> query_a, queries, keys, absorbed_queries, nope_rows, contexts,

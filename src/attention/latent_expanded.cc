@@ -9,7 +9,7 @@
 
 namespace mha {
 
-using internal::LatentWorkspace;
+using internal::Workspace;
 
 // Keys [rows, heads, rope + nope] in workspace.expanded_keys; returns the expansion
 // [rows, heads, nope + v] whose v parts are the values.
@@ -18,14 +18,14 @@ const float* MultiHeadLatentAttention::Impl::ExpandKeysAndValues(const float* ke
   const int64_t heads = config.num_heads, rank = config.kv_lora_rank;
   const int64_t rope = config.qk_rope_head_dim, nope = config.qk_nope_head_dim;
   const int64_t width = nope + config.v_head_dim;
-  float* latents = LatentWorkspace::Reserve(workspace.latents, rows * rank);
+  float* latents = Workspace::Reserve(workspace.latents, rows * rank);
   for (int64_t r = 0; r < rows; ++r) {
     std::copy_n(keys + r * key_dim() + rope, rank, latents + r * rank);
   }
-  float* expanded = LatentWorkspace::Reserve(workspace.expanded, rows * heads * width);
+  float* expanded = Workspace::Reserve(workspace.expanded, rows * heads * width);
   Run(expand, kExpand, latents, rows, expanded);
   float* head_keys =
-      LatentWorkspace::Reserve(workspace.expanded_keys, rows * heads * query_dim());
+      Workspace::Reserve(workspace.expanded_keys, rows * heads * query_dim());
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t h = 0; h < heads; ++h) {
       float* key_row = head_keys + (r * heads + h) * query_dim();
@@ -65,7 +65,7 @@ float* MultiHeadLatentAttention::Impl::AttendExpanded(const float* queries,
   params.query_len = params.query_count = params.key_len = seq;
   params.batch_end = batch;
   params.query = {queries, seq * heads * query_dim(), query_dim(), heads * query_dim()};
-  float* outputs = LatentWorkspace::Reserve(workspace.head_outputs, rows * heads * v_dim);
+  float* outputs = Workspace::Reserve(workspace.head_outputs, rows * heads * v_dim);
   params.context = {outputs, seq * heads * v_dim, v_dim, heads * v_dim};
   params.query_scale = softmax_scale;
   params.pages = pages;

@@ -12,7 +12,7 @@
 namespace mha {
 
 using internal::Fail;
-using internal::LatentWorkspace;
+using internal::Workspace;
 
 void MultiHeadLatentAttention::Impl::CheckPacked(const TensorView& hidden,
                                                  const PagedKvCache::Impl& cache,
@@ -52,7 +52,7 @@ LatentForm MultiHeadLatentAttention::Impl::ForwardPacked(
                                      workspace.tree_ancestors)
           : internal::TokenTree{};
   // A token's position: its sequence's cached length + its slot (in a tree, its depth).
-  int64_t* positions = LatentWorkspace::Reserve(workspace.positions, tokens);
+  int64_t* positions = Workspace::Reserve(workspace.positions, tokens);
   for (int64_t b = 0; b < sequences.count; ++b) {
     for (int64_t row = rows[b]; row < rows[b + 1]; ++row) {
       positions[row] = workspace.first_positions[b] +

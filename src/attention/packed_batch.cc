@@ -4,15 +4,16 @@
 #include <algorithm>
 #include <mutex>
 
+#include "src/attention/workspace.h"
 #include "src/base/check.h"
 
 namespace mha::internal {
 namespace {
 
+// Grows a caller's buffer (Workspace::Reserve) for a checked, non-negative count.
 template <class T>
 T* Reserve(std::vector<T>& buffer, int64_t count) {
-  if (buffer.size() < static_cast<size_t>(count)) buffer.resize(count);
-  return buffer.data();
+  return Workspace::Reserve(buffer, static_cast<size_t>(count));
 }
 
 }  // namespace
