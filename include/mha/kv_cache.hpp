@@ -12,16 +12,28 @@ namespace mha {
 
 class MultiheadAttention;
 
+// How a quantised cache scales what it stores.
+enum class KvScales {
+  // int8 and fp8: one fp32 scale per (token, KV head) for the keys and one for the
+  // values, max|x| over the code's largest value (vLLM's fp8 scheme).
+  kPerToken,
+  // fp8 only: values cast as they are (saturating), no scales: for a model
+  // calibrated for fp8 KV, whose keys and values already fit the format's range.
+  kNone,
+};
+
 // Preallocated at creation for max_batch sequences of up to max_seq_len tokens,
 // num_kv_heads x head_dim per token (grouped-query layers store only their KV
 // heads). Nothing is allocated per step. Not thread-safe: one request, one cache.
 class KvCache {
  public:
-  // storage: kFloat32, or kBFloat16 (half the memory and the bytes streamed per
-  // decode step; keys and values are rounded to bf16 when appended, attention and
-  // softmax stay fp32). Throws mha::Error for an invalid config, sizes or storage.
+  // storage: kFloat32; kBFloat16 (half the memory and the bytes streamed per decode
+  // step; keys and values are rounded to bf16 when appended); kInt8, kFloat8E4M3 or
+  // kFloat8E5M2 (a quarter, with `scales`; docs/serving.md states their accuracy).
+  // Attention and softmax stay fp32. Throws mha::Error for an invalid config, sizes,
+  // storage or scales.
   KvCache(const AttentionConfig& config, int64_t max_batch, int64_t max_seq_len,
-          DType storage = DType::kFloat32);
+          DType storage = DType::kFloat32, KvScales scales = KvScales::kPerToken);
   ~KvCache();
   KvCache(KvCache&&) noexcept;
   KvCache& operator=(KvCache&&) noexcept;
@@ -29,6 +41,8 @@ class KvCache {
   int64_t max_batch() const;
   int64_t max_seq_len() const;
   DType storage() const;
+  KvScales scales() const;
+  int64_t bytes_per_token() const;         // keys, values and scales of every KV head
   int64_t length(int64_t sequence) const;  // tokens cached for that sequence
   void Reset();                            // every sequence empty
   void Reset(int64_t sequence);            // one sequence empty (continuous batching)

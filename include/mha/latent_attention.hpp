@@ -71,12 +71,14 @@ class MultiHeadLatentAttention;
 
 // One MLA layer's cache for max_batch sequences of up to max_seq_len tokens: per
 // token the latent (normalised) and the rotated rotary key part, kv_lora_rank +
-// qk_rope_head_dim values in `storage` (kFloat32, kBFloat16 or kInt8 with one scale
-// per token), nothing else. Preallocated; not thread-safe (one request, one cache).
+// qk_rope_head_dim values in `storage` (kFloat32, kBFloat16, or kInt8, kFloat8E4M3 or
+// kFloat8E5M2 scaled as `scales` says: mha/kv_cache.hpp), nothing else. Preallocated; not
+// thread-safe (one request, one cache).
 class LatentKvCache {
  public:
   LatentKvCache(const LatentAttentionConfig& config, int64_t max_batch,
-                int64_t max_seq_len, DType storage = DType::kFloat32);
+                int64_t max_seq_len, DType storage = DType::kFloat32,
+                KvScales scales = KvScales::kPerToken);
   ~LatentKvCache();
   LatentKvCache(LatentKvCache&&) noexcept;
   LatentKvCache& operator=(LatentKvCache&&) noexcept;

@@ -156,7 +156,13 @@ mha_status mha_forward(const mha_layer* layer, const mha_forward_args* args);
 typedef enum {
   MHA_KV_FLOAT32 = 0,
   MHA_KV_BFLOAT16 = 1,
-  MHA_KV_INT8 = 2 /* symmetric int8, one fp32 scale per (token, KV head) */
+  MHA_KV_INT8 = 2, /* symmetric int8, one fp32 scale per (token, KV head) */
+  /* fp8 (PyTorch's float8_e4m3fn / float8_e5m2), one fp32 scale per (token, KV head) */
+  MHA_KV_FP8_E4M3 = 3,
+  MHA_KV_FP8_E5M2 = 4,
+  /* fp8 cast as it is, no scales: for models calibrated for fp8 KV */
+  MHA_KV_FP8_E4M3_SCALE_FREE = 5,
+  MHA_KV_FP8_E5M2_SCALE_FREE = 6
 } mha_kv_storage;
 
 /* A KV cache for `layer`: max_batch sequences of up to max_seq_len tokens. */

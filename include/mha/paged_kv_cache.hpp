@@ -10,6 +10,7 @@
 
 #include "mha/config.hpp"
 #include "mha/error.hpp"
+#include "mha/kv_cache.hpp"
 #include "mha/tensor.hpp"
 
 namespace mha {
@@ -23,10 +24,11 @@ struct PagedKvCacheOptions {
   int64_t block_size = 16;    // tokens per block: a multiple of 16 in [16, 256]
   int64_t max_sequences = 0;  // sequence ids are 0 .. max_sequences - 1
   int64_t num_layers = 1;     // layers storing their K/V in each block
-  // kFloat32; kBFloat16 (half the bytes); or kInt8: symmetric int8 with one fp32
-  // scale per (token, KV head), about a quarter of fp32's bytes (see docs/serving.md for
-  // its accuracy). Attention and softmax run in fp32 for all three.
+  // kFloat32; kBFloat16 (half the bytes); kInt8 (symmetric) or kFloat8E4M3 /
+  // kFloat8E5M2, about a quarter of fp32's bytes, scaled as `scales` says (see
+  // docs/serving.md for their accuracy). Attention and softmax run in fp32 for all.
   DType storage = DType::kFloat32;
+  KvScales scales = KvScales::kPerToken;
   // > 0: the layers using this cache attend over a sliding window of at most this
   // many keys, so a sequence keeps only the blocks its next tokens can still see
   // (memory O(sliding_window) for unbounded generation); earlier blocks go back to

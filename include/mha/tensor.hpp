@@ -7,7 +7,18 @@
 
 namespace mha {
 
-enum class DType { kFloat32, kBool, kInt32, kInt64, kBFloat16, kInt8 };
+// kFloat8E4M3 and kFloat8E5M2 (PyTorch's float8_e4m3fn and float8_e5m2) are KV cache
+// storage kinds only; no tensor argument takes them.
+enum class DType {
+  kFloat32,
+  kBool,
+  kInt32,
+  kInt64,
+  kBFloat16,
+  kInt8,
+  kFloat8E4M3,
+  kFloat8E5M2
+};
 
 const char* DTypeName(DType dtype);
 size_t DTypeSize(DType dtype);

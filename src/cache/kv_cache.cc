@@ -13,10 +13,35 @@
 namespace mha {
 namespace internal {
 
-KvStorage KvStorageFor(DType storage) {
-  return storage == DType::kBFloat16 ? KvStorage::kBFloat16
-         : storage == DType::kInt8   ? KvStorage::kInt8
-                                     : KvStorage::kFloat32;
+KvStorage KvStorageFor(const char* owner, DType storage, KvScales scales) {
+  const bool fp8 = storage == DType::kFloat8E4M3 || storage == DType::kFloat8E5M2;
+  if (scales != KvScales::kPerToken && scales != KvScales::kNone) {
+    Fail(owner, ": scales: unknown value ", static_cast<int>(scales));
+  }
+  if (scales == KvScales::kNone && !fp8) {
+    Fail(owner,
+         ": scales kNone (scale-free) needs float8_e4m3fn or float8_e5m2 storage, "
+         "got ",
+         DTypeName(storage));
+  }
+  const bool none = scales == KvScales::kNone;
+  switch (storage) {
+    case DType::kFloat32:
+      return KvStorage::kFloat32;
+    case DType::kBFloat16:
+      return KvStorage::kBFloat16;
+    case DType::kInt8:
+      return KvStorage::kInt8;
+    case DType::kFloat8E4M3:
+      return none ? KvStorage::kFp8E4M3ScaleFree : KvStorage::kFp8E4M3;
+    case DType::kFloat8E5M2:
+      return none ? KvStorage::kFp8E5M2ScaleFree : KvStorage::kFp8E5M2;
+    default:
+      Fail(owner,
+           ": storage must be float32, bfloat16, int8, float8_e4m3fn or "
+           "float8_e5m2, got ",
+           DTypeName(storage));
+  }
 }
 
 KvStorage AttentionStorage(DType compute_dtype) {
@@ -25,16 +50,35 @@ KvStorage AttentionStorage(DType compute_dtype) {
 }
 
 DType DTypeOf(KvStorage storage) {
-  return storage == KvStorage::kBFloat16 ? DType::kBFloat16
-         : storage == KvStorage::kInt8   ? DType::kInt8
-                                         : DType::kFloat32;
+  switch (storage) {
+    case KvStorage::kFloat32:
+      return DType::kFloat32;
+    case KvStorage::kBFloat16:
+      return DType::kBFloat16;
+    case KvStorage::kInt8:
+      return DType::kInt8;
+    case KvStorage::kFp8E4M3:
+    case KvStorage::kFp8E4M3ScaleFree:
+      return DType::kFloat8E4M3;
+    case KvStorage::kFp8E5M2:
+    case KvStorage::kFp8E5M2ScaleFree:
+      return DType::kFloat8E5M2;
+  }
+  return DType::kFloat32;
+}
+
+KvScales ScalesOf(KvStorage storage) {
+  return storage == KvStorage::kFp8E4M3ScaleFree ||
+                 storage == KvStorage::kFp8E5M2ScaleFree
+             ? KvScales::kNone
+             : KvScales::kPerToken;
 }
 
 int64_t KvTokenBytes(int64_t head_dim, KvStorage storage) {
   const int64_t padded_head_dim =
       static_cast<int64_t>(RoundUp(static_cast<size_t>(head_dim), kPanelWidth));
   const int64_t scales =
-      storage == KvStorage::kInt8 ? 2 * static_cast<int64_t>(sizeof(float)) : 0;
+      HasTokenScales(storage) ? 2 * static_cast<int64_t>(sizeof(float)) : 0;
   int64_t bytes = 0;
   if (__builtin_add_overflow(head_dim, padded_head_dim, &bytes) ||
       __builtin_mul_overflow(bytes, static_cast<int64_t>(KvElementBytes(storage)),
@@ -48,7 +92,7 @@ int64_t KvTokenBytes(int64_t head_dim, KvStorage storage) {
 }  // namespace internal
 
 KvCache::Impl::Impl(const AttentionConfig& config, int64_t batch, int64_t seq_len,
-                    DType dtype)
+                    internal::KvStorage kind)
     : num_kv_heads(config.resolved_num_kv_heads()),
       head_dim(config.head_dim),
       max_batch(batch),
@@ -58,7 +102,7 @@ KvCache::Impl::Impl(const AttentionConfig& config, int64_t batch, int64_t seq_le
       page_size(internal::kKeyBlock),
       padded_head_dim(static_cast<int64_t>(internal::RoundUp(
           static_cast<size_t>(config.head_dim), internal::kPanelWidth))),
-      storage(internal::KvStorageFor(dtype)),
+      storage(kind),
       lengths(batch, 0) {
   // Zero-filled: padded rows and columns must read as 0 (a 0 weight times a NaN
   // left over in memory would still be NaN).
@@ -78,7 +122,7 @@ void KvCache::Impl::Truncate(int64_t sequence, int64_t length) {
       const int64_t end = std::min(page_size, row + lengths[sequence] - first);
       internal::ZeroTileRows(pages.ValuePage(page), page_size, padded_head_dim, row, end,
                              element);
-      if (storage == internal::KvStorage::kInt8) {  // a NaN scale would poison 0 x
+      if (internal::HasTokenScales(storage)) {  // a NaN scale would poison 0 x
         std::fill(pages.ValueScales(page) + row, pages.ValueScales(page) + end, 0.0f);
       }
       first += end - row;
@@ -109,18 +153,14 @@ void CheckCacheBytes(const AttentionConfig& config, int64_t max_batch,
 }  // namespace
 
 KvCache::KvCache(const AttentionConfig& config, int64_t max_batch, int64_t max_seq_len,
-                 DType storage) {
+                 DType storage, KvScales scales) {
   internal::ValidateConfig(config);
-  if (storage != DType::kFloat32 && storage != DType::kBFloat16 &&
-      storage != DType::kInt8) {
-    internal::Fail("KvCache: storage must be float32, bfloat16 or int8, got ",
-                   DTypeName(storage));
-  }
+  const internal::KvStorage kind = internal::KvStorageFor("KvCache", storage, scales);
   if (max_batch < 1) internal::Fail("KvCache: max_batch must be >= 1, got ", max_batch);
   if (max_seq_len < 1)
     internal::Fail("KvCache: max_seq_len must be >= 1, got ", max_seq_len);
-  CheckCacheBytes(config, max_batch, max_seq_len, internal::KvStorageFor(storage));
-  impl_ = std::make_unique<Impl>(config, max_batch, max_seq_len, storage);
+  CheckCacheBytes(config, max_batch, max_seq_len, kind);
+  impl_ = std::make_unique<Impl>(config, max_batch, max_seq_len, kind);
 }
 
 KvCache::~KvCache() = default;
@@ -130,6 +170,10 @@ KvCache& KvCache::operator=(KvCache&&) noexcept = default;
 int64_t KvCache::max_batch() const { return impl_->max_batch; }
 int64_t KvCache::max_seq_len() const { return impl_->max_seq_len; }
 DType KvCache::storage() const { return internal::DTypeOf(impl_->storage); }
+KvScales KvCache::scales() const { return internal::ScalesOf(impl_->storage); }
+int64_t KvCache::bytes_per_token() const {
+  return impl_->num_kv_heads * internal::KvTokenBytes(impl_->head_dim, impl_->storage);
+}
 
 int64_t KvCache::length(int64_t sequence) const {
   if (sequence < 0 || sequence >= impl_->max_batch) {

@@ -10,23 +10,26 @@
 #include "src/kernels/kv_pages.h"
 
 namespace mha::internal {
-// The storage type of a cache's pages for a public dtype (checked by the caller).
-KvStorage KvStorageFor(DType storage);
+// The storage type of a cache's pages for a public dtype and scales; `owner` names
+// the cache in the error that refuses a pair no cache stores.
+KvStorage KvStorageFor(const char* owner, DType storage, KvScales scales);
 DType DTypeOf(KvStorage storage);
+KvScales ScalesOf(KvStorage storage);
 // The storage of the pages a forward writes its own K/V into for a compute dtype
 // (checked by the caller): bf16 only where bf16 dot products run. Elsewhere the
 // kernel would widen bf16 back to fp32, slower than fp32 pages (AVX2, Zen 4: the
 // bf16 core 1.27x slower) and less accurate.
 KvStorage AttentionStorage(DType compute_dtype);
 // Bytes one token of one KV head takes in a cache: K, V padded to whole panels, and
-// the int8 scales; -1 when that overflows int64.
+// the scales; -1 when that overflows int64.
 int64_t KvTokenBytes(int64_t head_dim, KvStorage storage);
 }  // namespace mha::internal
 
 namespace mha {
 
 struct KvCache::Impl {
-  Impl(const AttentionConfig& config, int64_t batch, int64_t seq_len, DType storage);
+  Impl(const AttentionConfig& config, int64_t batch, int64_t seq_len,
+       internal::KvStorage storage);
 
   internal::KvPages Pages(int64_t sequence, int64_t kv_head) const {
     return pages(sequence, kv_head);

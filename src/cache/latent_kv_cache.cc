@@ -13,14 +13,14 @@ namespace {
 
 int64_t TokenBytes(int64_t key_dim, internal::KvStorage storage) {
   const int64_t scale =
-      storage == internal::KvStorage::kInt8 ? static_cast<int64_t>(sizeof(float)) : 0;
+      internal::HasTokenScales(storage) ? static_cast<int64_t>(sizeof(float)) : 0;
   return key_dim * static_cast<int64_t>(internal::KvElementBytes(storage)) + scale;
 }
 
 }  // namespace
 
 LatentKvCache::Impl::Impl(const LatentAttentionConfig& config, int64_t batch,
-                          int64_t seq_len, DType dtype)
+                          int64_t seq_len, internal::KvStorage kind)
     : rope_dim(config.qk_rope_head_dim),
       latent_dim(config.kv_lora_rank),
       key_dim(internal::LatentKeyDim(config)),
@@ -29,7 +29,7 @@ LatentKvCache::Impl::Impl(const LatentAttentionConfig& config, int64_t batch,
       capacity(static_cast<int64_t>(
           internal::RoundUp(static_cast<size_t>(seq_len), internal::kKeyBlock))),
       page_size(internal::kKeyBlock),
-      storage(internal::KvStorageFor(dtype)),
+      storage(kind),
       lengths(batch, 0) {
   pages.Reset(internal::BlockLayout(page_size, 1, key_dim, storage, latent_dim,
                                     /*values_in_keys=*/true),
@@ -37,7 +37,7 @@ LatentKvCache::Impl::Impl(const LatentAttentionConfig& config, int64_t batch,
 }
 
 void LatentKvCache::Impl::Truncate(int64_t sequence, int64_t length) {
-  if (storage == internal::KvStorage::kInt8) {
+  if (internal::HasTokenScales(storage)) {
     const internal::KvPages p = pages(sequence, 0);
     for (int64_t token = length; token < lengths[sequence]; ++token) {
       p.KeyScales(token / page_size)[token % page_size] = 0.0f;
@@ -47,13 +47,10 @@ void LatentKvCache::Impl::Truncate(int64_t sequence, int64_t length) {
 }
 
 LatentKvCache::LatentKvCache(const LatentAttentionConfig& config, int64_t max_batch,
-                             int64_t max_seq_len, DType storage) {
+                             int64_t max_seq_len, DType storage, KvScales scales) {
   internal::ValidateLatentConfig(config);
-  if (storage != DType::kFloat32 && storage != DType::kBFloat16 &&
-      storage != DType::kInt8) {
-    internal::Fail("LatentKvCache: storage must be float32, bfloat16 or int8, got ",
-                   DTypeName(storage));
-  }
+  const internal::KvStorage kind =
+      internal::KvStorageFor("LatentKvCache", storage, scales);
   if (max_batch < 1) {
     internal::Fail("LatentKvCache: max_batch must be >= 1, got ", max_batch);
   }
@@ -61,8 +58,7 @@ LatentKvCache::LatentKvCache(const LatentAttentionConfig& config, int64_t max_ba
     internal::Fail("LatentKvCache: max_seq_len must be >= 1, got ", max_seq_len);
   }
   const int64_t page = internal::kKeyBlock;
-  const int64_t token_bytes =
-      TokenBytes(internal::LatentKeyDim(config), internal::KvStorageFor(storage));
+  const int64_t token_bytes = TokenBytes(internal::LatentKeyDim(config), kind);
   int64_t bytes = 0;
   if (!internal::AddressableProduct(
           {max_batch, max_seq_len / page + (max_seq_len % page != 0), page, token_bytes},
@@ -70,7 +66,7 @@ LatentKvCache::LatentKvCache(const LatentAttentionConfig& config, int64_t max_ba
     internal::Fail("LatentKvCache: max_batch ", max_batch, " x max_seq_len ", max_seq_len,
                    " needs more than 2^47 bytes (", token_bytes, " bytes per token)");
   }
-  impl_ = std::make_unique<Impl>(config, max_batch, max_seq_len, storage);
+  impl_ = std::make_unique<Impl>(config, max_batch, max_seq_len, kind);
 }
 
 LatentKvCache::~LatentKvCache() = default;

@@ -15,9 +15,9 @@ namespace mha {
 
 struct LatentKvCache::Impl {
   Impl(const LatentAttentionConfig& config, int64_t batch, int64_t seq_len,
-       DType storage);
+       internal::KvStorage storage);
 
-  // Drops tokens from `length` on (unchecked); int8 zeroes their scales (a NaN
+  // Drops tokens from `length` on (unchecked); scaled kinds zero their scales (a NaN
   // scale of a dropped row would make its zero probability NaN).
   void Truncate(int64_t sequence, int64_t length);
 

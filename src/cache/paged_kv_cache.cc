@@ -34,11 +34,6 @@ void ValidateOptions(const PagedKvCacheOptions& o) {
   if (o.num_layers < 1 || o.num_layers > 4096) {
     Fail("PagedKvCache: num_layers must be in [1, 4096], got ", o.num_layers);
   }
-  if (o.storage != DType::kFloat32 && o.storage != DType::kBFloat16 &&
-      o.storage != DType::kInt8) {
-    Fail("PagedKvCache: storage must be float32, bfloat16 or int8, got ",
-         DTypeName(o.storage));
-  }
   if (o.sliding_window < 0) {
     Fail("PagedKvCache: sliding_window must be >= 0, got ", o.sliding_window);
   }
@@ -85,7 +80,7 @@ PagedKvCache::Impl::Impl(const internal::BlockLayout& block_layout,
   layer_values_bytes = o.num_blocks * layout.block_value_bytes();
   keys.assign(static_cast<size_t>(o.num_layers * layer_keys_bytes), 0);
   values.assign(static_cast<size_t>(o.num_layers * layer_values_bytes), 0);
-  if (storage == internal::KvStorage::kInt8) {
+  if (internal::HasTokenScales(storage)) {
     key_scales.assign(o.num_layers * layer_tokens, 0.0f);
     if (!latent) value_scales.assign(o.num_layers * layer_tokens, 0.0f);
   }
@@ -250,7 +245,7 @@ void PagedKvCache::Impl::CopyBlock(int32_t from, int32_t to) {
 void PagedKvCache::Impl::ZeroValueRows(int32_t block, int64_t first_row) {
   const size_t element = internal::KvElementBytes(storage);
   const int64_t layer_tokens = options.num_blocks * num_kv_heads * options.block_size;
-  // int8 values' scales (the keys' with values in keys): a NaN one would poison 0 x.
+  // Values' scales (the keys' with values in keys): a NaN one would poison 0 x.
   std::vector<float>& scale_storage = latent ? key_scales : value_scales;
   for (int64_t layer = 0; layer < options.num_layers; ++layer) {
     uint8_t* block_values =
@@ -261,7 +256,7 @@ void PagedKvCache::Impl::ZeroValueRows(int32_t block, int64_t first_row) {
                                options.block_size, padded_value_dim, first_row,
                                options.block_size, element);
       }
-      if (storage == internal::KvStorage::kInt8) {
+      if (internal::HasTokenScales(storage)) {
         float* scales = scale_storage.data() + layer * layer_tokens +
                         (block * num_kv_heads + kv_head) * options.block_size;
         std::fill(scales + first_row, scales + options.block_size, 0.0f);
@@ -274,7 +269,8 @@ PagedKvCache::PagedKvCache(const AttentionConfig& config,
                            const PagedKvCacheOptions& options) {
   internal::ValidateConfig(config);
   ValidateOptions(options);
-  const internal::KvStorage storage = internal::KvStorageFor(options.storage);
+  const internal::KvStorage storage =
+      internal::KvStorageFor("PagedKvCache", options.storage, options.scales);
   CheckPoolBytes(config.resolved_num_kv_heads(),
                  internal::KvTokenBytes(config.head_dim, storage), options);
   impl_ = std::make_unique<Impl>(
@@ -293,11 +289,12 @@ PagedKvCache::PagedKvCache(const LatentAttentionConfig& config,
         "attention_chunk_size must be 0), got ",
         options.sliding_window, " and ", options.attention_chunk_size);
   }
-  const internal::KvStorage storage = internal::KvStorageFor(options.storage);
+  const internal::KvStorage storage =
+      internal::KvStorageFor("PagedKvCache", options.storage, options.scales);
   const int64_t key_dim = internal::LatentKeyDim(config);
   CheckPoolBytes(1,
                  key_dim * static_cast<int64_t>(internal::KvElementBytes(storage)) +
-                     (storage == internal::KvStorage::kInt8 ? 4 : 0),
+                     (internal::HasTokenScales(storage) ? 4 : 0),
                  options);
   impl_ = std::make_unique<Impl>(
       internal::BlockLayout(options.block_size, 1, key_dim, storage, config.kv_lora_rank,

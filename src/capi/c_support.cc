@@ -25,14 +25,24 @@ void Require(const void* pointer, const char* name) {
   throw mha::Error("mha: " + name + ": unknown value " + std::to_string(value));
 }
 
-mha::DType ToStorage(const mha_kv_storage& storage) {
+CacheStorage ToStorage(const mha_kv_storage& storage) {
+  using mha::DType;
+  using mha::KvScales;
   switch (EnumValue(storage)) {
     case MHA_KV_FLOAT32:
-      return mha::DType::kFloat32;
+      return {DType::kFloat32, KvScales::kPerToken};
     case MHA_KV_BFLOAT16:
-      return mha::DType::kBFloat16;
+      return {DType::kBFloat16, KvScales::kPerToken};
     case MHA_KV_INT8:
-      return mha::DType::kInt8;
+      return {DType::kInt8, KvScales::kPerToken};
+    case MHA_KV_FP8_E4M3:
+      return {DType::kFloat8E4M3, KvScales::kPerToken};
+    case MHA_KV_FP8_E5M2:
+      return {DType::kFloat8E5M2, KvScales::kPerToken};
+    case MHA_KV_FP8_E4M3_SCALE_FREE:
+      return {DType::kFloat8E4M3, KvScales::kNone};
+    case MHA_KV_FP8_E5M2_SCALE_FREE:
+      return {DType::kFloat8E5M2, KvScales::kNone};
   }
   UnknownValue("storage", EnumValue(storage));
 }
@@ -84,7 +94,9 @@ mha::PagedKvCacheOptions ToPagedOptions(const mha_paged_kv_cache_options& option
   o.block_size = options.block_size ? options.block_size : 16;
   o.max_sequences = options.max_sequences;
   o.num_layers = options.num_layers ? options.num_layers : 1;
-  o.storage = ToStorage(options.storage);
+  const CacheStorage storage = ToStorage(options.storage);
+  o.storage = storage.dtype;
+  o.scales = storage.scales;
   o.sliding_window = options.sliding_window;
   o.attention_chunk_size = options.attention_chunk_size;
   return o;

@@ -76,7 +76,12 @@ int EnumValue(const Enum& field) {
 }
 
 [[noreturn]] void UnknownValue(const std::string& name, int value);
-mha::DType ToStorage(const mha_kv_storage& storage);
+// A C storage kind as the C++ caches take it: a dtype and its scales.
+struct CacheStorage {
+  mha::DType dtype;
+  mha::KvScales scales;
+};
+CacheStorage ToStorage(const mha_kv_storage& storage);
 // head_dim: what rotary_dim 0 stands for (the length inv_freq is read to).
 mha::RotaryConfig ToRotary(const mha_rope_config& c, int64_t head_dim);
 // The C options with their zeros' defaults (block_size 16, num_layers 1).

@@ -250,8 +250,9 @@ mha_status mha_kv_cache_create(const mha_layer* layer, int64_t max_batch,
   return Guard([&] {
     Require(layer, "layer");
     Require(cache, "cache");
+    const mha::capi::CacheStorage kind = ToStorage(storage);
     *cache = new mha_kv_cache{mha::KvCache(layer->attention.config(), max_batch,
-                                           max_seq_len, ToStorage(storage))};
+                                           max_seq_len, kind.dtype, kind.scales)};
   });
 }
 

@@ -90,9 +90,9 @@ mha_status mha_latent_kv_cache_create(const mha_latent_layer* layer, int64_t max
   return Guard([&] {
     Require(layer, "layer");
     Require(cache, "cache");
-    *cache = new mha_latent_kv_cache{mha::LatentKvCache(layer->attention.config(),
-                                                        max_batch, max_seq_len,
-                                                        mha::capi::ToStorage(storage))};
+    const mha::capi::CacheStorage kind = mha::capi::ToStorage(storage);
+    *cache = new mha_latent_kv_cache{mha::LatentKvCache(
+        layer->attention.config(), max_batch, max_seq_len, kind.dtype, kind.scales)};
   });
 }
 

@@ -55,7 +55,7 @@ void TransposeBlock(const T* HWY_RESTRICT block, T* HWY_RESTRICT transposed) {
 }
 
 // Rows [first_row, first_row + rows) of a task against every key they may see; pages
-// of T (float, or bfloat16 or int8 from a KV cache), one key tile per page.
+// of T (float, or bfloat16, int8 or fp8 from a KV cache), one key tile per page.
 // bf16_dot: bfloat16 pages meet queries and probabilities rounded to bfloat16 in
 // AVX512_BF16 dot products (bf16_tile_matmul.h); otherwise every product is fp32 on
 // pages widened as they load.
@@ -247,8 +247,9 @@ class QueryBlock {
         TileMatMul(d, rows_, keys, head_dim, query.data, query.stride, KeyTile(page),
                    head_dim, scores_ + column, stride, /*accumulate=*/false, after);
       }
-      // int8 pages: q . (s_j k_j) = s_j (q . k_j), and p_j (s_j v_j) = (p_j s_j) v_j.
-      if constexpr (kInt8) {
+      // Scaled pages (int8, fp8): q . (s_j k_j) = s_j (q . k_j), and
+      // p_j (s_j v_j) = (p_j s_j) v_j.
+      if (token_scales_) {
         for (size_t i = 0; i < rows_; ++i) {
           MulRow(d, scores_ + i * stride + column, pages_.KeyScales(page), keys);
         }
@@ -278,7 +279,7 @@ class QueryBlock {
       if (has_context && rescale != 1.0f) ScaleRow(d, context_ + i * dim, dim, rescale);
     }
     ForEachPage(first_key, padded, [&](int64_t page, size_t column, size_t keys) {
-      if constexpr (kInt8) {
+      if (token_scales_) {
         for (size_t i = 0; i < rows_; ++i) {
           ScaleProbabilities(d, scores_ + i * stride + column, pages_.ValueScales(page),
                              keys);
@@ -380,8 +381,8 @@ class QueryBlock {
   const HeadScratch& layout_;
   const int64_t first_row_;
   const size_t rows_;
-  static constexpr bool kInt8 = std::is_same_v<T, int8_t>;
   const KvPages& pages_;
+  const bool token_scales_ = pages_.key_scales != nullptr;
   float* scores_;
   float* context_;
   float* query_tile_;
@@ -443,6 +444,12 @@ void AttendHead(const AttentionParams& params, const CoreTask& task, const KvPag
                                          pages);
     case KvStorage::kInt8:
       return AttendRows<int8_t>(d, params, task, rows, masks, layout, scratch, pages);
+    case KvStorage::kFp8E4M3:
+    case KvStorage::kFp8E4M3ScaleFree:
+      return AttendRows<Fp8E4M3>(d, params, task, rows, masks, layout, scratch, pages);
+    case KvStorage::kFp8E5M2:
+    case KvStorage::kFp8E5M2ScaleFree:
+      return AttendRows<Fp8E5M2>(d, params, task, rows, masks, layout, scratch, pages);
   }
 }
 

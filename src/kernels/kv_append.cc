@@ -1,7 +1,7 @@
 // AppendToPages, compiled once per SIMD target: the panel copy of kv_panels-inl.h
 // (keys rotated on the way in for rotary layers) aimed at positions inside a KV
-// cache's pages, or symmetric int8 quantisation with one scale per row, into the
-// same panel layout (src/kernels/kv_pages.h).
+// cache's pages, or quantisation to int8 or fp8 (one scale per row, or none for
+// scale-free fp8) into the same panel layout (src/kernels/kv_pages.h).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/kernels/kv_append.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "hwy/highway.h"
+#include "src/kernels/fp8.h"
 #include "src/kernels/kv_append.h"
 #include "src/kernels/kv_panels-inl.h"
 #include "src/kernels/rotary-inl.h"
@@ -64,32 +65,56 @@ void AppendSplit(const PanelAppend& a) {
   }
 }
 
-// Symmetric int8: x ~ scale * q, scale = max|x| / 127, q in [-127, 127]. Writes
-// q[k] to out[index(k)] and returns the scale (0 for an all-zero row). A row with a
-// NaN or an infinity has no int8 form: zeros with a NaN scale, so that every score
-// or context it enters is NaN, as the float row would make it.
-template <class Index>
-float Quantize(const float* row, size_t n, int8_t* out, const Index& index) {
+// How a quantised kind codes a value already divided by its scale: symmetric int8
+// (q in [-127, 127]) or an fp8 format (src/kernels/fp8.h, saturating).
+struct Int8Code {
+  using Type = int8_t;
+  static constexpr float kMax = 127.0f;
+  static int8_t Encode(float x) {
+    return static_cast<int8_t>(std::clamp(std::nearbyint(x), -kMax, kMax));
+  }
+};
+template <class Format>
+struct Fp8Code {
+  using Type = Format;
+  static constexpr float kMax = Format::kMax;
+  static Format Encode(float x) { return Format{EncodeFp8<Format>(x)}; }
+};
+
+// x ~ scale * code, scale = max|x| / Code::kMax. Writes code k to out[index(k)] and
+// returns the scale (0 for an all-zero row). A row with a NaN or an infinity has no
+// scaled form: zeros with a NaN scale, so that every score or context it enters is
+// NaN, as the float row would make it. Without `scaled` (scale-free fp8), the
+// values are coded as they are and 1 is returned.
+template <class Code, class Index>
+float Quantize(const float* row, size_t n, bool scaled, typename Code::Type* out,
+               const Index& index) {
+  if (!scaled) {
+    for (size_t k = 0; k < n; ++k) out[index(k)] = Code::Encode(row[k]);
+    return 1.0f;
+  }
   float max_abs = 0.0f;
   for (size_t k = 0; k < n; ++k) {
     if (!std::isfinite(row[k])) {
-      for (size_t j = 0; j < n; ++j) out[index(j)] = 0;
+      for (size_t j = 0; j < n; ++j) out[index(j)] = Code::Encode(0.0f);
       return std::numeric_limits<float>::quiet_NaN();
     }
     max_abs = std::max(max_abs, std::fabs(row[k]));
   }
-  const float scale = max_abs / 127.0f;
-  const float inverse = max_abs > 0.0f ? 127.0f / max_abs : 0.0f;
-  for (size_t k = 0; k < n; ++k) {
-    const float q = std::clamp(std::nearbyint(row[k] * inverse), -127.0f, 127.0f);
-    out[index(k)] = static_cast<int8_t>(q);
-  }
+  const float scale = max_abs / Code::kMax;
+  const float inverse = max_abs > 0.0f ? Code::kMax / max_abs : 0.0f;
+  for (size_t k = 0; k < n; ++k) out[index(k)] = Code::Encode(row[k] * inverse);
   return scale;
 }
 
-void AppendInt8(const PanelAppend& a) {
+// One code per element, written token by token: the key into its K^T column, the
+// value into its V row, each scale (if the kind has them) beside them.
+template <class Code>
+void AppendQuantized(const PanelAppend& a) {
+  using Type = typename Code::Type;
   const hn::ScalableTag<float> d;
   const KvPages& pages = *a.pages;
+  const bool scaled = pages.key_scales != nullptr;
   const size_t head_dim = static_cast<size_t>(a.head_dim);
   const size_t page_size = static_cast<size_t>(pages.page_size);
   for (int64_t r = 0; r < a.rows; ++r) {
@@ -103,9 +128,10 @@ void AppendInt8(const PanelAppend& a) {
       key = a.rotation_scratch;
     }
     // Key `offset` is column `offset` of the page's K^T tile, row `offset` of its V.
-    pages.KeyScales(page)[offset] =
-        Quantize(key, head_dim, reinterpret_cast<int8_t*>(pages.KeyPage(page)),
-                 [&](size_t k) { return PanelOffset(k, offset, head_dim); });
+    const float key_scale = Quantize<Code>(
+        key, head_dim, scaled, reinterpret_cast<Type*>(pages.KeyPage(page)),
+        [&](size_t k) { return PanelOffset(k, offset, head_dim); });
+    if (scaled) pages.KeyScales(page)[offset] = key_scale;
     if (pages.values_in_keys) continue;
     const size_t value_dim = static_cast<size_t>(ValueDim(a));
     const float* value = a.values + r * a.value_stride;
@@ -114,9 +140,10 @@ void AppendInt8(const PanelAppend& a) {
                                         1.0f, a.rotation_scratch);
       value = a.rotation_scratch;
     }
-    pages.ValueScales(page)[offset] =
-        Quantize(value, value_dim, reinterpret_cast<int8_t*>(pages.ValuePage(page)),
-                 [&](size_t k) { return PanelOffset(offset, k, page_size); });
+    const float value_scale = Quantize<Code>(
+        value, value_dim, scaled, reinterpret_cast<Type*>(pages.ValuePage(page)),
+        [&](size_t k) { return PanelOffset(offset, k, page_size); });
+    if (scaled) pages.ValueScales(page)[offset] = value_scale;
   }
 }
 
@@ -131,7 +158,13 @@ void AppendToPages(const PanelAppend& a) {
     case KvStorage::kBFloat16:
       return AppendSplit<hwy::bfloat16_t>(a);
     case KvStorage::kInt8:
-      return AppendInt8(a);
+      return AppendQuantized<Int8Code>(a);
+    case KvStorage::kFp8E4M3:
+    case KvStorage::kFp8E4M3ScaleFree:
+      return AppendQuantized<Fp8Code<Fp8E4M3>>(a);
+    case KvStorage::kFp8E5M2:
+    case KvStorage::kFp8E5M2ScaleFree:
+      return AppendQuantized<Fp8Code<Fp8E5M2>>(a);
   }
 }
 

@@ -1,11 +1,11 @@
 // KvPages: where the attention kernel finds one (sequence, KV head)'s cached keys and
 // values. They are stored in pages of page_size tokens: K^T as a
 // [head_dim, page_size] tile (scores = Q K^T streams it) and V as a
-// [page_size, padded_head_dim] tile, zero-padded, as float, bfloat16 or int8 (int8
-// with one fp32 scale per token for K and for V). A block holds one page of every KV
-// head (BlockLayout). The contiguous KvCache and the pages a forward writes its own
-// K/V into are runs of blocks, block p following block p - 1; the paged cache finds
-// block p through its sequence's block table.
+// [page_size, padded_head_dim] tile, zero-padded, as float, bfloat16, int8 or fp8
+// (int8 and the scaled fp8 kinds with one fp32 scale per token for K and for V). A block
+// holds one page of every KV head (BlockLayout). The contiguous KvCache and the pages a
+// forward writes its own K/V into are runs of blocks, block p following block p - 1; the
+// paged cache finds block p through its sequence's block table.
 //
 // Tiles are stored in column panels (PanelOffset): a tile product walks B one band
 // of columns at a time, and a band of a row-major tile is one cache line per row, a
@@ -44,10 +44,26 @@ inline size_t PairedOffset(size_t row, size_t col, size_t rows) {
          col % kPanelWidth * 2 + row % 2;
 }
 
-enum class KvStorage { kFloat32, kBFloat16, kInt8 };
+// fp8 (src/kernels/fp8.h) with one scale per (token, KV head), as int8 is, or scale
+// free: values cast as they are, for a model calibrated for fp8 KV.
+enum class KvStorage {
+  kFloat32,
+  kBFloat16,
+  kInt8,
+  kFp8E4M3,
+  kFp8E5M2,
+  kFp8E4M3ScaleFree,
+  kFp8E5M2ScaleFree
+};
 
 inline size_t KvElementBytes(KvStorage storage) {
   return storage == KvStorage::kFloat32 ? 4 : storage == KvStorage::kBFloat16 ? 2 : 1;
+}
+
+// Whether pages of `storage` carry one fp32 scale per token for K and for V.
+inline bool HasTokenScales(KvStorage storage) {
+  return storage == KvStorage::kInt8 || storage == KvStorage::kFp8E4M3 ||
+         storage == KvStorage::kFp8E5M2;
 }
 
 // Tiles of 2-byte elements (bfloat16) pair their rows; the others do not.
@@ -88,7 +104,8 @@ struct KvPages {
   uint8_t* keys = nullptr;
   uint8_t* values = nullptr;
   int64_t key_stride = 0, value_stride = 0;  // bytes
-  // int8: per-token scales, page id i's at scales + i * scale_stride (floats).
+  // int8, scaled fp8: per-token scales, page id i's at scales + i * scale_stride
+  // (floats); null for the other kinds.
   float* key_scales = nullptr;
   float* value_scales = nullptr;
   int64_t scale_stride = 0;
@@ -111,8 +128,8 @@ struct KvPages {
 };
 
 // One block: page_size tokens of every KV head, their K^T pages side by side in one
-// array, their V pages in another, and (int8) their scales in two more. Values are
-// value_head_dim wide (0: head_dim; PyTorch lets them differ from the keys); with
+// array, their V pages in another, and (HasTokenScales) their scales in two more. Values
+// are value_head_dim wide (0: head_dim; PyTorch lets them differ from the keys); with
 // values_in_keys there are no V pages (MLA: V is value_head_dim of the keys').
 struct BlockLayout {
   BlockLayout() = default;
@@ -127,9 +144,9 @@ struct BlockLayout {
 
   int64_t block_key_bytes() const { return num_kv_heads * key_page_bytes; }
   int64_t block_value_bytes() const { return num_kv_heads * value_page_bytes; }
-  // Floats of K (and of V) scales per block: 0 unless int8.
+  // Floats of K (and of V) scales per block: 0 unless HasTokenScales.
   int64_t block_scales() const {
-    return storage == KvStorage::kInt8 ? num_kv_heads * page_size : 0;
+    return HasTokenScales(storage) ? num_kv_heads * page_size : 0;
   }
   // KV head kv_head's pages, block id i at i blocks from these bases.
   KvPages Pages(uint8_t* keys, uint8_t* values, float* key_scales, float* value_scales,
@@ -139,7 +156,7 @@ struct BlockLayout {
     pages.key_stride = block_key_bytes();
     pages.values = values_in_keys ? pages.keys : values + kv_head * value_page_bytes;
     pages.value_stride = values_in_keys ? pages.key_stride : block_value_bytes();
-    if (storage == KvStorage::kInt8) {
+    if (HasTokenScales(storage)) {
       pages.key_scales = key_scales + kv_head * page_size;
       pages.value_scales =
           values_in_keys ? pages.key_scales : value_scales + kv_head * page_size;

@@ -36,8 +36,13 @@ void CopyToken(const KvPages& pages, int64_t head_dim, int64_t from, int64_t to)
       return CopyElements<float>(pages, head_dim, from, to);
     case KvStorage::kBFloat16:
       return CopyElements<uint16_t>(pages, head_dim, from, to);
-    case KvStorage::kInt8: {
-      CopyElements<int8_t>(pages, head_dim, from, to);
+    case KvStorage::kFp8E4M3ScaleFree:
+    case KvStorage::kFp8E5M2ScaleFree:
+      return CopyElements<uint8_t>(pages, head_dim, from, to);
+    case KvStorage::kInt8:
+    case KvStorage::kFp8E4M3:
+    case KvStorage::kFp8E5M2: {
+      CopyElements<uint8_t>(pages, head_dim, from, to);
       const int64_t size = pages.page_size;
       pages.KeyScales(to / size)[to % size] = pages.KeyScales(from / size)[from % size];
       if (!pages.values_in_keys) {

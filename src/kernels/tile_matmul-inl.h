@@ -20,6 +20,7 @@
 
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
+#include "src/kernels/fp8_widen-inl.h"
 #include "src/kernels/kv_pages.h"
 #include "src/kernels/prefetch_rule.h"
 #include "src/kernels/tile_sizes.h"
@@ -73,6 +74,14 @@ template <class D>
 HWY_INLINE hn::Vec<D> LoadRow(D d, const int8_t* HWY_RESTRICT p) {
   const hn::Rebind<int32_t, D> di32;
   return hn::ConvertTo(d, hn::PromoteTo(di32, hn::LoadU(hn::Rebind<int8_t, D>(), p)));
+}
+template <class D>
+HWY_INLINE hn::Vec<D> LoadRow(D d, const internal::Fp8E4M3* HWY_RESTRICT p) {
+  return WidenFp8(d, p);
+}
+template <class D>
+HWY_INLINE hn::Vec<D> LoadRow(D d, const internal::Fp8E5M2* HWY_RESTRICT p) {
+  return WidenFp8(d, p);
 }
 
 // B's tile: its data, its rows (>= depth: the product may use the first rows only)

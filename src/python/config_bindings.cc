@@ -12,7 +12,12 @@ void BindEnums(py::module_& m) {
   py::enum_<DType>(m, "DType")
       .value("float32", DType::kFloat32)
       .value("bfloat16", DType::kBFloat16)
-      .value("int8", DType::kInt8);
+      .value("int8", DType::kInt8)
+      .value("float8_e4m3fn", DType::kFloat8E4M3)
+      .value("float8_e5m2", DType::kFloat8E5M2);
+  py::enum_<KvScales>(m, "KvScales", "How a quantised KV cache scales what it stores.")
+      .value("per_token", KvScales::kPerToken)
+      .value("none", KvScales::kNone);
   py::enum_<WeightLayout>(m, "WeightLayout", "How a projection weight is laid out.")
       .value("out_in", WeightLayout::kOutIn)
       .value("in_out", WeightLayout::kInOut)

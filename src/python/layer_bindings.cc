@@ -65,8 +65,8 @@ std::unique_ptr<PyLayer<Engine>> Build(LayerSource source,
 class PyKvCache {
  public:
   PyKvCache(const AttentionConfig& config, int64_t max_batch, int64_t max_seq_len,
-            DType storage)
-      : cache_(config, max_batch, max_seq_len, storage) {}
+            DType storage, KvScales scales)
+      : cache_(config, max_batch, max_seq_len, storage, scales) {}
 
   template <class F>
   auto Locked(const F& run) {
@@ -280,12 +280,17 @@ void BindLayer(py::module_& m) {
                         "One layer's keys and values for max_batch sequences "
                         "(kv_cache.hpp). Calls from several threads run one at a time.")
       .def(py::init([](const PyLayer<MultiheadAttention>& layer, int64_t max_batch,
-                       int64_t max_seq_len, DType storage) {
+                       int64_t max_seq_len, DType storage, KvScales scales) {
              return std::make_unique<PyKvCache>(layer.engine.config(), max_batch,
-                                                max_seq_len, storage);
+                                                max_seq_len, storage, scales);
            }),
            py::arg("layer"), py::arg("max_batch"), py::arg("max_seq_len"),
-           py::arg("storage") = DType::kFloat32)
+           py::arg("storage") = DType::kFloat32, py::arg("scales") = KvScales::kPerToken)
+      .def_property_readonly(
+          "bytes_per_token",
+          [](PyKvCache& c) {
+            return c.Locked([](KvCache& k) { return k.bytes_per_token(); });
+          })
       .def_property_readonly(
           "max_batch",
           [](PyKvCache& c) { return c.Locked([](KvCache& k) { return k.max_batch(); }); })

@@ -22,6 +22,10 @@ const char* DTypeName(DType dtype) {
       return "bfloat16";
     case DType::kInt8:
       return "int8";
+    case DType::kFloat8E4M3:
+      return "float8_e4m3fn";
+    case DType::kFloat8E5M2:
+      return "float8_e5m2";
   }
   return "unknown";
 }
@@ -30,6 +34,8 @@ size_t DTypeSize(DType dtype) {
   switch (dtype) {
     case DType::kBool:
     case DType::kInt8:
+    case DType::kFloat8E4M3:
+    case DType::kFloat8E5M2:
       return 1;
     case DType::kBFloat16:
       return 2;

@@ -41,7 +41,7 @@ constexpr char kUsage[] =
     "       mha-run --latent --weights W.safetensors --num-heads H --query X.npy\n"
     "               [--rope interleaved --rope-theta T] [--rope-max-positions N]\n"
     "               [--scale S] [--decode-steps N] [--cache-dtype "
-    "float32|bfloat16|int8]\n"
+    "float32|bfloat16|int8|float8_e4m3fn|float8_e5m2]\n"
     "               --output O.npy   (an MLA layer: DeepSeek V2/V3 names)\n";
 
 class UsageError : public std::runtime_error {
@@ -207,10 +207,13 @@ bool ParseValueFlag(const std::string& flag, const std::string& value, Options& 
   } else if (flag == "--decode-steps") {
     options.decode_steps = ParseCount(flag, value);
   } else if (flag == "--cache-dtype") {
-    ExpectOneOf(flag, value, {"float32", "bfloat16", "int8"});
-    options.cache_dtype = value == "float32"    ? DType::kFloat32
-                          : value == "bfloat16" ? DType::kBFloat16
-                                                : DType::kInt8;
+    ExpectOneOf(flag, value,
+                {"float32", "bfloat16", "int8", "float8_e4m3fn", "float8_e5m2"});
+    options.cache_dtype = value == "float32"         ? DType::kFloat32
+                          : value == "bfloat16"      ? DType::kBFloat16
+                          : value == "int8"          ? DType::kInt8
+                          : value == "float8_e4m3fn" ? DType::kFloat8E4M3
+                                                     : DType::kFloat8E5M2;
   } else if (flag == "--mask-convention") {
     ExpectOneOf(flag, value, {"torch", "zero-means-masked"});
     options.convention =
