@@ -630,6 +630,31 @@ int main(void) {
   mha_kv_cache_destroy(bf16_cache);
   mha_layer_destroy(bf16_layer);
 
+  /* fp8 caches, scaled and scale free: a causal prefill within fp8's bound (3 or 2
+     bits of mantissa); an unknown storage is refused. */
+  {
+    const mha_kv_storage kinds[4] = {MHA_KV_FP8_E4M3, MHA_KV_FP8_E5M2,
+                                     MHA_KV_FP8_E4M3_SCALE_FREE, MHA_KV_FP8_E5M2_SCALE_FREE};
+    const float bounds[4] = {0.1f, 0.2f, 0.1f, 0.2f};
+    float out[B * S * E], expected[B * S * E];
+    Naive(x, wp, bp, 1, expected);
+    for (int k = 0; k < 4; ++k) {
+      mha_kv_cache* fp8_cache = NULL;
+      Check(mha_kv_cache_create(layer, B, S, kinds[k], &fp8_cache) == MHA_OK,
+            "create fp8 cache");
+      Check(mha_forward_with_cache(layer, fp8_cache, B, S, x, NULL, NULL, out, 0) ==
+                MHA_OK,
+            "fp8 prefill");
+      Check(Close(out, expected, B * S * E) < bounds[k], "fp8 prefill output");
+      mha_kv_cache_destroy(fp8_cache);
+    }
+    mha_kv_cache* refused = NULL;
+    Check(mha_kv_cache_create(layer, B, S, (mha_kv_storage)7, &refused) ==
+                  MHA_INVALID_ARGUMENT &&
+              refused == NULL && strstr(mha_last_error(), "storage: unknown value 7"),
+          "unknown storage refused");
+  }
+
   /* int8 projections: within the int8 bound of the fp32 results; not with bf16. */
   mha_config int8_config = config;
   int8_config.int8_weights = 1;

@@ -137,7 +137,9 @@ std::vector<float> Rows(const std::vector<float>& x, int64_t first, int64_t coun
 }
 
 // The bounds docs/serving.md states for each storage, on these layers' data.
-double Bound(DType storage) { return storage == DType::kFloat32 ? 1e-4 : 3e-2; }
+double Bound(DType storage) {
+  return storage == DType::kFloat32 ? 1e-4 : storage == DType::kFloat8E4M3 ? 0.1 : 3e-2;
+}
 
 void DecodeContiguous(const Combination& c, const OwnedLayer& layer,
                       const std::vector<float>& x, const std::vector<float>& ref,
@@ -195,9 +197,10 @@ TEST(Combinations, RandomFeaturesCachesSplitsAndThreads) {
     const OwnedLayer layer = CombinationLayer(c, weights);
     const std::vector<float> x = RandomFloats(c.total() * kEmbed, 33 + trial);
     const std::vector<float> ref = NaiveCausal(layer, x);
-    const DType storages[] = {DType::kFloat32, DType::kBFloat16, DType::kInt8};
-    DecodeContiguous(c, layer, x, ref, storages[trial % 3]);
-    DecodePaged(c, layer, x, ref, storages[(trial + 1) % 3], trial % 2 ? 16 : 64);
+    const DType storages[] = {DType::kFloat32, DType::kBFloat16, DType::kInt8,
+                              DType::kFloat8E4M3};
+    DecodeContiguous(c, layer, x, ref, storages[trial % 4]);
+    DecodePaged(c, layer, x, ref, storages[(trial + 1) % 4], trial % 2 ? 16 : 64);
   }
 }
 

@@ -24,6 +24,10 @@ struct PropertyCase {
   int64_t block_size, num_blocks, window;
   bool rope;
   int operations;
+  KvScales scales = KvScales::kPerToken;
+  // Against the fp32 reference: the storage's rounding (kv_storage_accuracy_test
+  // states each kind's bounds), far below what a wrong block or token would give.
+  double tolerance = 1e-2;
 };
 void PrintTo(const PropertyCase& c, std::ostream* os) { *os << c.name; }
 
@@ -45,6 +49,7 @@ class PagedCacheProperty : public ::testing::TestWithParam<PropertyCase> {
     options.block_size = c.block_size;
     options.max_sequences = kMaxSequences;
     options.storage = c.storage;
+    options.scales = c.scales;
     options.sliding_window = c.window;
     cache_ = std::make_unique<PagedKvCache>(layer_.config, options);
   }
@@ -88,7 +93,7 @@ class PagedCacheProperty : public ::testing::TestWithParam<PropertyCase> {
       tokens.insert(tokens.end(), chunks[i].tokens.begin(), chunks[i].tokens.end());
       const int64_t count = static_cast<int64_t>(chunks[i].tokens.size()) / kEmbed;
       ExpectClose(outputs[i], Reference(tokens, count), GetParam().name,
-                  GetParam().storage == DType::kFloat32 ? 1e-4 : 1e-2);
+                  GetParam().storage == DType::kFloat32 ? 1e-4 : GetParam().tolerance);
       ASSERT_EQ(cache_->length(chunks[i].sequence),
                 static_cast<int64_t>(tokens.size()) / kEmbed);
     }
@@ -177,7 +182,11 @@ INSTANTIATE_TEST_SUITE_P(
     Storages, PagedCacheProperty,
     ::testing::Values(PropertyCase{"fp32_rope", DType::kFloat32, 16, 14, 0, true, 3000},
                       PropertyCase{"bf16", DType::kBFloat16, 32, 8, 0, false, 3000},
-                      PropertyCase{"int8_window", DType::kInt8, 16, 10, 40, true, 3000}),
+                      PropertyCase{"int8_window", DType::kInt8, 16, 10, 40, true, 3000},
+                      PropertyCase{"fp8_e4m3_rope", DType::kFloat8E4M3, 16, 12, 0, true,
+                                   3000, KvScales::kPerToken, 8e-2},
+                      PropertyCase{"fp8_e5m2_scale_free_window", DType::kFloat8E5M2, 32,
+                                   8, 40, false, 3000, KvScales::kNone, 0.15}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -24,14 +24,19 @@ struct PagedCase {
   int64_t window = 0;  // the layer's sliding window, and the cache's
   std::vector<int64_t> chunks = {1};
   int64_t attention_chunk = 0;  // the layer's attention_chunk_size, and the cache's
+  KvScales scales = KvScales::kPerToken;
 };
 void PrintTo(const PagedCase& c, std::ostream* os) { *os << c.name; }
 
 // The accuracy bounds docs/serving.md states (max error over max(1, max |output|)): bf16
 // rounds keys and values to 8 bits of mantissa; int8 stores each (token, KV head)
-// row as scale * q, |q| <= 127. Seen here: at most 1.1e-3 (bf16) and 2.9e-3 (int8).
+// row as scale * q, |q| <= 127; fp8 keeps 3 (e4m3) or 2 (e5m2) bits of mantissa.
+// Seen here: at most 1.1e-3 (bf16) and 2.9e-3 (int8).
 double Tolerance(DType storage) {
-  return storage == DType::kFloat32 ? 1e-4 : storage == DType::kBFloat16 ? 1e-2 : 1e-2;
+  return storage == DType::kFloat32      ? 1e-4
+         : storage == DType::kFloat8E4M3 ? 0.1
+         : storage == DType::kFloat8E5M2 ? 0.2
+                                         : 1e-2;
 }
 
 AttentionConfig WithFeatures(AttentionConfig config, const PagedCase& c) {
@@ -58,6 +63,7 @@ PagedKvCacheOptions Options(const PagedCase& c, int64_t num_blocks) {
   options.block_size = c.block_size;
   options.max_sequences = 8;
   options.storage = c.storage;
+  options.scales = c.scales;
   options.sliding_window = c.window;
   options.attention_chunk_size = c.attention_chunk;
   return options;
@@ -125,6 +131,16 @@ INSTANTIATE_TEST_SUITE_P(
         PagedCase{"window_releases_blocks", 2, 16, DType::kFloat32, true, 24, {9, 1, 1}},
         PagedCase{"bf16_rope", 2, 16, DType::kBFloat16, true, 0, {17, 1, 1}},
         PagedCase{"int8_gqa", 2, 16, DType::kInt8, false, 0, {33, 1, 5, 1}},
+        PagedCase{"fp8_e4m3_gqa", 2, 16, DType::kFloat8E4M3, false, 0, {33, 1, 5, 1}},
+        PagedCase{"fp8_e5m2_scale_free_rope_window_block32",
+                  2,
+                  32,
+                  DType::kFloat8E5M2,
+                  true,
+                  40,
+                  {20, 1, 1},
+                  0,
+                  KvScales::kNone},
         PagedCase{"int8_rope_window_block64", 2, 64, DType::kInt8, true, 40, {20, 1}},
         PagedCase{"attention_chunk_releases_blocks",
                   2,
@@ -147,12 +163,20 @@ INSTANTIATE_TEST_SUITE_P(
 // The same steps through the contiguous KvCache and the paged one give the same
 // outputs: the storage differs, the arithmetic does not (beyond summation order).
 TEST(PagedKvCache, MatchesContiguousCacheForEveryStorage) {
-  for (DType storage : {DType::kFloat32, DType::kBFloat16, DType::kInt8}) {
+  const std::pair<DType, KvScales> kinds[] = {{DType::kFloat32, KvScales::kPerToken},
+                                              {DType::kBFloat16, KvScales::kPerToken},
+                                              {DType::kInt8, KvScales::kPerToken},
+                                              {DType::kFloat8E4M3, KvScales::kPerToken},
+                                              {DType::kFloat8E5M2, KvScales::kPerToken},
+                                              {DType::kFloat8E4M3, KvScales::kNone},
+                                              {DType::kFloat8E5M2, KvScales::kNone}};
+  for (const auto& [storage, scales] : kinds) {
     PagedCase c{"contiguous", 2, 16, storage, true, 0, {}};
+    c.scales = scales;
     const OwnedLayer layer = PagedLayer(c);
     const MultiheadAttention attention(layer.config, layer.weights);
     const std::vector<float> x = RandomFloats(60 * kEmbed, 9);
-    KvCache contiguous(layer.config, 1, 60, storage);
+    KvCache contiguous(layer.config, 1, 60, storage, scales);
     PagedKvCache paged(layer.config, Options(c, 8));
     paged.AddSequence(0);
     int64_t done = 0;

@@ -33,8 +33,13 @@ mha::PagedKvCacheOptions Options(FuzzInput& input) {
   options.max_sequences = input.Size(4);
   options.num_layers = 1 + input.Byte() % 2;
   const mha::DType storages[] = {mha::DType::kFloat32, mha::DType::kBFloat16,
-                                 mha::DType::kInt8};
-  options.storage = storages[input.Byte() % 3];
+                                 mha::DType::kInt8, mha::DType::kFloat8E4M3,
+                                 mha::DType::kFloat8E5M2};
+  options.storage = storages[input.Byte() % 5];
+  if (options.storage == mha::DType::kFloat8E4M3 ||
+      options.storage == mha::DType::kFloat8E5M2) {
+    options.scales = input.Byte() % 2 ? mha::KvScales::kNone : mha::KvScales::kPerToken;
+  }
   options.sliding_window = input.Byte() % 3 == 0 ? input.Size(48) : 0;
   return options;
 }

@@ -235,14 +235,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.num_blocks = 1 + input.Byte() % 48;
   options.max_sequences = kMaxSequences;
   const mha::DType storages[] = {mha::DType::kFloat32, mha::DType::kBFloat16,
-                                 mha::DType::kInt8};
-  options.storage = storages[input.Byte() % 3];
+                                 mha::DType::kInt8, mha::DType::kFloat8E4M3,
+                                 mha::DType::kFloat8E5M2};
+  options.storage = storages[input.Byte() % 5];
+  const bool fp8 = options.storage == mha::DType::kFloat8E4M3 ||
+                   options.storage == mha::DType::kFloat8E5M2;
+  if (fp8 && input.Byte() % 2) options.scales = mha::KvScales::kNone;
   if (input.Byte() % 2) {
     options.sliding_window = 1 + input.Byte() % 40;
     layer.config.features.sliding_window = 1 + input.Byte() % options.sliding_window;
   }
-  // The bounds of kv_cache_test's regimes for these small weights, with room.
-  const double bound = options.storage == mha::DType::kFloat32 ? 1e-4 : 3e-2;
+  // The bounds of kv_storage_accuracy_test's regimes for these small weights, with
+  // room.
+  const double bound = options.storage == mha::DType::kFloat32      ? 1e-4
+                       : options.storage == mha::DType::kFloat8E4M3 ? 0.1
+                       : options.storage == mha::DType::kFloat8E5M2 ? 0.2
+                                                                    : 3e-2;
   const mha::MultiheadAttention attention(layer.config, layer.views);
   mha::PagedKvCache cache(layer.config, options);
   Model model;

@@ -142,6 +142,29 @@ def test_cache_decode_matches_one_causal_forward():
     assert cache.length(0) == 9
 
 
+def test_quantised_caches_decode_within_their_bounds():
+    rng = np.random.default_rng(6)
+    layer = mha.MultiheadAttention.from_state_dict(random_state_dict(rng, 16, 4, 2), 4, 2)
+    x = rng.standard_normal((1, 9, 16), np.float32)
+    expected = layer(x, is_causal=True)[0]
+    # Per token and KV head (2): K's 4 and V's 4 padded to 16 bytes, and two fp32
+    # scales unless scale free.
+    kinds = [(mha.DType.int8, mha.KvScales.per_token, 3e-2, 2 * (20 + 8)),
+             (mha.DType.float8_e4m3fn, mha.KvScales.per_token, 0.1, 2 * (20 + 8)),
+             (mha.DType.float8_e5m2, mha.KvScales.none, 0.2, 2 * 20)]
+    for storage, scales, bound, token_bytes in kinds:
+        cache = mha.KvCache(layer, max_batch=1, max_seq_len=16, storage=storage,
+                            scales=scales)
+        assert cache.bytes_per_token == token_bytes
+        steps = [layer.forward_with_cache(x[:, :5], cache)]
+        steps += [layer.forward_with_cache(x[:, i:i + 1], cache) for i in range(5, 9)]
+        got = np.concatenate(steps, axis=1)
+        assert np.abs(got - expected).max() <= bound * max(1.0, np.abs(expected).max())
+    with pytest.raises(ValueError, match="scale-free"):
+        mha.KvCache(layer, max_batch=1, max_seq_len=16, storage=mha.DType.int8,
+                    scales=mha.KvScales.none)
+
+
 def test_head_shards_sum_to_the_full_layer():
     rng = np.random.default_rng(5)
     state = random_state_dict(rng, 24, 6, 3)
