@@ -445,6 +445,8 @@ void AttendHead(const AttentionParams& params, const CoreTask& task, const KvPag
     case KvStorage::kInt8:
       return AttendRows<int8_t>(d, params, task, rows, masks, layout, scratch, pages);
     case KvStorage::kFp8E4M3:
+      return AttendRows<Fp8E4M3Finite>(d, params, task, rows, masks, layout, scratch,
+                                       pages);
     case KvStorage::kFp8E4M3ScaleFree:
       return AttendRows<Fp8E4M3>(d, params, task, rows, masks, layout, scratch, pages);
     case KvStorage::kFp8E5M2:

@@ -26,6 +26,11 @@ struct Fp8E4M3 {
   static constexpr uint8_t kNaNCode = 0x7F;
 };
 
+// e4m3 pages written with per-token scales hold no NaN code (a row with no scaled
+// form is zeros with a NaN scale), so the kernel may widen them without looking for
+// one (fp8_widen-inl.h).
+struct Fp8E4M3Finite : Fp8E4M3 {};
+
 struct Fp8E5M2 {
   uint8_t bits;
   static constexpr int kMantissaBits = 2;
