@@ -15,30 +15,20 @@ void ContiguousPages::Reset(const BlockLayout& layout, int64_t sequences,
   if (!values_at && value_storage_.size() < blocks * layout.block_value_bytes()) {
     value_storage_.resize(blocks * layout.block_value_bytes());
   }
-  if (key_scale_storage_.size() < blocks * layout.block_scales()) {
-    key_scale_storage_.resize(blocks * layout.block_scales());
-    value_scale_storage_.resize(blocks * layout.block_scales());
-  }
   keys_ = key_storage_.data();
   values_ = values_at ? values_at : value_storage_.data();
-  key_scales_ = key_scale_storage_.data();
-  value_scales_ = value_scale_storage_.data();
   sequence_value_bytes_ =
       values_at ? sequence_value_bytes : blocks_ * layout.block_value_bytes();
 }
 
 KvPages ContiguousPages::operator()(int64_t sequence, int64_t kv_head) const {
   const int64_t first_block = sequence * blocks_;
-  const int64_t scales = first_block * layout_.block_scales();
   return layout_.Pages(keys_ + first_block * layout_.block_key_bytes(),
-                       values_ + sequence * sequence_value_bytes_, key_scales_ + scales,
-                       value_scales_ + scales, kv_head);
+                       values_ + sequence * sequence_value_bytes_, kv_head);
 }
 
 size_t ContiguousPages::bytes() const {
-  return key_storage_.capacity() + value_storage_.capacity() +
-         (key_scale_storage_.capacity() + value_scale_storage_.capacity()) *
-             sizeof(float);
+  return key_storage_.capacity() + value_storage_.capacity();
 }
 
 }  // namespace mha::internal

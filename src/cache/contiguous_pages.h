@@ -34,12 +34,9 @@ class ContiguousPages {
   BlockLayout layout_;
   int64_t blocks_ = 0;  // per sequence
   AlignedVector<uint8_t> key_storage_, value_storage_;
-  std::vector<float> key_scale_storage_, value_scale_storage_;
   // Where the pages are: the storage above, or the V pages at Reset's values_at.
   uint8_t* keys_ = nullptr;
   uint8_t* values_ = nullptr;
-  float* key_scales_ = nullptr;
-  float* value_scales_ = nullptr;
   int64_t sequence_value_bytes_ = 0;
 };
 

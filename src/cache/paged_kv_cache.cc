@@ -75,24 +75,18 @@ PagedKvCache::Impl::Impl(const internal::BlockLayout& block_layout,
       sequences(o.max_sequences),
       id_stamps(o.max_sequences, 0) {
   // Sizes checked by CheckPoolBytes before.
-  const int64_t layer_tokens = o.num_blocks * num_kv_heads * o.block_size;
   layer_keys_bytes = o.num_blocks * layout.block_key_bytes();
   layer_values_bytes = o.num_blocks * layout.block_value_bytes();
   keys.assign(static_cast<size_t>(o.num_layers * layer_keys_bytes), 0);
   values.assign(static_cast<size_t>(o.num_layers * layer_values_bytes), 0);
-  if (internal::HasTokenScales(storage)) {
-    key_scales.assign(o.num_layers * layer_tokens, 0.0f);
-    if (!latent) value_scales.assign(o.num_layers * layer_tokens, 0.0f);
-  }
 }
 
 internal::KvPages PagedKvCache::Impl::Pages(int64_t sequence, int64_t layer,
                                             int64_t kv_head) {
   const Sequence& s = sequences[sequence];
-  const int64_t layer_scales = layer * options.num_blocks * layout.block_scales();
-  internal::KvPages pages = layout.Pages(
-      keys.data() + layer * layer_keys_bytes, values.data() + layer * layer_values_bytes,
-      key_scales.data() + layer_scales, value_scales.data() + layer_scales, kv_head);
+  internal::KvPages pages =
+      layout.Pages(keys.data() + layer * layer_keys_bytes,
+                   values.data() + layer * layer_values_bytes, kv_head);
   pages.page_ids = s.pages.data();
   pages.first_page = s.first_page;
   return pages;
@@ -223,7 +217,6 @@ void PagedKvCache::Impl::Unshare(Sequence& s, int64_t page) {
 }
 
 void PagedKvCache::Impl::CopyBlock(int32_t from, int32_t to) {
-  const int64_t tokens = num_kv_heads * options.block_size;
   for (int64_t layer = 0; layer < options.num_layers; ++layer) {
     uint8_t* layer_keys = keys.data() + layer * layer_keys_bytes;
     std::memcpy(layer_keys + to * layout.block_key_bytes(),
@@ -234,20 +227,14 @@ void PagedKvCache::Impl::CopyBlock(int32_t from, int32_t to) {
                   layer_values + from * layout.block_value_bytes(),
                   layout.block_value_bytes());
     }
-    for (std::vector<float>* scales : {&key_scales, &value_scales}) {
-      if (scales->empty()) continue;
-      float* layer_scales = scales->data() + layer * options.num_blocks * tokens;
-      std::copy_n(layer_scales + from * tokens, tokens, layer_scales + to * tokens);
-    }
   }
 }
 
 void PagedKvCache::Impl::ZeroValueRows(int32_t block, int64_t first_row) {
   const size_t element = internal::KvElementBytes(storage);
-  const int64_t layer_tokens = options.num_blocks * num_kv_heads * options.block_size;
-  // Values' scales (the keys' with values in keys): a NaN one would poison 0 x.
-  std::vector<float>& scale_storage = latent ? key_scales : value_scales;
   for (int64_t layer = 0; layer < options.num_layers; ++layer) {
+    uint8_t* block_keys =
+        keys.data() + layer * layer_keys_bytes + block * layout.block_key_bytes();
     uint8_t* block_values =
         values.data() + layer * layer_values_bytes + block * layout.block_value_bytes();
     for (int64_t kv_head = 0; kv_head < num_kv_heads; ++kv_head) {
@@ -256,9 +243,12 @@ void PagedKvCache::Impl::ZeroValueRows(int32_t block, int64_t first_row) {
                                options.block_size, padded_value_dim, first_row,
                                options.block_size, element);
       }
+      // Values' scales (the keys' with values in keys): a NaN one would poison 0 x.
       if (internal::HasTokenScales(storage)) {
-        float* scales = scale_storage.data() + layer * layer_tokens +
-                        (block * num_kv_heads + kv_head) * options.block_size;
+        float* scales = reinterpret_cast<float*>(
+            latent ? block_keys + kv_head * layout.key_page_bytes + layout.key_scales_at
+                   : block_values + kv_head * layout.value_page_bytes +
+                         layout.value_scales_at);
         std::fill(scales + first_row, scales + options.block_size, 0.0f);
       }
     }
@@ -316,12 +306,8 @@ PagedKvCacheStats PagedKvCache::stats() const {
   stats.used_blocks = stats.num_blocks - stats.free_blocks;
   stats.shared_blocks = impl_->pool.shared_blocks();
   stats.sequences = impl_->active_sequences;
-  const int64_t scales = (impl_->key_scales.empty() ? 0 : sizeof(float)) +
-                         (impl_->value_scales.empty() ? 0 : sizeof(float));
-  stats.bytes_per_block =
-      impl_->options.num_layers *
-      (impl_->layout.block_key_bytes() + impl_->layout.block_value_bytes() +
-       impl_->num_kv_heads * impl_->options.block_size * scales);
+  stats.bytes_per_block = impl_->options.num_layers * (impl_->layout.block_key_bytes() +
+                                                       impl_->layout.block_value_bytes());
   return stats;
 }
 

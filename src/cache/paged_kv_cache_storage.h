@@ -78,9 +78,9 @@ struct PagedKvCache::Impl {
   int64_t num_kv_heads, head_dim, padded_value_dim;
   internal::KvStorage storage;
   bool latent;  // layout.values_in_keys: a multi-head latent attention cache
-  int64_t layer_keys_bytes, layer_values_bytes;   // one layer's storage
-  internal::AlignedVector<uint8_t> keys, values;  // [layer, block, KV head, page]
-  std::vector<float> key_scales, value_scales;    // int8: [layer, block, KV head, token]
+  int64_t layer_keys_bytes, layer_values_bytes;  // one layer's storage
+  // [layer, block, KV head, page]; scaled kinds end each page with its scales.
+  internal::AlignedVector<uint8_t> keys, values;
   internal::BlockPool pool;
   std::vector<Sequence> sequences;          // by id
   mutable std::vector<uint64_t> id_stamps;  // by id: the CheckDistinct that saw it last

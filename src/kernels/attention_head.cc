@@ -382,7 +382,7 @@ class QueryBlock {
   const int64_t first_row_;
   const size_t rows_;
   const KvPages& pages_;
-  const bool token_scales_ = pages_.key_scales != nullptr;
+  const bool token_scales_ = pages_.token_scales;
   float* scores_;
   float* context_;
   float* query_tile_;

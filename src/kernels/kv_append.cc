@@ -114,7 +114,7 @@ void AppendQuantized(const PanelAppend& a) {
   using Type = typename Code::Type;
   const hn::ScalableTag<float> d;
   const KvPages& pages = *a.pages;
-  const bool scaled = pages.key_scales != nullptr;
+  const bool scaled = pages.token_scales;
   const size_t head_dim = static_cast<size_t>(a.head_dim);
   const size_t page_size = static_cast<size_t>(pages.page_size);
   for (int64_t r = 0; r < a.rows; ++r) {

@@ -104,11 +104,10 @@ struct KvPages {
   uint8_t* keys = nullptr;
   uint8_t* values = nullptr;
   int64_t key_stride = 0, value_stride = 0;  // bytes
-  // int8, scaled fp8: per-token scales, page id i's at scales + i * scale_stride
-  // (floats); null for the other kinds.
-  float* key_scales = nullptr;
-  float* value_scales = nullptr;
-  int64_t scale_stride = 0;
+  // int8, scaled fp8: one float per token after each page's data, `*_scales_at`
+  // bytes from the page's start, so that a page and its scales are one run of memory.
+  bool token_scales = false;
+  int64_t key_scales_at = 0, value_scales_at = 0;
   // Page p (p >= first_page) has id page_ids[p - first_page]; null: id p.
   const int32_t* page_ids = nullptr;
   int64_t first_page = 0;
@@ -121,14 +120,17 @@ struct KvPages {
   int64_t Id(int64_t page) const { return page_ids ? page_ids[page - first_page] : page; }
   uint8_t* KeyPage(int64_t page) const { return keys + Id(page) * key_stride; }
   uint8_t* ValuePage(int64_t page) const { return values + Id(page) * value_stride; }
-  float* KeyScales(int64_t page) const { return key_scales + Id(page) * scale_stride; }
+  float* KeyScales(int64_t page) const {
+    return reinterpret_cast<float*>(KeyPage(page) + key_scales_at);
+  }
   float* ValueScales(int64_t page) const {
-    return value_scales + Id(page) * scale_stride;
+    return reinterpret_cast<float*>(ValuePage(page) + value_scales_at);
   }
 };
 
 // One block: page_size tokens of every KV head, their K^T pages side by side in one
-// array, their V pages in another, and (HasTokenScales) their scales in two more. Values
+// array, their V pages in another; with HasTokenScales each page ends with its
+// tokens' scales. Values
 // are value_head_dim wide (0: head_dim; PyTorch lets them differ from the keys); with
 // values_in_keys there are no V pages (MLA: V is value_head_dim of the keys').
 struct BlockLayout {
@@ -140,28 +142,22 @@ struct BlockLayout {
           padded_value_dim = 0;
   KvStorage storage = KvStorage::kFloat32;
   bool values_in_keys = false;
-  int64_t key_page_bytes = 0, value_page_bytes = 0;  // one KV head's pages
+  // One KV head's pages, scales included, and where their scales start.
+  int64_t key_page_bytes = 0, value_page_bytes = 0;
+  int64_t key_scales_at = 0, value_scales_at = 0;
 
   int64_t block_key_bytes() const { return num_kv_heads * key_page_bytes; }
   int64_t block_value_bytes() const { return num_kv_heads * value_page_bytes; }
-  // Floats of K (and of V) scales per block: 0 unless HasTokenScales.
-  int64_t block_scales() const {
-    return HasTokenScales(storage) ? num_kv_heads * page_size : 0;
-  }
   // KV head kv_head's pages, block id i at i blocks from these bases.
-  KvPages Pages(uint8_t* keys, uint8_t* values, float* key_scales, float* value_scales,
-                int64_t kv_head) const {
+  KvPages Pages(uint8_t* keys, uint8_t* values, int64_t kv_head) const {
     KvPages pages;
     pages.keys = keys + kv_head * key_page_bytes;
     pages.key_stride = block_key_bytes();
     pages.values = values_in_keys ? pages.keys : values + kv_head * value_page_bytes;
     pages.value_stride = values_in_keys ? pages.key_stride : block_value_bytes();
-    if (HasTokenScales(storage)) {
-      pages.key_scales = key_scales + kv_head * page_size;
-      pages.value_scales =
-          values_in_keys ? pages.key_scales : value_scales + kv_head * page_size;
-      pages.scale_stride = block_scales();
-    }
+    pages.token_scales = HasTokenScales(storage);
+    pages.key_scales_at = key_scales_at;
+    pages.value_scales_at = values_in_keys ? key_scales_at : value_scales_at;
     pages.page_size = page_size;
     pages.storage = storage;
     pages.values_in_keys = values_in_keys;
@@ -181,11 +177,16 @@ inline BlockLayout::BlockLayout(int64_t page_size_, int64_t num_kv_heads_,
       storage(storage_),
       values_in_keys(values_in_keys_) {
   const int64_t element = static_cast<int64_t>(KvElementBytes(storage));
-  key_page_bytes = page_size *
-                   static_cast<int64_t>(StoredRows(static_cast<size_t>(head_dim),
-                                                   static_cast<size_t>(element))) *
-                   element;
-  value_page_bytes = values_in_keys ? 0 : page_size * padded_value_dim * element;
+  const int64_t scale_bytes =
+      HasTokenScales(storage) ? page_size * static_cast<int64_t>(sizeof(float)) : 0;
+  // page_size is a multiple of 16: the scales start 4-byte aligned.
+  key_scales_at = page_size *
+                  static_cast<int64_t>(StoredRows(static_cast<size_t>(head_dim),
+                                                  static_cast<size_t>(element))) *
+                  element;
+  key_page_bytes = key_scales_at + scale_bytes;
+  value_scales_at = values_in_keys ? 0 : page_size * padded_value_dim * element;
+  value_page_bytes = values_in_keys ? 0 : value_scales_at + scale_bytes;
 }
 
 }  // namespace mha::internal

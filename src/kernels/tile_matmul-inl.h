@@ -141,26 +141,6 @@ HWY_INLINE void MicroTile(D d, const float* HWY_RESTRICT a, size_t lda, BandOf<T
   const size_t rows = internal::StoredRows(b.rows, sizeof(TB));
   const size_t panels = HWY_MAX(size_t{1}, kCols * lanes / internal::kPanelWidth);
   size_t k = 0;
-  // A single column of vectors on few rows (a decode step's Q K^T over one 16-token
-  // page): kRows chains of dependent FMAs would wait on the FMA latency; a second set
-  // of accumulators for odd k doubles the chains.
-  if constexpr (kCols == 1 && !kPaired && kRows <= 4) {
-    V odd_acc[kRows][kCols];
-    HWY_UNROLL(6)
-    for (size_t r = 0; r < kRows; ++r) odd_acc[r][0] = hn::Zero(d);
-    for (; k + 2 <= depth; k += 2) {
-      for (size_t step = k; step < k + 2; ++step) {
-        PrefetchAt<TB>(internal::PrefetchAddress(band[0], 0, panels, rows, kRowBytes,
-                                                 step, b.after));
-      }
-      const V even_row[1] = {LoadRow(d, band[0] + k * internal::kPanelWidth)};
-      const V odd_row[1] = {LoadRow(d, band[0] + (k + 1) * internal::kPanelWidth)};
-      AddOuterProduct<kRows, kCols>(d, a, lda, k, even_row, acc);
-      AddOuterProduct<kRows, kCols>(d, a, lda, k + 1, odd_row, odd_acc);
-    }
-    HWY_UNROLL(6)
-    for (size_t r = 0; r < kRows; ++r) acc[r][0] = hn::Add(acc[r][0], odd_acc[r][0]);
-  }
   for (; k + kStep <= depth; k += kStep) {
     HWY_UNROLL(4)
     for (size_t panel = 0; panel < panels; ++panel) {

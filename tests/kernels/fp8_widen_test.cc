@@ -146,7 +146,7 @@ TEST_P(Fp8, CacheRowsCodeWithAndWithoutScales) {
                        values = mha::testing::RandomFloats(kRows * kHeadDim, 4, 2.0f);
     keys[9 * kHeadDim + 4] = std::numeric_limits<float>::quiet_NaN();
     const mha::internal::KvPages p = pages(0, 0);
-    ASSERT_EQ(p.key_scales != nullptr, scaled);
+    ASSERT_EQ(p.token_scales, scaled);
     mha::internal::PanelAppend append;
     append.keys = keys.data();
     append.values = values.data();
