@@ -38,7 +38,9 @@ using mha::HWY_NAMESPACE::RowMax;
 using mha::HWY_NAMESPACE::ScaleProbabilities;
 using mha::HWY_NAMESPACE::ScaleRow;
 using mha::HWY_NAMESPACE::SoftCap;
+using mha::HWY_NAMESPACE::StripColumns;
 using mha::HWY_NAMESPACE::TileMatMul;
+using mha::HWY_NAMESPACE::TilePagesMatMul;
 
 // A kPanelWidth-square block of a tile transposed: both tiles store it as one run
 // (panels of kPanelWidth columns; paired rows), its element (i, j) at
@@ -235,28 +237,67 @@ class QueryBlock {
               size_t padded) {
     const size_t stride = layout_.key_block;
     const size_t head_dim = static_cast<size_t>(params_.head_dim);
-    ForEachPage(first_key, padded, [&](int64_t page, size_t column, size_t keys) {
-      // Read next: the tile's next K page, or after its last, its first V page.
-      const T* after = column + keys < padded ? KeyTile(page + 1)
-                                              : ValueTile(first_key / pages_.page_size);
-      if (bf16_dot_) {
-        Bf16TileMatMul(rows_, keys, head_dim, query_bits_, layout_.padded_head_dim,
-                       Bits(KeyTile(page)), head_dim, scores_ + column, stride,
-                       /*accumulate=*/false, Bits(after));
-      } else {
-        TileMatMul(d, rows_, keys, head_dim, query.data, query.stride, KeyTile(page),
-                   head_dim, scores_ + column, stride, /*accumulate=*/false, after);
-      }
-      // Scaled pages (int8, fp8): q . (s_j k_j) = s_j (q . k_j), and
-      // p_j (s_j v_j) = (p_j s_j) v_j.
-      if (token_scales_) {
-        for (size_t i = 0; i < rows_; ++i) {
-          MulRow(d, scores_ + i * stride + column, pages_.KeyScales(page), keys);
+    const size_t page_size = static_cast<size_t>(pages_.page_size);
+    if (!bf16_dot_ && page_size < StripColumns(d) && StripColumns(d) % page_size == 0) {
+      PagedScores(d, query, first_key, padded);
+    } else {
+      ForEachPage(first_key, padded, [&](int64_t page, size_t column, size_t keys) {
+        // Read next: the tile's next K page, or after its last, its first V page.
+        const T* after = column + keys < padded ? KeyTile(page + 1)
+                                                : ValueTile(first_key / pages_.page_size);
+        if (bf16_dot_) {
+          Bf16TileMatMul(rows_, keys, head_dim, query_bits_, layout_.padded_head_dim,
+                         Bits(KeyTile(page)), head_dim, scores_ + column, stride,
+                         /*accumulate=*/false, Bits(after));
+        } else {
+          TileMatMul(d, rows_, keys, head_dim, query.data, query.stride, KeyTile(page),
+                     head_dim, scores_ + column, stride, /*accumulate=*/false, after);
         }
-      }
-    });
+        // Scaled pages (int8, fp8): q . (s_j k_j) = s_j (q . k_j), and
+        // p_j (s_j v_j) = (p_j s_j) v_j.
+        if (token_scales_) {
+          for (size_t i = 0; i < rows_; ++i) {
+            MulRow(d, scores_ + i * stride + column, pages_.KeyScales(page), keys);
+          }
+        }
+      });
+    }
     for (size_t i = 0; i < rows_; ++i) {
       LogitRow(d, i, first_key, count, padded, scores_ + i * stride);
+    }
+  }
+
+  // Q K^T of a key tile of pages narrower than a strip (16-token pages on AVX-512):
+  // several pages per strip (TilePagesMatMul). Each page is read before the one a
+  // strip later, and the tile's last pages before its first V pages.
+  template <class D>
+  void PagedScores(D d, const QueryRows& query, int64_t first_key, size_t padded) {
+    const size_t stride = layout_.key_block;
+    const size_t page_size = static_cast<size_t>(pages_.page_size);
+    const size_t count = (padded + page_size - 1) / page_size;
+    const size_t group = StripColumns(d) / page_size;
+    const int64_t first_page = first_key / pages_.page_size;
+    const T* tiles[kKeyBlock / kPanelWidth];
+    const T* afters[kKeyBlock / kPanelWidth];
+    for (size_t i = 0; i < count; ++i) {
+      tiles[i] = KeyTile(first_page + static_cast<int64_t>(i));
+      afters[i] = i + group < count
+                      ? KeyTile(first_page + static_cast<int64_t>(i + group))
+                  : i + group - count < count
+                      ? ValueTile(first_page + static_cast<int64_t>(i + group - count))
+                      : nullptr;
+    }
+    TilePagesMatMul(d, rows_, padded, static_cast<size_t>(params_.head_dim), query.data,
+                    query.stride, tiles, afters, page_size,
+                    static_cast<size_t>(params_.head_dim), scores_, stride,
+                    /*accumulate=*/false);
+    if (!token_scales_) return;
+    for (size_t i = 0; i < count; ++i) {
+      const size_t column = i * page_size, keys = std::min(page_size, padded - column);
+      for (size_t r = 0; r < rows_; ++r) {
+        MulRow(d, scores_ + r * stride + column,
+               pages_.KeyScales(first_page + static_cast<int64_t>(i)), keys);
+      }
     }
   }
 

@@ -91,12 +91,20 @@ HWY_INLINE hn::Vec<D> LoadRow(D d, const internal::Fp8E4M3Finite* HWY_RESTRICT p
 // B's tile: its data, its rows (>= depth: the product may use the first rows only)
 // and the strip's first column. `after`: on the tile's last strip, what is read
 // next (another page), where its prefetches continue; null elsewhere.
+// B may instead be pages side by side (`pages`: page i holds columns [i * page_cols,
+// (i + 1) * page_cols), page_cols dividing the strip's width, `afters[i]` read after
+// it): one strip then spans several pages (a decode step's Q K^T over 16-token
+// pages: 4 x 4 accumulators instead of a chain of 4 waiting on the FMA latency). Each
+// element's products are added in the same order either way.
 template <typename TB>
 struct BandOf {
   const TB* tile;
   size_t rows;
   size_t first_col;
   const TB* after;
+  const TB* const* pages = nullptr;
+  const TB* const* afters = nullptr;
+  size_t page_cols = 0;
 };
 
 // acc[r] += a[r * lda + k] * row, for every row r of the micro-tile.
@@ -124,7 +132,10 @@ HWY_INLINE void MicroTile(D d, const float* HWY_RESTRICT a, size_t lda, BandOf<T
   const TB* HWY_RESTRICT band[kCols];  // row 0 of each vector's columns
   HWY_UNROLL(4)
   for (size_t col = 0; col < kCols; ++col) {
-    band[col] = b.tile + internal::TileOffset<TB>(0, b.first_col + col * lanes, b.rows);
+    const size_t column = b.first_col + col * lanes;
+    band[col] = b.pages ? b.pages[column / b.page_cols] +
+                              internal::TileOffset<TB>(0, column % b.page_cols, b.rows)
+                        : b.tile + internal::TileOffset<TB>(0, column, b.rows);
   }
   V acc[kRows][kCols];
   HWY_UNROLL(6)
@@ -144,8 +155,15 @@ HWY_INLINE void MicroTile(D d, const float* HWY_RESTRICT a, size_t lda, BandOf<T
   for (; k + kStep <= depth; k += kStep) {
     HWY_UNROLL(4)
     for (size_t panel = 0; panel < panels; ++panel) {
-      PrefetchAt<TB>(
-          internal::PrefetchAddress(band[0], panel, panels, rows, kRowBytes, k, b.after));
+      if (b.pages) {  // each panel as the single-panel strip of its own page
+        const size_t col = panel * internal::kPanelWidth / lanes;
+        const size_t page = (b.first_col + col * lanes) / b.page_cols;
+        PrefetchAt<TB>(internal::PrefetchAddress(band[col], 0, 1, rows, kRowBytes, k,
+                                                 b.afters[page]));
+      } else {
+        PrefetchAt<TB>(internal::PrefetchAddress(band[0], panel, panels, rows, kRowBytes,
+                                                 k, b.after));
+      }
     }
     V row[kCols];
     if constexpr (kPaired) {
@@ -210,40 +228,76 @@ HWY_INLINE void TileStrip(D d, size_t rows, const float* HWY_RESTRICT a, size_t 
   }
 }
 
-// C[rows, n] = (accumulate ? C : 0) + A[rows, depth] B[depth, n]; n % kPanelWidth == 0.
-// B: the first depth rows of a [b_rows, >= n] tile in column panels; float, or
-// bfloat16 (paired rows) or int8 (a KV cache) widened to float as it is loaded. `after`:
-// the tile read next, if known; the last strip prefetches its start.
+// The strips of C[rows, n] over `band` (a tile or pages, first_col 0): whole strips
+// of kTileCols vectors, then one narrower strip.
 template <class D, typename TB>
-HWY_INLINE void TileMatMul(D d, size_t rows, size_t n, size_t depth,
-                           const float* HWY_RESTRICT a, size_t lda,
-                           const TB* HWY_RESTRICT b, size_t b_rows, float* HWY_RESTRICT c,
-                           size_t ldc, bool accumulate, const TB* after = nullptr) {
+HWY_INLINE void TileStrips(D d, size_t rows, size_t n, size_t depth,
+                           const float* HWY_RESTRICT a, size_t lda, BandOf<TB> band,
+                           float* HWY_RESTRICT c, size_t ldc, bool accumulate) {
   const size_t lanes = hn::Lanes(d);
   HWY_DASSERT(n % internal::kPanelWidth == 0 && internal::kPanelWidth % lanes == 0);
-  HWY_DASSERT(lda >= depth && ldc >= n && b_rows >= depth);
+  HWY_DASSERT(lda >= depth && ldc >= n && band.rows >= depth);
+  const TB* after = band.after;
   const size_t vectors = n / lanes;
   size_t v = 0;
   for (; v + kTileCols <= vectors; v += kTileCols) {
-    const TB* next = v + kTileCols == vectors ? after : nullptr;
-    TileStrip<kTileCols>(d, rows, a, lda, BandOf<TB>{b, b_rows, v * lanes, next}, depth,
-                         c + v * lanes, ldc, accumulate);
+    band.first_col = v * lanes;
+    band.after = v + kTileCols == vectors ? after : nullptr;
+    TileStrip<kTileCols>(d, rows, a, lda, band, depth, c + v * lanes, ldc, accumulate);
   }
-  const BandOf<TB> rest{b, b_rows, v * lanes, after};
+  band.first_col = v * lanes;
+  band.after = after;
   c += v * lanes;
   // Fewer than kTileCols vectors remain; only strips narrower than kTileCols exist.
   const size_t remaining = vectors - v;
   if constexpr (kTileCols > 3) {
     if (remaining == 3)
-      return TileStrip<3>(d, rows, a, lda, rest, depth, c, ldc, accumulate);
+      return TileStrip<3>(d, rows, a, lda, band, depth, c, ldc, accumulate);
   }
   if constexpr (kTileCols > 2) {
     if (remaining == 2)
-      return TileStrip<2>(d, rows, a, lda, rest, depth, c, ldc, accumulate);
+      return TileStrip<2>(d, rows, a, lda, band, depth, c, ldc, accumulate);
   }
   if (remaining == 1) {
-    TileStrip<1>(d, rows, a, lda, rest, depth, c, ldc, accumulate);
+    TileStrip<1>(d, rows, a, lda, band, depth, c, ldc, accumulate);
   }
+}
+
+// C[rows, n] = (accumulate ? C : 0) + A[rows, depth] B[depth, n]; n % kPanelWidth == 0.
+// B: the first depth rows of a [b_rows, >= n] tile in column panels; float, or
+// bfloat16 (paired rows), int8 or fp8 (a KV cache) widened to float as it is loaded.
+// `after`: the tile read next, if known; the last strip prefetches its start.
+template <class D, typename TB>
+HWY_INLINE void TileMatMul(D d, size_t rows, size_t n, size_t depth,
+                           const float* HWY_RESTRICT a, size_t lda,
+                           const TB* HWY_RESTRICT b, size_t b_rows, float* HWY_RESTRICT c,
+                           size_t ldc, bool accumulate, const TB* after = nullptr) {
+  TileStrips(d, rows, n, depth, a, lda, BandOf<TB>{b, b_rows, 0, after}, c, ldc,
+             accumulate);
+}
+
+// Columns a strip spans on this target: pages of fewer columns that divide it can
+// share strips (TilePagesMatMul).
+template <class D>
+constexpr size_t StripColumns(D d) {
+  return kTileCols * hn::MaxLanes(d);
+}
+
+// The same product with B as pages of page_cols columns side by side (page i: a
+// [b_rows, page_cols] tile, read before afters[i]); page_cols divides StripColumns,
+// and C's n columns end in the last page.
+template <class D, typename TB>
+HWY_INLINE void TilePagesMatMul(D d, size_t rows, size_t n, size_t depth,
+                                const float* HWY_RESTRICT a, size_t lda,
+                                const TB* const* pages, const TB* const* afters,
+                                size_t page_cols, size_t b_rows, float* HWY_RESTRICT c,
+                                size_t ldc, bool accumulate) {
+  HWY_DASSERT(StripColumns(d) % page_cols == 0);
+  BandOf<TB> band{nullptr, b_rows, 0, nullptr};
+  band.pages = pages;
+  band.afters = afters;
+  band.page_cols = page_cols;
+  TileStrips(d, rows, n, depth, a, lda, band, c, ldc, accumulate);
 }
 
 }  // namespace HWY_NAMESPACE
