@@ -24,12 +24,16 @@ struct Fp8E4M3 {
   static constexpr uint8_t kMaxCode = 0x7E;  // its magnitude bits
   static constexpr uint8_t kSpecialMask = 0x7F;
   static constexpr uint8_t kNaNCode = 0x7F;
+  static constexpr float kWidened = 1.0f;  // the kernel's widened value / the value
 };
 
 // e4m3 pages written with per-token scales hold no NaN code (a row with no scaled
 // form is zeros with a NaN scale), so the kernel may widen them without looking for
-// one (fp8_widen-inl.h).
-struct Fp8E4M3Finite : Fp8E4M3 {};
+// one, to 2^-8 of their value (as halves: fp8_widen-inl.h); their pages store each
+// scale times 2^8 to make up for it.
+struct Fp8E4M3Finite : Fp8E4M3 {
+  static constexpr float kWidened = 1.0f / 256.0f;
+};
 
 struct Fp8E5M2 {
   uint8_t bits;
@@ -39,6 +43,7 @@ struct Fp8E5M2 {
   static constexpr uint8_t kMaxCode = 0x7B;
   static constexpr uint8_t kSpecialMask = 0x7C;
   static constexpr uint8_t kNaNCode = 0x7E;
+  static constexpr float kWidened = 1.0f;
 };
 
 // Shift from a code's magnitude bits to the float's exponent and mantissa, and the

@@ -34,8 +34,8 @@ HWY_INLINE hn::Vec<D> WidenFp8(D d, const Format* HWY_RESTRICT p) {
               hn::Set(di32, static_cast<int32_t>(0x80000000u | (0x7Fu << kShift))));
   const auto special = hn::Eq(hn::And(codes, hn::Set(di32, Format::kSpecialMask)),
                               hn::Set(di32, Format::kSpecialMask));
-  const auto value =
-      hn::Mul(hn::BitCast(d, bits), hn::Set(d, internal::Fp8Rebias<Format>()));
+  const auto value = hn::Mul(
+      hn::BitCast(d, bits), hn::Set(d, internal::Fp8Rebias<Format>() * Format::kWidened));
   const auto infinite_or_nan = hn::BitCast(d, hn::Or(bits, hn::Set(di32, 0x7F800000)));
   return hn::IfThenElse(hn::RebindMask(d, special), infinite_or_nan, value);
 }
@@ -44,7 +44,8 @@ HWY_INLINE hn::Vec<D> WidenFp8(D d, const Format* HWY_RESTRICT p) {
 // Where F16C converts halves (vcvtph2ps), fewer operations: an fp8 code is a half
 // whose exponent is 5 - (7 - kMantissaBits) bits short. e5m2 is exactly a half's high
 // byte, infinities and NaNs included. e4m3 sits 2^(15 - 7) below its value and has
-// no half NaN: only pages that hold no NaN code (Fp8E4M3Finite) take that path.
+// no half NaN: only pages that hold no NaN code (Fp8E4M3Finite) take that path, and
+// keep the 2^-8 (their scales make up for it).
 template <class D>
 HWY_INLINE hn::Vec<D> WidenFp8(D d, const internal::Fp8E5M2* HWY_RESTRICT p) {
   const auto codes = hn::PromoteTo(
@@ -61,8 +62,7 @@ HWY_INLINE hn::Vec<D> WidenFp8(D d, const internal::Fp8E4M3Finite* HWY_RESTRICT 
       di16, hn::LoadU(hn::Rebind<int8_t, D>(), reinterpret_cast<const int8_t*>(p)));
   // The sign-extended byte's sign lands on bit 15; bit 14 (a copy of it) is cleared.
   const auto bits = hn::And(hn::ShiftLeft<7>(codes), hn::Set(di16, int16_t(-16512)));
-  const auto half = hn::PromoteTo(d, hn::BitCast(hn::Rebind<hwy::float16_t, D>(), bits));
-  return hn::Mul(half, hn::Set(d, 256.0f));
+  return hn::PromoteTo(d, hn::BitCast(hn::Rebind<hwy::float16_t, D>(), bits));
 }
 #endif  // HWY_TARGET <= HWY_AVX2
 

@@ -70,6 +70,7 @@ void AppendSplit(const PanelAppend& a) {
 struct Int8Code {
   using Type = int8_t;
   static constexpr float kMax = 127.0f;
+  static constexpr float kWidened = 1.0f;
   static int8_t Encode(float x) {
     return static_cast<int8_t>(std::clamp(std::nearbyint(x), -kMax, kMax));
   }
@@ -78,11 +79,17 @@ template <class Format>
 struct Fp8Code {
   using Type = Format;
   static constexpr float kMax = Format::kMax;
-  static Format Encode(float x) { return Format{EncodeFp8<Format>(x)}; }
+  static constexpr float kWidened = Format::kWidened;
+  static Format Encode(float x) {
+    Format code;
+    code.bits = EncodeFp8<Format>(x);
+    return code;
+  }
 };
 
 // x ~ scale * code, scale = max|x| / Code::kMax. Writes code k to out[index(k)] and
-// returns the scale (0 for an all-zero row). A row with a NaN or an infinity has no
+// returns the scale (0 for an all-zero row) over Code::kWidened, what the kernel
+// multiplies its widened codes by. A row with a NaN or an infinity has no
 // scaled form: zeros with a NaN scale, so that every score or context it enters is
 // NaN, as the float row would make it. Without `scaled` (scale-free fp8), the
 // values are coded as they are and 1 is returned.
@@ -101,7 +108,7 @@ float Quantize(const float* row, size_t n, bool scaled, typename Code::Type* out
     }
     max_abs = std::max(max_abs, std::fabs(row[k]));
   }
-  const float scale = max_abs / Code::kMax;
+  const float scale = max_abs / Code::kMax / Code::kWidened;
   const float inverse = max_abs > 0.0f ? Code::kMax / max_abs : 0.0f;
   for (size_t k = 0; k < n; ++k) out[index(k)] = Code::Encode(row[k] * inverse);
   return scale;
@@ -160,6 +167,7 @@ void AppendToPages(const PanelAppend& a) {
     case KvStorage::kInt8:
       return AppendQuantized<Int8Code>(a);
     case KvStorage::kFp8E4M3:
+      return AppendQuantized<Fp8Code<Fp8E4M3Finite>>(a);
     case KvStorage::kFp8E4M3ScaleFree:
       return AppendQuantized<Fp8Code<Fp8E4M3>>(a);
     case KvStorage::kFp8E5M2:

@@ -88,15 +88,17 @@ bool SameFloat(double expected, float actual) {
   return double{actual} == expected && std::signbit(expected) == std::signbit(actual);
 }
 
-// finite_only: a widening for pages that hold no NaN code, checked on the others.
+// finite_only: a widening for pages that hold no NaN code, checked on the others, to
+// `widened_scale` of each value.
 template <class Format>
-void ExpectEveryCode(void (*widen)(float*), bool finite_only = false) {
+void ExpectEveryCode(void (*widen)(float*), bool finite_only = false,
+                     double widened_scale = 1.0) {
   float widened[256];
   widen(widened);
   for (int code = 0; code < 256; ++code) {
     const double expected = Definition<Format>(code);
     if (finite_only && std::isnan(expected)) continue;
-    ASSERT_TRUE(SameFloat(expected, widened[code])) << "code " << code;
+    ASSERT_TRUE(SameFloat(expected * widened_scale, widened[code])) << "code " << code;
     ASSERT_TRUE(SameFloat(expected, DecodeFp8<Format>(uint8_t(code)))) << "code " << code;
     if (std::isfinite(expected)) {  // the cast gives every finite code back
       ASSERT_EQ(EncodeFp8<Format>(float(expected)), code) << "code " << code;
@@ -111,7 +113,7 @@ TEST_P(Fp8, EveryCodeWidensToItsDefinedValue) {
   ExpectEveryCode<Fp8E4M3>(HWY_DYNAMIC_DISPATCH(mha::WidenE4M3ForTest));
   ExpectEveryCode<Fp8E5M2>(HWY_DYNAMIC_DISPATCH(mha::WidenE5M2ForTest));
   ExpectEveryCode<Fp8E4M3>(HWY_DYNAMIC_DISPATCH(mha::WidenE4M3FiniteForTest),
-                           /*finite_only=*/true);
+                           /*finite_only=*/true, 1.0 / 256);
 }
 
 TEST(Fp8Cast, RoundsToNearestEvenAndSaturates) {
@@ -133,8 +135,9 @@ TEST(Fp8Cast, RoundsToNearestEvenAndSaturates) {
 }
 
 // Rows coded into pages: with per-token scales, each element within half a step of
-// its code at the row's scale (max |x| / 448 maps the row onto the format); scale
-// free, the element cast as it is. A row with a NaN: zeros and a NaN scale.
+// its code at the row's scale (max |x| / 448 maps the row onto the format; the page
+// stores it times 2^8, Fp8E4M3Finite's widening); scale free, the element cast as it
+// is. A row with a NaN: zeros and a NaN scale.
 TEST_P(Fp8, CacheRowsCodeWithAndWithoutScales) {
   using mha::internal::KvStorage;
   constexpr int64_t kHeadDim = 21, kPage = 16, kRows = 37;
@@ -159,8 +162,8 @@ TEST_P(Fp8, CacheRowsCodeWithAndWithoutScales) {
     mha::internal::AppendToPages(append);
     for (int64_t r = 0; r < kRows; ++r) {
       const int64_t t = r + append.first, page = t / kPage, offset = t % kPage;
-      const float key_scale = scaled ? p.KeyScales(page)[offset] : 1.0f;
-      const float value_scale = scaled ? p.ValueScales(page)[offset] : 1.0f;
+      const float key_scale = scaled ? p.KeyScales(page)[offset] / 256 : 1.0f;
+      const float value_scale = scaled ? p.ValueScales(page)[offset] / 256 : 1.0f;
       const auto* k = reinterpret_cast<const uint8_t*>(p.KeyPage(page));
       const auto* v = reinterpret_cast<const uint8_t*>(p.ValuePage(page));
       for (int64_t d = 0; d < kHeadDim; ++d) {
