@@ -5,10 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdio>
 #include <limits>
 #include <numeric>
-#include <random>
 
 #include "tests/test_util.h"
 
