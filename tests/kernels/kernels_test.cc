@@ -6,8 +6,10 @@
 #define HWY_TARGET_INCLUDE "tests/kernels/kernels_test.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "hwy/highway.h"
@@ -65,6 +67,39 @@ void TileMatMulBf16ForTest(size_t rows, size_t n, size_t depth, const float* a,
              reinterpret_cast<const hwy::bfloat16_t*>(b), b_rows, c, ldc, false);
 }
 
+// C over `count` pages of page_cols columns, each a [depth, page_cols] tile of T,
+// twice: several pages per strip (TilePagesMatMul) into `grouped`, and a page at a
+// time (TileMatMul) into `single`. False where this target's strips are too narrow
+// for pages to share them (the kernel then never groups).
+template <typename T>
+bool PagedProductsForTest(size_t rows, size_t count, size_t page_cols, size_t n,
+                          size_t depth, const float* a, const T* const* pages,
+                          float* grouped, float* single) {
+  const hwy::HWY_NAMESPACE::ScalableTag<float> d;
+  if (StripColumns(d) % page_cols != 0 || page_cols >= StripColumns(d)) return false;
+  TilePagesMatMul(d, rows, n, depth, a, depth, pages, pages, page_cols, depth, grouped, n,
+                  /*accumulate=*/false);
+  for (size_t i = 0; i < count; ++i) {
+    const size_t column = i * page_cols, cols = std::min(page_cols, n - column);
+    TileMatMul(d, rows, cols, depth, a, depth, pages[i], depth, single + column, n,
+               /*accumulate=*/false);
+  }
+  return true;
+}
+bool PagedProductsFloatForTest(size_t rows, size_t count, size_t page_cols, size_t n,
+                               size_t depth, const float* a, const float* const* pages,
+                               float* grouped, float* single) {
+  return PagedProductsForTest(rows, count, page_cols, n, depth, a, pages, grouped,
+                              single);
+}
+bool PagedProductsBf16ForTest(size_t rows, size_t count, size_t page_cols, size_t n,
+                              size_t depth, const float* a, const uint16_t* const* pages,
+                              float* grouped, float* single) {
+  return PagedProductsForTest(rows, count, page_cols, n, depth, a,
+                              reinterpret_cast<const hwy::bfloat16_t* const*>(pages),
+                              grouped, single);
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace mha
 HWY_AFTER_NAMESPACE();
@@ -78,6 +113,8 @@ HWY_EXPORT(BlockedSoftmaxForTest);
 HWY_EXPORT(SoftmaxStepForTest);
 HWY_EXPORT(TileMatMulForTest);
 HWY_EXPORT(TileMatMulBf16ForTest);
+HWY_EXPORT(PagedProductsFloatForTest);
+HWY_EXPORT(PagedProductsBf16ForTest);
 }  // namespace mha
 
 // Outside namespace mha: Highway's test macros name ::testing unqualified.
@@ -225,6 +262,47 @@ TEST_P(Kernels, TileMatMulWidensBf16Panels) {
       HWY_DYNAMIC_DISPATCH(mha::TileMatMulBf16ForTest)
       (rows, n, depth, a.data(), lda, b16.data(), b_rows, c.data(), ldc);
       ExpectClose(c, expected, "bf16 tile product", 1e-5);
+    }
+  }
+}
+
+// Pages sharing strips give the same bits as one page at a time: every element's
+// products are added in the same order (a decode step's Q K^T over 16-token pages),
+// for float and paired bfloat16 pages, a last page partly used, any row count.
+TEST_P(Kernels, PagesSharingStripsMatchOnePageAtATime) {
+  for (size_t page_cols : {16, 32}) {
+    for (size_t count : {1, 3, 8}) {
+      for (size_t rows : {1, 4, 6, 7}) {
+        const size_t depth = 33, n = count * page_cols - (count > 1 ? 16 : 0);
+        const std::vector<float> a = RandomFloats(rows * depth, 3);
+        std::vector<std::vector<float>> pages;
+        std::vector<std::vector<uint16_t>> pages16;
+        std::vector<const float*> pointers;
+        std::vector<const uint16_t*> pointers16;
+        for (size_t i = 0; i < count; ++i) {
+          pages.push_back(RandomFloats(depth * page_cols, 10 + uint32_t(i)));
+          pages16.emplace_back(pages.back().size() + page_cols);  // paired: one more row
+          mha::internal::FloatToBf16(pages.back().data(), pages.back().size(),
+                                     pages16.back().data());
+        }
+        for (size_t i = 0; i < count; ++i) {
+          pointers.push_back(pages[i].data());
+          pointers16.push_back(pages16[i].data());
+        }
+        std::vector<float> grouped(rows * n), single(rows * n);
+        const std::string what = "page_cols " + std::to_string(page_cols) + " count " +
+                                 std::to_string(count) + " rows " + std::to_string(rows);
+        if (!HWY_DYNAMIC_DISPATCH(mha::PagedProductsFloatForTest)(
+                rows, count, page_cols, n, depth, a.data(), pointers.data(),
+                grouped.data(), single.data())) {
+          return;  // strips too narrow on this target
+        }
+        ASSERT_EQ(grouped, single) << "float " << what;
+        HWY_DYNAMIC_DISPATCH(mha::PagedProductsBf16ForTest)
+        (rows, count, page_cols, n, depth, a.data(), pointers16.data(), grouped.data(),
+         single.data());
+        ASSERT_EQ(grouped, single) << "bf16 " << what;
+      }
     }
   }
 }
