@@ -97,6 +97,22 @@ void ExpectClose(const std::vector<float>& actual, const std::vector<float>& exp
                                 << actual[worst] << " want " << expected[worst];
 }
 
+void ExpectTileProduct(const std::vector<float>& a, const std::vector<double>& b,
+                       const std::vector<float>& c, size_t rows, size_t n, size_t depth) {
+  for (size_t i = 0; i < rows; ++i) {
+    for (size_t j = 0; j < n; ++j) {
+      double expected = 0.0, magnitude = 0.0;
+      for (size_t k = 0; k < depth; ++k) {
+        expected += double{a[i * depth + k]} * b[k * n + j];
+        magnitude += std::fabs(double{a[i * depth + k]} * b[k * n + j]);
+      }
+      ASSERT_NEAR(c[i * n + j], expected, 1e-5 * (magnitude + 1.0))
+          << "rows " << rows << " n " << n << " depth " << depth << " at " << i << ", "
+          << j;
+    }
+  }
+}
+
 void ExpectWeightDtypeWithinBound(const WeightDtypeCase& c, DType weight_dtype,
                                   double bound, uint32_t seed) {
   LayerSpec spec;

@@ -62,6 +62,11 @@ void ExpectWeightDtypeWithinBound(const WeightDtypeCase& c, DType weight_dtype,
 void ExpectClose(const std::vector<float>& actual, const std::vector<float>& expected,
                  const char* what, double relative = 1e-4);
 
+// c [rows, n] of a tile product against A [rows, depth] (row-major) times B [depth,
+// n] (row-major values) in double, within 1e-5 of the products' magnitudes.
+void ExpectTileProduct(const std::vector<float>& a, const std::vector<double>& b,
+                       const std::vector<float>& c, size_t rows, size_t n, size_t depth);
+
 // The process's peak resident set so far (getrusage), in KiB.
 long MaxResidentKiB();
 

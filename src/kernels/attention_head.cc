@@ -253,12 +253,14 @@ class QueryBlock {
           TileMatMul(d, rows_, keys, head_dim, query.data, query.stride, KeyTile(page),
                      head_dim, scores_ + column, stride, /*accumulate=*/false, after);
         }
-        // Scaled pages (int8, fp8): q . (s_j k_j) = s_j (q . k_j), and
-        // p_j (s_j v_j) = (p_j s_j) v_j.
-        if (token_scales_) {
-          for (size_t i = 0; i < rows_; ++i) {
-            MulRow(d, scores_ + i * stride + column, pages_.KeyScales(page), keys);
-          }
+      });
+    }
+    // Scaled pages (int8, fp8): q . (s_j k_j) = s_j (q . k_j), and
+    // p_j (s_j v_j) = (p_j s_j) v_j.
+    if (token_scales_) {
+      ForEachPage(first_key, padded, [&](int64_t page, size_t column, size_t keys) {
+        for (size_t i = 0; i < rows_; ++i) {
+          MulRow(d, scores_ + i * stride + column, pages_.KeyScales(page), keys);
         }
       });
     }
@@ -291,14 +293,6 @@ class QueryBlock {
                     query.stride, tiles, afters, page_size,
                     static_cast<size_t>(params_.head_dim), scores_, stride,
                     /*accumulate=*/false);
-    if (!token_scales_) return;
-    for (size_t i = 0; i < count; ++i) {
-      const size_t column = i * page_size, keys = std::min(page_size, padded - column);
-      for (size_t r = 0; r < rows_; ++r) {
-        MulRow(d, scores_ + r * stride + column,
-               pages_.KeyScales(first_page + static_cast<int64_t>(i)), keys);
-      }
-    }
   }
 
   // next_keys: the next key tile's first K page, or null after the last tile.

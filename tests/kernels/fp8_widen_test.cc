@@ -211,17 +211,7 @@ TEST_P(Fp8, TileProductWidensFp8Pages) {
         std::vector<float> c(rows * n);
         HWY_DYNAMIC_DISPATCH(mha::Fp8TileProductForTest)
         (rows, n, depth, a.data(), b.data(), c.data());
-        for (size_t i = 0; i < rows; ++i) {
-          for (size_t j = 0; j < n; ++j) {
-            double expected = 0.0, magnitude = 0.0;
-            for (size_t k = 0; k < depth; ++k) {
-              expected += double{a[i * depth + k]} * b_value[k * n + j];
-              magnitude += std::fabs(double{a[i * depth + k]} * b_value[k * n + j]);
-            }
-            ASSERT_NEAR(c[i * n + j], expected, 1e-5 * (magnitude + 1.0))
-                << "rows " << rows << " n " << n << " depth " << depth;
-          }
-        }
+        mha::testing::ExpectTileProduct(a, b_value, c, rows, n, depth);
       }
     }
   }

@@ -121,7 +121,7 @@ TEST_P(Int8, TileProductWidensInt8Pages) {
         const std::vector<float> a =
             mha::testing::RandomFloats(rows * depth, uint32_t(rows * n + depth));
         std::vector<int8_t> b(depth * n);
-        std::vector<float> b_float(depth * n);  // row-major
+        std::vector<double> b_float(depth * n);  // row-major
         for (size_t k = 0; k < depth; ++k) {
           for (size_t j = 0; j < n; ++j) {
             const auto q = static_cast<int8_t>(int((k * 31 + j * 17) % 255) - 127);
@@ -132,17 +132,7 @@ TEST_P(Int8, TileProductWidensInt8Pages) {
         std::vector<float> c(rows * n);
         HWY_DYNAMIC_DISPATCH(mha::Int8TileProductForTest)
         (rows, n, depth, a.data(), b.data(), c.data());
-        for (size_t i = 0; i < rows; ++i) {
-          for (size_t j = 0; j < n; ++j) {
-            double expected = 0.0, magnitude = 0.0;
-            for (size_t k = 0; k < depth; ++k) {
-              expected += double{a[i * depth + k]} * b_float[k * n + j];
-              magnitude += std::fabs(double{a[i * depth + k]} * b_float[k * n + j]);
-            }
-            ASSERT_NEAR(c[i * n + j], expected, 1e-5 * (magnitude + 1.0))
-                << "rows " << rows << " n " << n << " depth " << depth;
-          }
-        }
+        mha::testing::ExpectTileProduct(a, b_float, c, rows, n, depth);
       }
     }
   }
