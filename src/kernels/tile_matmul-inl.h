@@ -147,23 +147,29 @@ HWY_INLINE void MicroTile(D d, const float* HWY_RESTRICT a, size_t lda, BandOf<T
   }
   // One prefetch per panel of the strip (AVX2's two vectors share one), one row per
   // panel per step. (Row k of a paired tile is within a line of k panel rows from
-  // its start, as unpaired.)
+  // its start, as unpaired.) Pages side by side: each panel is the single-panel
+  // strip of its own page. Chosen here, not in the loop over k.
   constexpr size_t kRowBytes = internal::kPanelWidth * sizeof(TB);
   const size_t rows = internal::StoredRows(b.rows, sizeof(TB));
   const size_t panels = HWY_MAX(size_t{1}, kCols * lanes / internal::kPanelWidth);
+  const size_t stream_panels = b.pages ? 1 : panels;
+  const TB* stream[kCols];
+  const TB* stream_after[kCols];
+  size_t stream_panel[kCols];
+  for (size_t panel = 0; panel < panels; ++panel) {
+    const size_t col = panel * internal::kPanelWidth / lanes;
+    stream[panel] = b.pages ? band[col] : band[0];
+    stream_after[panel] =
+        b.pages ? b.afters[(b.first_col + col * lanes) / b.page_cols] : b.after;
+    stream_panel[panel] = b.pages ? 0 : panel;
+  }
   size_t k = 0;
   for (; k + kStep <= depth; k += kStep) {
     HWY_UNROLL(4)
     for (size_t panel = 0; panel < panels; ++panel) {
-      if (b.pages) {  // each panel as the single-panel strip of its own page
-        const size_t col = panel * internal::kPanelWidth / lanes;
-        const size_t page = (b.first_col + col * lanes) / b.page_cols;
-        PrefetchAt<TB>(internal::PrefetchAddress(band[col], 0, 1, rows, kRowBytes, k,
-                                                 b.afters[page]));
-      } else {
-        PrefetchAt<TB>(internal::PrefetchAddress(band[0], panel, panels, rows, kRowBytes,
-                                                 k, b.after));
-      }
+      PrefetchAt<TB>(internal::PrefetchAddress(stream[panel], stream_panel[panel],
+                                               stream_panels, rows, kRowBytes, k,
+                                               stream_after[panel]));
     }
     V row[kCols];
     if constexpr (kPaired) {
@@ -229,11 +235,14 @@ HWY_INLINE void TileStrip(D d, size_t rows, const float* HWY_RESTRICT a, size_t 
 }
 
 // The strips of C[rows, n] over `band` (a tile or pages, first_col 0): whole strips
-// of kTileCols vectors, then one narrower strip.
+// of kTileCols vectors, then one narrower strip. Out of line: its micro-tiles are
+// compiled once per element type and target, not once per call site (inlined at
+// each, they made attention_head.cc a 12-minute sanitized compile), and a call per
+// tile costs nothing next to the tile's work.
 template <class D, typename TB>
-HWY_INLINE void TileStrips(D d, size_t rows, size_t n, size_t depth,
-                           const float* HWY_RESTRICT a, size_t lda, BandOf<TB> band,
-                           float* HWY_RESTRICT c, size_t ldc, bool accumulate) {
+HWY_NOINLINE void TileStrips(D d, size_t rows, size_t n, size_t depth,
+                             const float* HWY_RESTRICT a, size_t lda, BandOf<TB> band,
+                             float* HWY_RESTRICT c, size_t ldc, bool accumulate) {
   const size_t lanes = hn::Lanes(d);
   HWY_DASSERT(n % internal::kPanelWidth == 0 && internal::kPanelWidth % lanes == 0);
   HWY_DASSERT(lda >= depth && ldc >= n && band.rows >= depth);
