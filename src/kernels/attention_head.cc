@@ -39,6 +39,7 @@ using mha::HWY_NAMESPACE::ScaleProbabilities;
 using mha::HWY_NAMESPACE::ScaleRow;
 using mha::HWY_NAMESPACE::SoftCap;
 using mha::HWY_NAMESPACE::StripColumns;
+using mha::HWY_NAMESPACE::TileDepthPagesMatMul;
 using mha::HWY_NAMESPACE::TileMatMul;
 using mha::HWY_NAMESPACE::TilePagesMatMul;
 
@@ -313,13 +314,18 @@ class QueryBlock {
                              bf16_dot_ ? probability_bits_ + i * stride : nullptr);
       if (has_context && rescale != 1.0f) ScaleRow(d, context_ + i * dim, dim, rescale);
     }
-    ForEachPage(first_key, padded, [&](int64_t page, size_t column, size_t keys) {
-      if (token_scales_) {
+    if (token_scales_) {
+      ForEachPage(first_key, padded, [&](int64_t page, size_t column, size_t keys) {
         for (size_t i = 0; i < rows_; ++i) {
           ScaleProbabilities(d, scores_ + i * stride + column, pages_.ValueScales(page),
                              keys);
         }
-      }
+      });
+    }
+    if (!bf16_dot_ && !params_.values_in_keys) {
+      return PagedContext(d, first_key, static_cast<size_t>(count), padded, next_keys);
+    }
+    ForEachPage(first_key, padded, [&](int64_t page, size_t column, size_t keys) {
       const T* after = column + keys < padded ? ValueTile(page + 1) : next_keys;
       const size_t page_size = static_cast<size_t>(pages_.page_size);
       // The padding keys after the tile's last have probability 0: P V stops there
@@ -335,6 +341,22 @@ class QueryBlock {
                    context_, dim, /*accumulate=*/true, after);
       }
     });
+  }
+
+  // context += P V over a key tile's V pages in one product: its accumulators stay
+  // in registers from page to page (TileDepthPagesMatMul). The padding keys after
+  // the tile's last (probability 0) are not read.
+  template <class D>
+  void PagedContext(D d, int64_t first_key, size_t count, size_t padded,
+                    const T* next_keys) {
+    const T* tiles[kKeyBlock / kPanelWidth];
+    ForEachPage(first_key, padded, [&](int64_t page, size_t column, size_t) {
+      tiles[column / static_cast<size_t>(pages_.page_size)] = ValueTile(page);
+    });
+    TileDepthPagesMatMul(d, rows_, layout_.padded_value_dim, count, scores_,
+                         layout_.key_block, tiles, static_cast<size_t>(pages_.page_size),
+                         context_, layout_.padded_value_dim, /*accumulate=*/true,
+                         next_keys);
   }
 
   // Scores of row i to final logits: soft-cap, ALiBi, tensor masks, key range.

@@ -18,21 +18,24 @@ namespace mha::internal {
 
 // B rows prefetched ahead of the loads.
 constexpr size_t kPrefetchRows = 32;
+// What one prefetch fetches.
+constexpr size_t kCacheLineBytes = 64;
 
 // A strip of `panels` panels of `rows` stored rows each, `row_bytes` per panel row,
 // starting at `strip`; `after`: what is read after the tile (on its last strip), or
 // null. Returns the address panel `panel` prefetches when the micro-tile loads row
 // `row`, or null for none. Addresses may lie past the tile: a prefetch never faults,
-// and integer arithmetic keeps them defined.
+// and integer arithmetic keeps them defined. Asked only every `line_rows` rows (the
+// panel rows a cache line holds: 4 of int8 and fp8), it fetches each line once.
 inline uintptr_t PrefetchAddress(const void* strip, size_t panel, size_t panels,
                                  size_t rows, size_t row_bytes, size_t row,
-                                 const void* after) {
+                                 const void* after, size_t line_rows = 1) {
   const size_t ahead = row + kPrefetchRows;
   const uintptr_t start = reinterpret_cast<uintptr_t>(strip) + panel * rows * row_bytes;
   if (ahead < rows) return panels > 1 || after ? start + ahead * row_bytes : 0;
   if (after) {
     return reinterpret_cast<uintptr_t>(after) +
-           ((ahead - rows) * panels + panel) * row_bytes;
+           ((ahead - rows) * panels + panel * line_rows) * row_bytes;
   }
   if (panels > 1 || rows < 2 * kPrefetchRows) {
     return start + (ahead - rows) * row_bytes + panels * rows * row_bytes;

@@ -94,8 +94,11 @@ HWY_INLINE hn::Vec<D> LoadRow(D d, const internal::Fp8E4M3Finite* HWY_RESTRICT p
 // B may instead be pages side by side (`pages`: page i holds columns [i * page_cols,
 // (i + 1) * page_cols), page_cols dividing the strip's width, `afters[i]` read after
 // it): one strip then spans several pages (a decode step's Q K^T over 16-token
-// pages: 4 x 4 accumulators instead of a chain of 4 waiting on the FMA latency). Each
-// element's products are added in the same order either way.
+// pages: 4 x 4 accumulators instead of a chain of 4 waiting on the FMA latency).
+// Or pages one below the other (`depth_pages`: page i holds depth rows
+// [i * rows, (i + 1) * rows)): the accumulators stay in registers from page to page
+// (a decode step's P V over 16-token pages). Each element's products are added in
+// the same order every way.
 template <typename TB>
 struct BandOf {
   const TB* tile;
@@ -105,6 +108,12 @@ struct BandOf {
   const TB* const* pages = nullptr;
   const TB* const* afters = nullptr;
   size_t page_cols = 0;
+  const TB* const* depth_pages = nullptr;
+
+  // The band of depth page i (of `count`), as a tile of its own.
+  BandOf DepthPage(size_t i, size_t count) const {
+    return {depth_pages[i], rows, first_col, i + 1 < count ? depth_pages[i + 1] : after};
+  }
 };
 
 // acc[r] += a[r * lda + k] * row, for every row r of the micro-tile.
@@ -121,10 +130,12 @@ HWY_INLINE void AddOuterProduct(D d, const float* HWY_RESTRICT a, size_t lda, si
   }
 }
 
+// acc += A[kRows, depth] B[depth, kCols vectors] over one tile (or pages side by
+// side) of B.
 template <size_t kRows, size_t kCols, class D, typename TB>
-HWY_INLINE void MicroTile(D d, const float* HWY_RESTRICT a, size_t lda, BandOf<TB> b,
-                          size_t depth, float* HWY_RESTRICT c, size_t ldc,
-                          bool accumulate) {
+HWY_INLINE void AccumulateBand(D d, const float* HWY_RESTRICT a, size_t lda,
+                               const BandOf<TB>& b, size_t depth,
+                               hn::Vec<D> (*acc)[kCols]) {
   using V = hn::Vec<D>;
   constexpr bool kPaired = internal::PairsRows(sizeof(TB));
   constexpr size_t kStep = kPaired ? 2 : 1;  // rows of B per step
@@ -137,19 +148,14 @@ HWY_INLINE void MicroTile(D d, const float* HWY_RESTRICT a, size_t lda, BandOf<T
                               internal::TileOffset<TB>(0, column % b.page_cols, b.rows)
                         : b.tile + internal::TileOffset<TB>(0, column, b.rows);
   }
-  V acc[kRows][kCols];
-  HWY_UNROLL(6)
-  for (size_t r = 0; r < kRows; ++r) {
-    HWY_UNROLL(4)
-    for (size_t col = 0; col < kCols; ++col) {
-      acc[r][col] = accumulate ? hn::LoadU(d, c + r * ldc + col * lanes) : hn::Zero(d);
-    }
-  }
   // One prefetch per panel of the strip (AVX2's two vectors share one), one row per
   // panel per step. (Row k of a paired tile is within a line of k panel rows from
   // its start, as unpaired.) Pages side by side: each panel is the single-panel
-  // strip of its own page. Chosen here, not in the loop over k.
+  // strip of its own page. Chosen here, not in the loop over k. One prefetch per line
+  // (a line holds 4 panel rows of int8 and fp8: with one per row, prefetching
+  // outnumbered the FMAs).
   constexpr size_t kRowBytes = internal::kPanelWidth * sizeof(TB);
+  constexpr size_t kLineRows = HWY_MAX(size_t{1}, internal::kCacheLineBytes / kRowBytes);
   const size_t rows = internal::StoredRows(b.rows, sizeof(TB));
   const size_t panels = HWY_MAX(size_t{1}, kCols * lanes / internal::kPanelWidth);
   const size_t stream_panels = b.pages ? 1 : panels;
@@ -165,11 +171,13 @@ HWY_INLINE void MicroTile(D d, const float* HWY_RESTRICT a, size_t lda, BandOf<T
   }
   size_t k = 0;
   for (; k + kStep <= depth; k += kStep) {
-    HWY_UNROLL(4)
-    for (size_t panel = 0; panel < panels; ++panel) {
-      PrefetchAt<TB>(internal::PrefetchAddress(stream[panel], stream_panel[panel],
-                                               stream_panels, rows, kRowBytes, k,
-                                               stream_after[panel]));
+    if (k % kLineRows == 0) {
+      HWY_UNROLL(4)
+      for (size_t panel = 0; panel < panels; ++panel) {
+        PrefetchAt<TB>(internal::PrefetchAddress(stream[panel], stream_panel[panel],
+                                                 stream_panels, rows, kRowBytes, k,
+                                                 stream_after[panel], kLineRows));
+      }
     }
     V row[kCols];
     if constexpr (kPaired) {
@@ -196,6 +204,29 @@ HWY_INLINE void MicroTile(D d, const float* HWY_RESTRICT a, size_t lda, BandOf<T
       }
       AddOuterProduct<kRows, kCols>(d, a, lda, k, row, acc);
     }
+  }
+}
+
+template <size_t kRows, size_t kCols, class D, typename TB>
+HWY_INLINE void MicroTile(D d, const float* HWY_RESTRICT a, size_t lda, BandOf<TB> b,
+                          size_t depth, float* HWY_RESTRICT c, size_t ldc,
+                          bool accumulate) {
+  using V = hn::Vec<D>;
+  const size_t lanes = hn::Lanes(d);
+  V acc[kRows][kCols];
+  HWY_UNROLL(6)
+  for (size_t r = 0; r < kRows; ++r) {
+    HWY_UNROLL(4)
+    for (size_t col = 0; col < kCols; ++col) {
+      acc[r][col] = accumulate ? hn::LoadU(d, c + r * ldc + col * lanes) : hn::Zero(d);
+    }
+  }
+  const size_t segment = b.depth_pages ? b.rows : depth;  // depth rows per band
+  const size_t count = b.depth_pages ? (depth + segment - 1) / segment : 1;
+  for (size_t i = 0; i < count; ++i) {
+    AccumulateBand<kRows, kCols>(d, a + i * segment, lda,
+                                 b.depth_pages ? b.DepthPage(i, count) : b,
+                                 HWY_MIN(segment, depth - i * segment), acc);
   }
   HWY_UNROLL(6)
   for (size_t r = 0; r < kRows; ++r) {
@@ -245,7 +276,7 @@ HWY_NOINLINE void TileStrips(D d, size_t rows, size_t n, size_t depth,
                              float* HWY_RESTRICT c, size_t ldc, bool accumulate) {
   const size_t lanes = hn::Lanes(d);
   HWY_DASSERT(n % internal::kPanelWidth == 0 && internal::kPanelWidth % lanes == 0);
-  HWY_DASSERT(lda >= depth && ldc >= n && band.rows >= depth);
+  HWY_DASSERT(lda >= depth && ldc >= n && (band.depth_pages || band.rows >= depth));
   const TB* after = band.after;
   const size_t vectors = n / lanes;
   size_t v = 0;
@@ -306,6 +337,20 @@ HWY_INLINE void TilePagesMatMul(D d, size_t rows, size_t n, size_t depth,
   band.pages = pages;
   band.afters = afters;
   band.page_cols = page_cols;
+  TileStrips(d, rows, n, depth, a, lda, band, c, ldc, accumulate);
+}
+
+// The same product with B as pages one below the other: page i holds B's rows
+// [i * page_rows, (i + 1) * page_rows) as a [page_rows, >= n] tile, and `after` is
+// read after the last.
+template <class D, typename TB>
+HWY_INLINE void TileDepthPagesMatMul(D d, size_t rows, size_t n, size_t depth,
+                                     const float* HWY_RESTRICT a, size_t lda,
+                                     const TB* const* pages, size_t page_rows,
+                                     float* HWY_RESTRICT c, size_t ldc, bool accumulate,
+                                     const TB* after) {
+  BandOf<TB> band{nullptr, page_rows, 0, after};
+  band.depth_pages = pages;
   TileStrips(d, rows, n, depth, a, lda, band, c, ldc, accumulate);
 }
 

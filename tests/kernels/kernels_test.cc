@@ -100,6 +100,34 @@ bool PagedProductsBf16ForTest(size_t rows, size_t count, size_t page_cols, size_
                               grouped, single);
 }
 
+// C[rows, n] = A B with B's depth rows in pages of page_rows, as one product
+// (`grouped`) and as one accumulated product per page (`single`).
+template <typename T>
+void DepthPagesForTest(size_t rows, size_t count, size_t page_rows, size_t n,
+                       size_t depth, const float* a, const T* const* pages,
+                       float* grouped, float* single) {
+  const hwy::HWY_NAMESPACE::ScalableTag<float> d;
+  TileDepthPagesMatMul(d, rows, n, depth, a, depth, pages, page_rows, grouped, n,
+                       /*accumulate=*/false, static_cast<const T*>(nullptr));
+  for (size_t i = 0; i < count; ++i) {
+    const size_t first = i * page_rows;
+    TileMatMul(d, rows, n, std::min(page_rows, depth - first), a + first, depth, pages[i],
+               page_rows, single, n, /*accumulate=*/i > 0);
+  }
+}
+void DepthPagesFloatForTest(size_t rows, size_t count, size_t page_rows, size_t n,
+                            size_t depth, const float* a, const float* const* pages,
+                            float* grouped, float* single) {
+  DepthPagesForTest(rows, count, page_rows, n, depth, a, pages, grouped, single);
+}
+void DepthPagesBf16ForTest(size_t rows, size_t count, size_t page_rows, size_t n,
+                           size_t depth, const float* a, const uint16_t* const* pages,
+                           float* grouped, float* single) {
+  DepthPagesForTest(rows, count, page_rows, n, depth, a,
+                    reinterpret_cast<const hwy::bfloat16_t* const*>(pages), grouped,
+                    single);
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace mha
 HWY_AFTER_NAMESPACE();
@@ -115,6 +143,8 @@ HWY_EXPORT(TileMatMulForTest);
 HWY_EXPORT(TileMatMulBf16ForTest);
 HWY_EXPORT(PagedProductsFloatForTest);
 HWY_EXPORT(PagedProductsBf16ForTest);
+HWY_EXPORT(DepthPagesFloatForTest);
+HWY_EXPORT(DepthPagesBf16ForTest);
 }  // namespace mha
 
 // Outside namespace mha: Highway's test macros name ::testing unqualified.
@@ -266,6 +296,30 @@ TEST_P(Kernels, TileMatMulWidensBf16Panels) {
   }
 }
 
+// `count` random pages of `size` floats, and the same rounded to bfloat16 (`extra`
+// more zeros each), as the arrays of page pointers the tile products take.
+class RandomPages {
+ public:
+  RandomPages(size_t count, size_t size, size_t extra) {
+    for (size_t i = 0; i < count; ++i) {
+      float_pages_.push_back(RandomFloats(size, 10 + uint32_t(i)));
+      bf16_pages_.emplace_back(size + extra);
+      mha::internal::FloatToBf16(float_pages_.back().data(), size,
+                                 bf16_pages_.back().data());
+    }
+    for (size_t i = 0; i < count; ++i) {
+      floats.push_back(float_pages_[i].data());
+      bf16.push_back(bf16_pages_[i].data());
+    }
+  }
+  std::vector<const float*> floats;
+  std::vector<const uint16_t*> bf16;
+
+ private:
+  std::vector<std::vector<float>> float_pages_;
+  std::vector<std::vector<uint16_t>> bf16_pages_;
+};
+
 // Pages sharing strips give the same bits as one page at a time: every element's
 // products are added in the same order (a decode step's Q K^T over 16-token pages),
 // for float and paired bfloat16 pages, a last page partly used, any row count.
@@ -275,33 +329,51 @@ TEST_P(Kernels, PagesSharingStripsMatchOnePageAtATime) {
       for (size_t rows : {1, 4, 6, 7}) {
         const size_t depth = 33, n = count * page_cols - (count > 1 ? 16 : 0);
         const std::vector<float> a = RandomFloats(rows * depth, 3);
-        std::vector<std::vector<float>> pages;
-        std::vector<std::vector<uint16_t>> pages16;
-        std::vector<const float*> pointers;
-        std::vector<const uint16_t*> pointers16;
-        for (size_t i = 0; i < count; ++i) {
-          pages.push_back(RandomFloats(depth * page_cols, 10 + uint32_t(i)));
-          pages16.emplace_back(pages.back().size() + page_cols);  // paired: one more row
-          mha::internal::FloatToBf16(pages.back().data(), pages.back().size(),
-                                     pages16.back().data());
-        }
-        for (size_t i = 0; i < count; ++i) {
-          pointers.push_back(pages[i].data());
-          pointers16.push_back(pages16[i].data());
-        }
+        // Paired: an odd depth has one more row.
+        const RandomPages pages(count, depth * page_cols, page_cols);
         std::vector<float> grouped(rows * n), single(rows * n);
         const std::string what = "page_cols " + std::to_string(page_cols) + " count " +
                                  std::to_string(count) + " rows " + std::to_string(rows);
         if (!HWY_DYNAMIC_DISPATCH(mha::PagedProductsFloatForTest)(
-                rows, count, page_cols, n, depth, a.data(), pointers.data(),
+                rows, count, page_cols, n, depth, a.data(), pages.floats.data(),
                 grouped.data(), single.data())) {
           return;  // strips too narrow on this target
         }
         ASSERT_EQ(grouped, single) << "float " << what;
         HWY_DYNAMIC_DISPATCH(mha::PagedProductsBf16ForTest)
-        (rows, count, page_cols, n, depth, a.data(), pointers16.data(), grouped.data(),
+        (rows, count, page_cols, n, depth, a.data(), pages.bf16.data(), grouped.data(),
          single.data());
         ASSERT_EQ(grouped, single) << "bf16 " << what;
+      }
+    }
+  }
+}
+
+// Pages one below the other give the same bits as one accumulated product per page:
+// the accumulators stay in registers in between (a decode step's P V over 16-token
+// pages), for float and paired bfloat16 pages, a last page partly used (an odd depth
+// there), any row count and strip width.
+TEST_P(Kernels, DepthPagesMatchOnePageAtATime) {
+  for (size_t page_rows : {16, 32}) {
+    for (size_t count : {1, 3, 5}) {
+      for (size_t rows : {1, 4, 7}) {
+        for (size_t n : {16, 48, 128}) {
+          const size_t depth = count * page_rows - (count > 1 ? 5 : 0);
+          const std::vector<float> a = RandomFloats(rows * depth, 3);
+          const RandomPages pages(count, page_rows * n, 0);
+          std::vector<float> grouped(rows * n), single(rows * n);
+          const std::string what = "page_rows " + std::to_string(page_rows) + " count " +
+                                   std::to_string(count) + " rows " +
+                                   std::to_string(rows) + " n " + std::to_string(n);
+          HWY_DYNAMIC_DISPATCH(mha::DepthPagesFloatForTest)
+          (rows, count, page_rows, n, depth, a.data(), pages.floats.data(),
+           grouped.data(), single.data());
+          ASSERT_EQ(grouped, single) << "float " << what;
+          HWY_DYNAMIC_DISPATCH(mha::DepthPagesBf16ForTest)
+          (rows, count, page_rows, n, depth, a.data(), pages.bf16.data(), grouped.data(),
+           single.data());
+          ASSERT_EQ(grouped, single) << "bf16 " << what;
+        }
       }
     }
   }
