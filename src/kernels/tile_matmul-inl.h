@@ -148,12 +148,11 @@ HWY_INLINE void AccumulateBand(D d, const float* HWY_RESTRICT a, size_t lda,
                               internal::TileOffset<TB>(0, column % b.page_cols, b.rows)
                         : b.tile + internal::TileOffset<TB>(0, column, b.rows);
   }
-  // One prefetch per panel of the strip (AVX2's two vectors share one), one row per
-  // panel per step. (Row k of a paired tile is within a line of k panel rows from
-  // its start, as unpaired.) Pages side by side: each panel is the single-panel
-  // strip of its own page. Chosen here, not in the loop over k. One prefetch per line
-  // (a line holds 4 panel rows of int8 and fp8: with one per row, prefetching
-  // outnumbered the FMAs).
+  // One prefetch per panel of the strip (AVX2's two vectors share one) per cache line
+  // of its rows: a line holds 4 panel rows of int8 and fp8, and one prefetch per row
+  // outnumbered the FMAs. (Row k of a paired tile is within a line of k panel rows
+  // from its start, as unpaired.) Pages side by side: each panel is the single-panel
+  // strip of its own page, chosen here, not in the loop over k.
   constexpr size_t kRowBytes = internal::kPanelWidth * sizeof(TB);
   constexpr size_t kLineRows = HWY_MAX(size_t{1}, internal::kCacheLineBytes / kRowBytes);
   const size_t rows = internal::StoredRows(b.rows, sizeof(TB));
