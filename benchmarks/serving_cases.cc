@@ -219,11 +219,14 @@ void RegisterServingCases() {
                                               {DType::kInt8, KvScales::kPerToken},
                                               {DType::kFloat8E4M3, KvScales::kPerToken},
                                               {DType::kFloat8E5M2, KvScales::kPerToken},
-                                              {DType::kFloat8E4M3, KvScales::kNone}};
+                                              {DType::kFloat8E4M3, KvScales::kNone},
+                                              {DType::kInt8, KvScales::kPerChannelKeys}};
   for (const auto& [storage, scales] : kinds) {
     const std::string name = std::string("BM_Serve/decode_long_b1/") +
                              DTypeName(storage) +
-                             (scales == KvScales::kNone ? "_scale_free" : "");
+                             (scales == KvScales::kNone             ? "_scale_free"
+                              : scales == KvScales::kPerChannelKeys ? "_channel_keys"
+                                                                    : "");
     benchmark::RegisterBenchmark(name.c_str(), BM_OverCache, storage, scales,
                                  int64_t{32768}, false)
         ->UseRealTime()

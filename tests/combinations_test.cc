@@ -141,11 +141,27 @@ double Bound(DType storage) {
   return storage == DType::kFloat32 ? 1e-4 : storage == DType::kFloat8E4M3 ? 0.1 : 3e-2;
 }
 
+// A cache's storage: the dtype, and for int8 whether keys are scaled per channel.
+struct CacheKind {
+  DType storage;
+  KvScales scales = KvScales::kPerToken;
+  std::string Name() const {
+    return std::string(DTypeName(storage)) +
+           (scales == KvScales::kPerChannelKeys ? " keys per channel" : "");
+  }
+};
+constexpr CacheKind kCacheKinds[] = {{DType::kFloat32},
+                                     {DType::kBFloat16},
+                                     {DType::kInt8},
+                                     {DType::kFloat8E4M3},
+                                     {DType::kInt8, KvScales::kPerChannelKeys}};
+
 void DecodeContiguous(const Combination& c, const OwnedLayer& layer,
                       const std::vector<float>& x, const std::vector<float>& ref,
-                      DType storage) {
+                      const CacheKind& kind) {
+  const DType storage = kind.storage;
   const MultiheadAttention attention(layer.config, layer.weights);
-  KvCache cache(layer.config, 1, c.total(), storage);
+  KvCache cache(layer.config, 1, c.total(), storage, kind.scales);
   ForwardOptions options;
   options.num_threads = c.threads;
   int64_t done = 0;
@@ -156,7 +172,7 @@ void DecodeContiguous(const Combination& c, const OwnedLayer& layer,
                                MutableTensorView(out.data(), Shape{1, step, kEmbed}),
                                options);
     const std::string what =
-        std::string("KvCache ") + DTypeName(storage) + " step at " + std::to_string(done);
+        std::string("KvCache ") + kind.Name() + " step at " + std::to_string(done);
     ExpectClose(out, Rows(ref, done, step), what.c_str(), Bound(storage));
     done += step;
   }
@@ -164,13 +180,15 @@ void DecodeContiguous(const Combination& c, const OwnedLayer& layer,
 
 void DecodePaged(const Combination& c, const OwnedLayer& layer,
                  const std::vector<float>& x, const std::vector<float>& ref,
-                 DType storage, int64_t block_size) {
+                 const CacheKind& kind, int64_t block_size) {
+  const DType storage = kind.storage;
   const MultiheadAttention attention(layer.config, layer.weights);
   PagedKvCacheOptions options;
   options.block_size = block_size;
   options.num_blocks = c.total() / block_size + 2;
   options.max_sequences = 1;
   options.storage = storage;
+  options.scales = kind.scales;
   options.sliding_window = c.window.value_or(0);
   options.attention_chunk_size = c.chunk.value_or(0);
   PagedKvCache cache(layer.config, options);
@@ -180,7 +198,7 @@ void DecodePaged(const Combination& c, const OwnedLayer& layer,
   int64_t done = 0;
   for (const int64_t step : c.AllSteps()) {
     const auto out = PackedStep(attention, cache, {{0, Rows(x, done, step)}}, 0, forward);
-    const std::string what = std::string("paged ") + DTypeName(storage) + " block " +
+    const std::string what = std::string("paged ") + kind.Name() + " block " +
                              std::to_string(block_size) + " step at " +
                              std::to_string(done);
     ExpectClose(out[0], Rows(ref, done, step), what.c_str(), Bound(storage));
@@ -197,10 +215,8 @@ TEST(Combinations, RandomFeaturesCachesSplitsAndThreads) {
     const OwnedLayer layer = CombinationLayer(c, weights);
     const std::vector<float> x = RandomFloats(c.total() * kEmbed, 33 + trial);
     const std::vector<float> ref = NaiveCausal(layer, x);
-    const DType storages[] = {DType::kFloat32, DType::kBFloat16, DType::kInt8,
-                              DType::kFloat8E4M3};
-    DecodeContiguous(c, layer, x, ref, storages[trial % 4]);
-    DecodePaged(c, layer, x, ref, storages[(trial + 1) % 4], trial % 2 ? 16 : 64);
+    DecodeContiguous(c, layer, x, ref, kCacheKinds[trial % 5]);
+    DecodePaged(c, layer, x, ref, kCacheKinds[(trial + 1) % 5], trial % 2 ? 16 : 64);
   }
 }
 
@@ -221,8 +237,8 @@ TEST(Combinations, SinkCountsInWindowedDecodePastTheFirstCut) {
   weights.sinks[0] = 3.0f;
   const std::vector<float> x = RandomFloats(c.total() * kEmbed, 34);
   const std::vector<float> ref = NaiveCausal(layer, x);
-  DecodeContiguous(c, layer, x, ref, DType::kFloat32);
-  DecodePaged(c, layer, x, ref, DType::kFloat32, 16);
+  DecodeContiguous(c, layer, x, ref, {DType::kFloat32});
+  DecodePaged(c, layer, x, ref, {DType::kFloat32}, 16);
 }
 
 }  // namespace

@@ -30,13 +30,20 @@ std::vector<float> Rows(const std::vector<float>& x, int64_t first, int64_t coun
   return {x.begin() + first * kEmbed, x.begin() + (first + count) * kEmbed};
 }
 
+struct TreeStorage {
+  const char* name;
+  DType storage;
+  KvScales scales;
+};
+void PrintTo(const TreeStorage& s, std::ostream* os) { *os << s.name; }
+
 // The last output row of decoding `prefix` then `path_tokens` through a contiguous
 // cache of `storage`.
 std::vector<float> AlongPath(const MultiheadAttention& attention,
-                             const AttentionConfig& config, DType storage,
+                             const AttentionConfig& config, const TreeStorage& storage,
                              const std::vector<float>& prefix,
                              const std::vector<float>& path_tokens) {
-  KvCache cache(config, 1, 64, storage);
+  KvCache cache(config, 1, 64, storage.storage, storage.scales);
   std::vector<float> out;
   for (const std::vector<float>* tokens : {&prefix, &path_tokens}) {
     const int64_t n = static_cast<int64_t>(tokens->size()) / kEmbed;
@@ -64,15 +71,19 @@ std::vector<int64_t> PathTo(int64_t token) {
   return path;
 }
 
-class TokenTree : public ::testing::TestWithParam<DType> {};
+class TokenTree : public ::testing::TestWithParam<TreeStorage> {};
 
+// Keys per channel: the paged cache's 16-token blocks and the contiguous cache's
+// 128-token pages scale them over different groups, hence the same bound as the
+// other kinds' rounding rather than bit equality.
 TEST_P(TokenTree, VerifiesEveryBranchThenKeepsTheAcceptedPath) {
-  const DType storage = GetParam();
-  const double bound = storage == DType::kFloat32 ? 1e-4 : 3e-2;
+  const TreeStorage storage = GetParam();
+  const double bound = storage.storage == DType::kFloat32 ? 1e-4 : 3e-2;
   const OwnedLayer layer = TreeLayer();
   const MultiheadAttention attention(layer.config, layer.weights);
   PagedKvCacheOptions options;
-  options.num_blocks = 8, options.max_sequences = 2, options.storage = storage;
+  options.num_blocks = 8, options.max_sequences = 2, options.storage = storage.storage;
+  options.scales = storage.scales;
   PagedKvCache cache(layer.config, options);
   const std::vector<float> prefix = RandomFloats(kCached * kEmbed, 62);
   const std::vector<float> other = RandomFloats(4 * kEmbed, 63);
@@ -104,12 +115,25 @@ TEST_P(TokenTree, VerifiesEveryBranchThenKeepsTheAcceptedPath) {
   ExpectClose(after[0],
               AlongPath(attention, layer.config, storage, prefix, path_then_next),
               "after KeepTokens", bound);
+  // Against a paged cache given the path directly: the same blocks, so the same
+  // bits up to the order of the packed step's sums (keys per channel too: the path's
+  // block is requantised from fp32 keys in both).
+  PagedKvCache direct(layer.config, options);
+  direct.AddSequence(0);
+  PackedStep(attention, direct, {{0, prefix}});
+  PackedStep(attention, direct, {{0, PathTokens(draft, accepted)}});
+  ExpectClose(PackedStep(attention, direct, {{0, next}})[0], after[0],
+              "after KeepTokens, against the path appended", 1e-6);
 }
 
-INSTANTIATE_TEST_SUITE_P(Storages, TokenTree,
-                         ::testing::Values(DType::kFloat32, DType::kBFloat16,
-                                           DType::kInt8),
-                         [](const auto& info) { return DTypeName(info.param); });
+INSTANTIATE_TEST_SUITE_P(
+    Storages, TokenTree,
+    ::testing::Values(TreeStorage{"float32", DType::kFloat32, KvScales::kPerToken},
+                      TreeStorage{"bfloat16", DType::kBFloat16, KvScales::kPerToken},
+                      TreeStorage{"int8", DType::kInt8, KvScales::kPerToken},
+                      TreeStorage{"int8_channel_keys", DType::kInt8,
+                                  KvScales::kPerChannelKeys}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 TEST(TokenTreeErrors, BadTreesAndPathsChangeNothing) {
   const OwnedLayer layer = TreeLayer();

@@ -20,6 +20,12 @@ enum class KvScales {
   // fp8 only: values cast as they are (saturating), no scales: for a model
   // calibrated for fp8 KV, whose keys and values already fit the format's range.
   kNone,
+  // int8 only: keys per channel, one fp32 scale per (block, KV head, channel) over
+  // the block's tokens (KIVI: keys have outlier channels, and a per-token scale set
+  // by one flattens every other channel); values per token as kPerToken. The cache
+  // keeps each sequence's partial last block of keys in fp32 too, which every append
+  // requantises the block from (a KvCache's block: 128 tokens).
+  kPerChannelKeys,
 };
 
 // Preallocated at creation for max_batch sequences of up to max_seq_len tokens,

@@ -162,7 +162,10 @@ typedef enum {
   MHA_KV_FP8_E5M2 = 4,
   /* fp8 cast as it is, no scales: for models calibrated for fp8 KV */
   MHA_KV_FP8_E4M3_SCALE_FREE = 5,
-  MHA_KV_FP8_E5M2_SCALE_FREE = 6
+  MHA_KV_FP8_E5M2_SCALE_FREE = 6,
+  /* int8, keys per channel (one scale per block, KV head and channel), values per
+     token: for keys with outlier channels (mha::KvScales::kPerChannelKeys) */
+  MHA_KV_INT8_CHANNEL_KEYS = 7
 } mha_kv_storage;
 
 /* A KV cache for `layer`: max_batch sequences of up to max_seq_len tokens. */

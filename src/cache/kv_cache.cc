@@ -6,6 +6,7 @@
 
 #include "src/base/check.h"
 #include "src/cache/kv_cache_storage.h"
+#include "src/kernels/channel_keys.h"
 #include "src/kernels/tile_sizes.h"
 #include "src/platform/isa_cap.h"
 #include "src/validation/problem.h"
@@ -15,8 +16,12 @@ namespace internal {
 
 KvStorage KvStorageFor(const char* owner, DType storage, KvScales scales) {
   const bool fp8 = storage == DType::kFloat8E4M3 || storage == DType::kFloat8E5M2;
-  if (scales != KvScales::kPerToken && scales != KvScales::kNone) {
+  if (scales != KvScales::kPerToken && scales != KvScales::kNone &&
+      scales != KvScales::kPerChannelKeys) {
     Fail(owner, ": scales: unknown value ", static_cast<int>(scales));
+  }
+  if (scales == KvScales::kPerChannelKeys && storage != DType::kInt8) {
+    Fail(owner, ": scales kPerChannelKeys needs int8 storage, got ", DTypeName(storage));
   }
   if (scales == KvScales::kNone && !fp8) {
     Fail(owner,
@@ -31,7 +36,8 @@ KvStorage KvStorageFor(const char* owner, DType storage, KvScales scales) {
     case DType::kBFloat16:
       return KvStorage::kBFloat16;
     case DType::kInt8:
-      return KvStorage::kInt8;
+      return scales == KvScales::kPerChannelKeys ? KvStorage::kInt8ChannelKeys
+                                                 : KvStorage::kInt8;
     case DType::kFloat8E4M3:
       return none ? KvStorage::kFp8E4M3ScaleFree : KvStorage::kFp8E4M3;
     case DType::kFloat8E5M2:
@@ -56,6 +62,7 @@ DType DTypeOf(KvStorage storage) {
     case KvStorage::kBFloat16:
       return DType::kBFloat16;
     case KvStorage::kInt8:
+    case KvStorage::kInt8ChannelKeys:
       return DType::kInt8;
     case KvStorage::kFp8E4M3:
     case KvStorage::kFp8E4M3ScaleFree:
@@ -68,17 +75,32 @@ DType DTypeOf(KvStorage storage) {
 }
 
 KvScales ScalesOf(KvStorage storage) {
+  if (storage == KvStorage::kInt8ChannelKeys) return KvScales::kPerChannelKeys;
   return storage == KvStorage::kFp8E4M3ScaleFree ||
                  storage == KvStorage::kFp8E5M2ScaleFree
              ? KvScales::kNone
              : KvScales::kPerToken;
 }
 
-int64_t KvTokenBytes(int64_t head_dim, KvStorage storage) {
+void CheckLatentScales(const char* owner, KvScales scales) {
+  if (scales == KvScales::kPerChannelKeys) {
+    Fail(owner,
+         ": scales kPerChannelKeys quantises keys and values differently, and a latent "
+         "cache's keys are its values: use kPerToken");
+  }
+}
+
+int64_t KvTokenBytes(int64_t head_dim, KvStorage storage, int64_t page_size) {
   const int64_t padded_head_dim =
       static_cast<int64_t>(RoundUp(static_cast<size_t>(head_dim), kPanelWidth));
+  const int64_t channel_scales =
+      HasChannelKeyScales(storage)
+          ? (padded_head_dim * static_cast<int64_t>(sizeof(float)) + page_size - 1) /
+                page_size
+          : 0;
   const int64_t scales =
-      HasTokenScales(storage) ? 2 * static_cast<int64_t>(sizeof(float)) : 0;
+      (HasTokenScales(storage) ? 2 * static_cast<int64_t>(sizeof(float)) : 0) +
+      channel_scales;
   int64_t bytes = 0;
   if (__builtin_add_overflow(head_dim, padded_head_dim, &bytes) ||
       __builtin_mul_overflow(bytes, static_cast<int64_t>(KvElementBytes(storage)),
@@ -108,6 +130,10 @@ KvCache::Impl::Impl(const AttentionConfig& config, int64_t batch, int64_t seq_le
   // left over in memory would still be NaN).
   pages.Reset(internal::BlockLayout(page_size, num_kv_heads, head_dim, storage), batch,
               capacity);
+  if (internal::HasChannelKeyScales(storage)) {
+    key_residuals.assign(static_cast<size_t>(batch * num_kv_heads * page_size * head_dim),
+                         0.0f);
+  }
 }
 
 void KvCache::Impl::Truncate(int64_t sequence, int64_t length) {
@@ -117,6 +143,9 @@ void KvCache::Impl::Truncate(int64_t sequence, int64_t length) {
   const size_t element = internal::KvElementBytes(storage);
   for (int64_t kv_head = 0; kv_head < num_kv_heads; ++kv_head) {
     const internal::KvPages pages = Pages(sequence, kv_head);
+    if (pages.key_residual) {
+      internal::RestoreKeyResidual(pages, lengths[sequence], length, head_dim);
+    }
     for (int64_t first = length; first < lengths[sequence];) {
       const int64_t page = first / page_size, row = first % page_size;
       const int64_t end = std::min(page_size, row + lengths[sequence] - first);
@@ -139,7 +168,7 @@ void CheckCacheBytes(const AttentionConfig& config, int64_t max_batch,
                      int64_t max_seq_len, internal::KvStorage storage) {
   const int64_t page = internal::kKeyBlock;
   const int64_t pages = max_seq_len / page + (max_seq_len % page != 0);
-  const int64_t token_bytes = internal::KvTokenBytes(config.head_dim, storage);
+  const int64_t token_bytes = internal::KvTokenBytes(config.head_dim, storage, page);
   int64_t bytes = 0;
   if (!internal::AddressableProduct(
           {max_batch, pages, page, config.resolved_num_kv_heads(), token_bytes},
@@ -172,7 +201,8 @@ int64_t KvCache::max_seq_len() const { return impl_->max_seq_len; }
 DType KvCache::storage() const { return internal::DTypeOf(impl_->storage); }
 KvScales KvCache::scales() const { return internal::ScalesOf(impl_->storage); }
 int64_t KvCache::bytes_per_token() const {
-  return impl_->num_kv_heads * internal::KvTokenBytes(impl_->head_dim, impl_->storage);
+  return impl_->num_kv_heads *
+         internal::KvTokenBytes(impl_->head_dim, impl_->storage, impl_->page_size);
 }
 
 int64_t KvCache::length(int64_t sequence) const {

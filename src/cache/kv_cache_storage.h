@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "mha/kv_cache.hpp"
+#include "src/base/aligned_vector.h"
 #include "src/cache/contiguous_pages.h"
 #include "src/kernels/kv_pages.h"
 
@@ -20,9 +21,13 @@ KvScales ScalesOf(KvStorage storage);
 // kernel would widen bf16 back to fp32, slower than fp32 pages (AVX2, Zen 4: the
 // bf16 core 1.27x slower) and less accurate.
 KvStorage AttentionStorage(DType compute_dtype);
-// Bytes one token of one KV head takes in a cache: K, V padded to whole panels, and
-// the scales; -1 when that overflows int64.
-int64_t KvTokenBytes(int64_t head_dim, KvStorage storage);
+// Bytes one token of one KV head takes in a cache of `page_size`-token pages: K, V
+// padded to whole panels, and the scales (a page's channel scales shared by its
+// tokens, rounded up); -1 when that overflows int64.
+int64_t KvTokenBytes(int64_t head_dim, KvStorage storage, int64_t page_size);
+// Fails, naming `owner`, for scales a latent cache cannot use (its keys are its
+// values: no per-channel keys).
+void CheckLatentScales(const char* owner, KvScales scales);
 }  // namespace mha::internal
 
 namespace mha {
@@ -32,7 +37,12 @@ struct KvCache::Impl {
        internal::KvStorage storage);
 
   internal::KvPages Pages(int64_t sequence, int64_t kv_head) const {
-    return pages(sequence, kv_head);
+    internal::KvPages result = pages(sequence, kv_head);
+    if (!key_residuals.empty()) {
+      result.key_residual = key_residuals.data() +
+                            (sequence * num_kv_heads + kv_head) * page_size * head_dim;
+    }
+    return result;
   }
   // Drops tokens from `length` on (unchecked), zeroing their values.
   void Truncate(int64_t sequence, int64_t length);
@@ -44,6 +54,9 @@ struct KvCache::Impl {
   internal::KvStorage storage;
   std::vector<int64_t> lengths;
   internal::ContiguousPages pages;
+  // Keys per channel: [batch, KV head, page_size, head_dim], each sequence's partial
+  // last page in fp32 (channel_keys.h). Written through Pages, as the pages are.
+  mutable internal::AlignedVector<float> key_residuals;
 };
 
 }  // namespace mha

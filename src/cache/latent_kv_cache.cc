@@ -49,6 +49,7 @@ void LatentKvCache::Impl::Truncate(int64_t sequence, int64_t length) {
 LatentKvCache::LatentKvCache(const LatentAttentionConfig& config, int64_t max_batch,
                              int64_t max_seq_len, DType storage, KvScales scales) {
   internal::ValidateLatentConfig(config);
+  internal::CheckLatentScales("LatentKvCache", scales);
   const internal::KvStorage kind =
       internal::KvStorageFor("LatentKvCache", storage, scales);
   if (max_batch < 1) {

@@ -9,6 +9,7 @@
 #include "src/base/check.h"
 #include "src/cache/kv_cache_storage.h"
 #include "src/cache/paged_kv_cache_storage.h"
+#include "src/kernels/channel_keys.h"
 #include "src/kernels/kv_token_copy.h"
 #include "src/kernels/tile_sizes.h"
 #include "src/validation/latent_config.h"
@@ -71,6 +72,7 @@ PagedKvCache::Impl::Impl(const internal::BlockLayout& block_layout,
       padded_value_dim(block_layout.padded_value_dim),
       storage(block_layout.storage),
       latent(block_layout.values_in_keys),
+      channel_keys(internal::HasChannelKeyScales(block_layout.storage)),
       pool(o.num_blocks),
       sequences(o.max_sequences),
       id_stamps(o.max_sequences, 0) {
@@ -83,13 +85,48 @@ PagedKvCache::Impl::Impl(const internal::BlockLayout& block_layout,
 
 internal::KvPages PagedKvCache::Impl::Pages(int64_t sequence, int64_t layer,
                                             int64_t kv_head) {
-  const Sequence& s = sequences[sequence];
+  Sequence& s = sequences[sequence];
   internal::KvPages pages =
       layout.Pages(keys.data() + layer * layer_keys_bytes,
                    values.data() + layer * layer_values_bytes, kv_head);
   pages.page_ids = s.pages.data();
   pages.first_page = s.first_page;
+  if (channel_keys) {
+    pages.key_residual = s.key_residual.data() +
+                         (layer * num_kv_heads + kv_head) * options.block_size * head_dim;
+  }
   return pages;
+}
+
+void PagedKvCache::Impl::RestoreKeyResiduals(int64_t sequence, int64_t old_length,
+                                             int64_t length) {
+  for (int64_t layer = 0; layer < options.num_layers; ++layer) {
+    for (int64_t kv_head = 0; kv_head < num_kv_heads; ++kv_head) {
+      internal::RestoreKeyResidual(Pages(sequence, layer, kv_head), old_length, length,
+                                   head_dim);
+    }
+  }
+}
+
+void PagedKvCache::Impl::KeepKeys(int64_t sequence, int64_t first, const int64_t* kept,
+                                  int64_t count) {
+  const int64_t length = sequences[sequence].length;
+  const int64_t base = first / options.block_size * options.block_size;
+  keep_scratch.resize(static_cast<size_t>((length - base) * head_dim));
+  for (int64_t layer = 0; layer < options.num_layers; ++layer) {
+    for (int64_t kv_head = 0; kv_head < num_kv_heads; ++kv_head) {
+      const internal::KvPages pages = Pages(sequence, layer, kv_head);
+      float* rows = keep_scratch.data();
+      for (int64_t t = base; t < length; ++t) {
+        internal::ReadKey(pages, t, length, head_dim, rows + (t - base) * head_dim);
+      }
+      for (int64_t k = 0; k < count; ++k) {  // kept[k] >= k: moves down, in place
+        std::copy_n(rows + (first + kept[k] - base) * head_dim, head_dim,
+                    rows + (first + k - base) * head_dim);
+      }
+      internal::WriteKeys(pages, base, rows, first + count - base, head_dim);
+    }
+  }
 }
 
 PagedKvCache::Impl::Sequence& PagedKvCache::Impl::Active(const char* what,
@@ -262,7 +299,8 @@ PagedKvCache::PagedKvCache(const AttentionConfig& config,
   const internal::KvStorage storage =
       internal::KvStorageFor("PagedKvCache", options.storage, options.scales);
   CheckPoolBytes(config.resolved_num_kv_heads(),
-                 internal::KvTokenBytes(config.head_dim, storage), options);
+                 internal::KvTokenBytes(config.head_dim, storage, options.block_size),
+                 options);
   impl_ = std::make_unique<Impl>(
       internal::BlockLayout(options.block_size, config.resolved_num_kv_heads(),
                             config.head_dim, storage),
@@ -279,6 +317,7 @@ PagedKvCache::PagedKvCache(const LatentAttentionConfig& config,
         "attention_chunk_size must be 0), got ",
         options.sliding_window, " and ", options.attention_chunk_size);
   }
+  internal::CheckLatentScales("PagedKvCache", options.scales);
   const internal::KvStorage storage =
       internal::KvStorageFor("PagedKvCache", options.storage, options.scales);
   const int64_t key_dim = internal::LatentKeyDim(config);
@@ -330,6 +369,7 @@ void PagedKvCache::AddSequence(int64_t sequence) {
   }
   Impl::Sequence& s = impl_->sequences[sequence];
   if (s.active) Fail("PagedKvCache::AddSequence: sequence ", sequence, " already exists");
+  s.key_residual.resize(static_cast<size_t>(impl_->ResidualFloats()));
   s.active = true;
   s.length = 0;
   s.first_page = 0;
@@ -356,6 +396,7 @@ void PagedKvCache::Fork(int64_t parent, int64_t child) {
   }
   Impl::Sequence& to = impl_->sequences[child];
   if (to.active) Fail("PagedKvCache::Fork: child ", child, " already exists");
+  to.key_residual.assign(from.key_residual.begin(), from.key_residual.end());
   to.pages.assign(from.pages.begin(), from.pages.end());
   for (const int32_t block : to.pages) impl_->pool.Share(block);
   to.length = from.length;
@@ -415,7 +456,9 @@ void PagedKvCache::Truncate(int64_t sequence, int64_t length) {
   const std::lock_guard<std::mutex> lock(impl_->mutex);
   Impl::Sequence& s = impl_->Active("Truncate", sequence);
   impl_->CheckTruncate("Truncate", s, length);
+  const int64_t old_length = s.length;
   impl_->Truncate(s, length);
+  if (impl_->channel_keys) impl_->RestoreKeyResiduals(sequence, old_length, length);
 }
 
 void PagedKvCache::KeepTokens(int64_t sequence, int64_t first, const int64_t* kept,
@@ -438,6 +481,7 @@ void PagedKvCache::KeepTokens(int64_t sequence, int64_t first, const int64_t* ke
     }
   }
   impl_->CheckTruncate("KeepTokens", s, first + count);
+  if (impl_->channel_keys) impl_->KeepKeys(sequence, first, kept, count);
   // kept[k] >= k: each token moves down, onto a slot already read or its own.
   for (int64_t layer = 0; layer < impl_->options.num_layers; ++layer) {
     for (int64_t kv_head = 0; kv_head < impl_->num_kv_heads; ++kv_head) {

@@ -30,6 +30,9 @@ struct PagedKvCache::Impl {
     // Tokens from here on had their slots made by the last AppendSlots (in private
     // blocks): the only ones ForwardPacked may write.
     int64_t appended_from = 0;
+    // Keys per channel: [layer, KV head, block_size, head_dim], the keys of the
+    // partial last block in fp32 (channel_keys.h); sized once per id.
+    std::vector<float> key_residual;
     int64_t end_page() const { return first_page + static_cast<int64_t>(pages.size()); }
   };
 
@@ -72,12 +75,23 @@ struct PagedKvCache::Impl {
   // values past a sequence's length are multiplied by 0, so they must be finite
   // (values in keys: their int8 scales).
   void ZeroValueRows(int32_t block, int64_t first_row);
+  // Keys per channel: s's residual made to hold the partial last block of `length`
+  // tokens, down from `old_length` (RestoreKeyResidual).
+  void RestoreKeyResiduals(int64_t sequence, int64_t old_length, int64_t length);
+  // Keys per channel: KeepTokens' moves of keys (dequantised, then requantised).
+  void KeepKeys(int64_t sequence, int64_t first, const int64_t* kept, int64_t count);
+  int64_t ResidualFloats() const {
+    return channel_keys
+               ? options.num_layers * num_kv_heads * options.block_size * head_dim
+               : 0;
+  }
 
   PagedKvCacheOptions options;
   internal::BlockLayout layout;  // of one layer's block
   int64_t num_kv_heads, head_dim, padded_value_dim;
   internal::KvStorage storage;
-  bool latent;  // layout.values_in_keys: a multi-head latent attention cache
+  bool latent;        // layout.values_in_keys: a multi-head latent attention cache
+  bool channel_keys;  // HasChannelKeyScales(storage)
   int64_t layer_keys_bytes, layer_values_bytes;  // one layer's storage
   // [layer, block, KV head, page]; scaled kinds end each page with its scales.
   internal::AlignedVector<uint8_t> keys, values;
@@ -86,6 +100,7 @@ struct PagedKvCache::Impl {
   mutable std::vector<uint64_t> id_stamps;  // by id: the CheckDistinct that saw it last
   mutable uint64_t id_stamp = 0;
   std::vector<int32_t> released_scratch, copied_scratch;  // AppendSlots' counts
+  std::vector<float> keep_scratch;                        // KeepKeys' rows
   int64_t active_sequences = 0;
   mutable std::mutex mutex;  // guards pool, block tables and lengths
 };

@@ -43,6 +43,8 @@ CacheStorage ToStorage(const mha_kv_storage& storage) {
       return {DType::kFloat8E4M3, KvScales::kNone};
     case MHA_KV_FP8_E5M2_SCALE_FREE:
       return {DType::kFloat8E5M2, KvScales::kNone};
+    case MHA_KV_INT8_CHANNEL_KEYS:
+      return {DType::kInt8, KvScales::kPerChannelKeys};
   }
   UnknownValue("storage", EnumValue(storage));
 }

@@ -252,12 +252,14 @@ class QueryBlock {
                          /*accumulate=*/false, Bits(after));
         } else {
           TileMatMul(d, rows_, keys, head_dim, query.data, query.stride, KeyTile(page),
-                     head_dim, scores_ + column, stride, /*accumulate=*/false, after);
+                     head_dim, scores_ + column, stride, /*accumulate=*/false, after,
+                     ChannelScales(page));
         }
       });
     }
     // Scaled pages (int8, fp8): q . (s_j k_j) = s_j (q . k_j), and
-    // p_j (s_j v_j) = (p_j s_j) v_j.
+    // p_j (s_j v_j) = (p_j s_j) v_j. Keys per channel: their token scales are 1 or
+    // NaN (a non-finite key), their channel scales applied as the K^T rows load.
     if (token_scales_) {
       ForEachPage(first_key, padded, [&](int64_t page, size_t column, size_t keys) {
         for (size_t i = 0; i < rows_; ++i) {
@@ -268,6 +270,11 @@ class QueryBlock {
     for (size_t i = 0; i < rows_; ++i) {
       LogitRow(d, i, first_key, count, padded, scores_ + i * stride);
     }
+  }
+
+  // Keys per channel (channel_keys.h): the page's scale of each K^T row.
+  const float* ChannelScales(int64_t page) const {
+    return pages_.channel_key_scales ? pages_.KeyChannelScales(page) : nullptr;
   }
 
   // Q K^T of a key tile of pages narrower than a strip (16-token pages on AVX-512):
@@ -282,8 +289,10 @@ class QueryBlock {
     const int64_t first_page = first_key / pages_.page_size;
     const T* tiles[kKeyBlock / kPanelWidth];
     const T* afters[kKeyBlock / kPanelWidth];
+    const float* scales[kKeyBlock / kPanelWidth];
     for (size_t i = 0; i < count; ++i) {
       tiles[i] = KeyTile(first_page + static_cast<int64_t>(i));
+      scales[i] = ChannelScales(first_page + static_cast<int64_t>(i));
       afters[i] = i + group < count
                       ? KeyTile(first_page + static_cast<int64_t>(i + group))
                   : i + group - count < count
@@ -293,7 +302,7 @@ class QueryBlock {
     TilePagesMatMul(d, rows_, padded, static_cast<size_t>(params_.head_dim), query.data,
                     query.stride, tiles, afters, page_size,
                     static_cast<size_t>(params_.head_dim), scores_, stride,
-                    /*accumulate=*/false);
+                    /*accumulate=*/false, pages_.channel_key_scales ? scales : nullptr);
   }
 
   // next_keys: the next key tile's first K page, or null after the last tile.
@@ -500,6 +509,7 @@ void AttendHead(const AttentionParams& params, const CoreTask& task, const KvPag
       return AttendRows<hwy::bfloat16_t>(d, params, task, rows, masks, layout, scratch,
                                          pages);
     case KvStorage::kInt8:
+    case KvStorage::kInt8ChannelKeys:
       return AttendRows<int8_t>(d, params, task, rows, masks, layout, scratch, pages);
     case KvStorage::kFp8E4M3:
       return AttendRows<Fp8E4M3Finite>(d, params, task, rows, masks, layout, scratch,

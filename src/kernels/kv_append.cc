@@ -1,7 +1,8 @@
 // AppendToPages, compiled once per SIMD target: the panel copy of kv_panels-inl.h
 // (keys rotated on the way in for rotary layers) aimed at positions inside a KV
 // cache's pages, or quantisation to int8 or fp8 (one scale per row, or none for
-// scale-free fp8) into the same panel layout (src/kernels/kv_pages.h).
+// scale-free fp8; int8 keys per channel: channel_keys.h) into the same panel layout
+// (src/kernels/kv_pages.h).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/kernels/kv_append.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -11,6 +12,7 @@
 #include <limits>
 
 #include "hwy/highway.h"
+#include "src/kernels/channel_keys.h"
 #include "src/kernels/fp8.h"
 #include "src/kernels/kv_append.h"
 #include "src/kernels/kv_panels-inl.h"
@@ -114,6 +116,17 @@ float Quantize(const float* row, size_t n, bool scaled, typename Code::Type* out
   return scale;
 }
 
+// Per-channel keys: the key joins the residual, and its page is requantised whole
+// from there when it fills or the write ends (channel_keys.h).
+void AppendChannelKey(const KvPages& pages, const float* key, size_t head_dim,
+                      int64_t page, size_t offset, bool last) {
+  std::copy_n(key, head_dim, pages.key_residual + offset * head_dim);
+  if (last || offset + 1 == static_cast<size_t>(pages.page_size)) {
+    QuantizeKeyPage(pages, page, pages.key_residual, static_cast<int64_t>(offset + 1),
+                    static_cast<int64_t>(head_dim));
+  }
+}
+
 // One code per element, written token by token: the key into its K^T column, the
 // value into its V row, each scale (if the kind has them) beside them.
 template <class Code>
@@ -135,10 +148,14 @@ void AppendQuantized(const PanelAppend& a) {
       key = a.rotation_scratch;
     }
     // Key `offset` is column `offset` of the page's K^T tile, row `offset` of its V.
-    const float key_scale = Quantize<Code>(
-        key, head_dim, scaled, reinterpret_cast<Type*>(pages.KeyPage(page)),
-        [&](size_t k) { return PanelOffset(k, offset, head_dim); });
-    if (scaled) pages.KeyScales(page)[offset] = key_scale;
+    if (pages.channel_key_scales) {
+      AppendChannelKey(pages, key, head_dim, page, offset, r + 1 == a.rows);
+    } else {
+      const float key_scale = Quantize<Code>(
+          key, head_dim, scaled, reinterpret_cast<Type*>(pages.KeyPage(page)),
+          [&](size_t k) { return PanelOffset(k, offset, head_dim); });
+      if (scaled) pages.KeyScales(page)[offset] = key_scale;
+    }
     if (pages.values_in_keys) continue;
     const size_t value_dim = static_cast<size_t>(ValueDim(a));
     const float* value = a.values + r * a.value_stride;
@@ -165,6 +182,7 @@ void AppendToPages(const PanelAppend& a) {
     case KvStorage::kBFloat16:
       return AppendSplit<hwy::bfloat16_t>(a);
     case KvStorage::kInt8:
+    case KvStorage::kInt8ChannelKeys:
       return AppendQuantized<Int8Code>(a);
     case KvStorage::kFp8E4M3:
       return AppendQuantized<Fp8Code<Fp8E4M3Finite>>(a);

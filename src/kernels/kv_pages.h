@@ -45,11 +45,16 @@ inline size_t PairedOffset(size_t row, size_t col, size_t rows) {
 }
 
 // fp8 (src/kernels/fp8.h) with one scale per (token, KV head), as int8 is, or scale
-// free: values cast as they are, for a model calibrated for fp8 KV.
+// free: values cast as they are, for a model calibrated for fp8 KV. kInt8ChannelKeys:
+// int8 values per token, int8 keys per channel (KIVI: keys have outlier channels, which
+// a per-token scale lets flatten every other channel): one scale per (page, KV head,
+// channel) over the page's tokens; each token's key scale is 1, or NaN for a key
+// with a non-finite element (channel_keys.h).
 enum class KvStorage {
   kFloat32,
   kBFloat16,
   kInt8,
+  kInt8ChannelKeys,
   kFp8E4M3,
   kFp8E5M2,
   kFp8E4M3ScaleFree,
@@ -62,8 +67,14 @@ inline size_t KvElementBytes(KvStorage storage) {
 
 // Whether pages of `storage` carry one fp32 scale per token for K and for V.
 inline bool HasTokenScales(KvStorage storage) {
-  return storage == KvStorage::kInt8 || storage == KvStorage::kFp8E4M3 ||
-         storage == KvStorage::kFp8E5M2;
+  return storage == KvStorage::kInt8 || storage == KvStorage::kInt8ChannelKeys ||
+         storage == KvStorage::kFp8E4M3 || storage == KvStorage::kFp8E5M2;
+}
+
+// Whether K pages of `storage` also carry one fp32 scale per channel (after the
+// token scales), and the cache keeps the partial last page's keys in fp32.
+inline bool HasChannelKeyScales(KvStorage storage) {
+  return storage == KvStorage::kInt8ChannelKeys;
 }
 
 // Tiles of 2-byte elements (bfloat16) pair their rows; the others do not.
@@ -108,6 +119,13 @@ struct KvPages {
   // bytes from the page's start, so that a page and its scales are one run of memory.
   bool token_scales = false;
   int64_t key_scales_at = 0, value_scales_at = 0;
+  // Channel key scales: head_dim floats (zero-padded to whole panels),
+  // key_channel_scales_at bytes from each K
+  // page's start; key_residual: the sequence's keys from its partial last page on,
+  // [page_size, head_dim] fp32 rows (what each append requantises that page from).
+  bool channel_key_scales = false;
+  int64_t key_channel_scales_at = 0;
+  float* key_residual = nullptr;
   // Page p (p >= first_page) has id page_ids[p - first_page]; null: id p.
   const int32_t* page_ids = nullptr;
   int64_t first_page = 0;
@@ -126,11 +144,14 @@ struct KvPages {
   float* ValueScales(int64_t page) const {
     return reinterpret_cast<float*>(ValuePage(page) + value_scales_at);
   }
+  float* KeyChannelScales(int64_t page) const {
+    return reinterpret_cast<float*>(KeyPage(page) + key_channel_scales_at);
+  }
 };
 
 // One block: page_size tokens of every KV head, their K^T pages side by side in one
 // array, their V pages in another; with HasTokenScales each page ends with its
-// tokens' scales. Values
+// tokens' scales (K pages with channel scales then their channels'). Values
 // are value_head_dim wide (0: head_dim; PyTorch lets them differ from the keys); with
 // values_in_keys there are no V pages (MLA: V is value_head_dim of the keys').
 struct BlockLayout {
@@ -144,7 +165,7 @@ struct BlockLayout {
   bool values_in_keys = false;
   // One KV head's pages, scales included, and where their scales start.
   int64_t key_page_bytes = 0, value_page_bytes = 0;
-  int64_t key_scales_at = 0, value_scales_at = 0;
+  int64_t key_scales_at = 0, value_scales_at = 0, key_channel_scales_at = 0;
 
   int64_t block_key_bytes() const { return num_kv_heads * key_page_bytes; }
   int64_t block_value_bytes() const { return num_kv_heads * value_page_bytes; }
@@ -157,6 +178,8 @@ struct BlockLayout {
     pages.value_stride = values_in_keys ? pages.key_stride : block_value_bytes();
     pages.token_scales = HasTokenScales(storage);
     pages.key_scales_at = key_scales_at;
+    pages.channel_key_scales = HasChannelKeyScales(storage);
+    pages.key_channel_scales_at = key_channel_scales_at;
     pages.value_scales_at = values_in_keys ? key_scales_at : value_scales_at;
     pages.page_size = page_size;
     pages.storage = storage;
@@ -184,7 +207,13 @@ inline BlockLayout::BlockLayout(int64_t page_size_, int64_t num_kv_heads_,
                   static_cast<int64_t>(StoredRows(static_cast<size_t>(head_dim),
                                                   static_cast<size_t>(element))) *
                   element;
-  key_page_bytes = key_scales_at + scale_bytes;
+  key_channel_scales_at = key_scales_at + scale_bytes;
+  // Channel scales padded to whole panels (zeros): the kernel reads them by vectors.
+  const int64_t channel_scales =
+      HasChannelKeyScales(storage)
+          ? static_cast<int64_t>(RoundUp(static_cast<size_t>(head_dim), kPanelWidth))
+          : 0;
+  key_page_bytes = key_channel_scales_at + channel_scales * int64_t{sizeof(float)};
   value_scales_at = values_in_keys ? 0 : page_size * padded_value_dim * element;
   value_page_bytes = values_in_keys ? 0 : value_scales_at + scale_bytes;
 }

@@ -8,8 +8,10 @@
 namespace mha::internal {
 namespace {
 
+// keys: false for keys per channel, which the caller requantises (channel_keys.h).
 template <typename T>
-void CopyElements(const KvPages& pages, int64_t head_dim, int64_t from, int64_t to) {
+void CopyElements(const KvPages& pages, int64_t head_dim, int64_t from, int64_t to,
+                  bool keys = true) {
   const size_t page_size = static_cast<size_t>(pages.page_size);
   const int64_t from_page = from / pages.page_size, to_page = to / pages.page_size;
   const size_t from_slot = static_cast<size_t>(from % pages.page_size);
@@ -20,7 +22,10 @@ void CopyElements(const KvPages& pages, int64_t head_dim, int64_t from, int64_t 
   T* value_to = reinterpret_cast<T*>(pages.ValuePage(to_page));
   const size_t dims = static_cast<size_t>(head_dim);
   for (size_t k = 0; k < dims; ++k) {
-    key_to[TileOffset<T>(k, to_slot, dims)] = key_from[TileOffset<T>(k, from_slot, dims)];
+    if (keys) {
+      key_to[TileOffset<T>(k, to_slot, dims)] =
+          key_from[TileOffset<T>(k, from_slot, dims)];
+    }
     if (pages.values_in_keys) continue;  // the values moved with the keys
     value_to[TileOffset<T>(to_slot, k, page_size)] =
         value_from[TileOffset<T>(from_slot, k, page_size)];
@@ -40,11 +45,15 @@ void CopyToken(const KvPages& pages, int64_t head_dim, int64_t from, int64_t to)
     case KvStorage::kFp8E5M2ScaleFree:
       return CopyElements<uint8_t>(pages, head_dim, from, to);
     case KvStorage::kInt8:
+    case KvStorage::kInt8ChannelKeys:
     case KvStorage::kFp8E4M3:
     case KvStorage::kFp8E5M2: {
-      CopyElements<uint8_t>(pages, head_dim, from, to);
+      const bool keys = !pages.channel_key_scales;
+      CopyElements<uint8_t>(pages, head_dim, from, to, keys);
       const int64_t size = pages.page_size;
-      pages.KeyScales(to / size)[to % size] = pages.KeyScales(from / size)[from % size];
+      if (keys) {
+        pages.KeyScales(to / size)[to % size] = pages.KeyScales(from / size)[from % size];
+      }
       if (!pages.values_in_keys) {
         pages.ValueScales(to / size)[to % size] =
             pages.ValueScales(from / size)[from % size];

@@ -1,6 +1,7 @@
 // CopyToken: one token's key column, value row and (int8) scales moved from one
 // position of a KV head's pages to another, byte for byte: speculative decoding's
-// accepted path compacted into place (PagedKvCache::KeepTokens).
+// accepted path compacted into place (PagedKvCache::KeepTokens). Keys per channel
+// are left to the caller: a key moved to another page needs that page's scales.
 #pragma once
 
 #include <cstdint>

@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
@@ -98,7 +99,9 @@ HWY_INLINE hn::Vec<D> LoadRow(D d, const internal::Fp8E4M3Finite* HWY_RESTRICT p
 // Or pages one below the other (`depth_pages`: page i holds depth rows
 // [i * rows, (i + 1) * rows)): the accumulators stay in registers from page to page
 // (a decode step's P V over 16-token pages). Each element's products are added in
-// the same order every way.
+// the same order every way. int8 B may have its rows scaled as they load: row k of
+// the tile (of page i) times row_scales[k] (page_row_scales[i][k]): keys per
+// channel (channel_keys.h).
 template <typename TB>
 struct BandOf {
   const TB* tile;
@@ -109,6 +112,8 @@ struct BandOf {
   const TB* const* afters = nullptr;
   size_t page_cols = 0;
   const TB* const* depth_pages = nullptr;
+  const float* row_scales = nullptr;
+  const float* const* page_row_scales = nullptr;
 
   // The band of depth page i (of `count`), as a tile of its own.
   BandOf DepthPage(size_t i, size_t count) const {
@@ -132,7 +137,7 @@ HWY_INLINE void AddOuterProduct(D d, const float* HWY_RESTRICT a, size_t lda, si
 
 // acc += A[kRows, depth] B[depth, kCols vectors] over one tile (or pages side by
 // side) of B.
-template <size_t kRows, size_t kCols, class D, typename TB>
+template <size_t kRows, size_t kCols, bool kScaled, class D, typename TB>
 HWY_INLINE void AccumulateBand(D d, const float* HWY_RESTRICT a, size_t lda,
                                const BandOf<TB>& b, size_t depth,
                                hn::Vec<D> (*acc)[kCols]) {
@@ -141,12 +146,15 @@ HWY_INLINE void AccumulateBand(D d, const float* HWY_RESTRICT a, size_t lda,
   constexpr size_t kStep = kPaired ? 2 : 1;  // rows of B per step
   const size_t lanes = hn::Lanes(d);
   const TB* HWY_RESTRICT band[kCols];  // row 0 of each vector's columns
+  const float* HWY_RESTRICT scales[kCols];
   HWY_UNROLL(4)
   for (size_t col = 0; col < kCols; ++col) {
     const size_t column = b.first_col + col * lanes;
     band[col] = b.pages ? b.pages[column / b.page_cols] +
                               internal::TileOffset<TB>(0, column % b.page_cols, b.rows)
                         : b.tile + internal::TileOffset<TB>(0, column, b.rows);
+    scales[col] =
+        b.page_row_scales ? b.page_row_scales[column / b.page_cols] : b.row_scales;
   }
   // One prefetch per panel of the strip (AVX2's two vectors share one) per cache line
   // of its rows: a line holds 4 panel rows of int8 and fp8, and one prefetch per row
@@ -191,6 +199,11 @@ HWY_INLINE void AccumulateBand(D d, const float* HWY_RESTRICT a, size_t lda,
       HWY_UNROLL(4)
       for (size_t col = 0; col < kCols; ++col)
         row[col] = LoadRow(d, band[col] + k * internal::kPanelWidth);
+      if constexpr (kScaled) {
+        HWY_UNROLL(4)
+        for (size_t col = 0; col < kCols; ++col)
+          row[col] = hn::Mul(row[col], hn::Set(d, scales[col][k]));
+      }
       AddOuterProduct<kRows, kCols>(d, a, lda, k, row, acc);
     }
   }
@@ -206,7 +219,7 @@ HWY_INLINE void AccumulateBand(D d, const float* HWY_RESTRICT a, size_t lda,
   }
 }
 
-template <size_t kRows, size_t kCols, class D, typename TB>
+template <size_t kRows, size_t kCols, bool kScaled, class D, typename TB>
 HWY_INLINE void MicroTile(D d, const float* HWY_RESTRICT a, size_t lda, BandOf<TB> b,
                           size_t depth, float* HWY_RESTRICT c, size_t ldc,
                           bool accumulate) {
@@ -223,9 +236,9 @@ HWY_INLINE void MicroTile(D d, const float* HWY_RESTRICT a, size_t lda, BandOf<T
   const size_t segment = b.depth_pages ? b.rows : depth;  // depth rows per band
   const size_t count = b.depth_pages ? (depth + segment - 1) / segment : 1;
   for (size_t i = 0; i < count; ++i) {
-    AccumulateBand<kRows, kCols>(d, a + i * segment, lda,
-                                 b.depth_pages ? b.DepthPage(i, count) : b,
-                                 HWY_MIN(segment, depth - i * segment), acc);
+    AccumulateBand<kRows, kCols, kScaled>(d, a + i * segment, lda,
+                                          b.depth_pages ? b.DepthPage(i, count) : b,
+                                          HWY_MIN(segment, depth - i * segment), acc);
   }
   HWY_UNROLL(6)
   for (size_t r = 0; r < kRows; ++r) {
@@ -237,28 +250,28 @@ HWY_INLINE void MicroTile(D d, const float* HWY_RESTRICT a, size_t lda, BandOf<T
 }
 
 // All rows of one column strip of kCols vectors.
-template <size_t kCols, class D, typename TB>
+template <size_t kCols, bool kScaled, class D, typename TB>
 HWY_INLINE void TileStrip(D d, size_t rows, const float* HWY_RESTRICT a, size_t lda,
                           BandOf<TB> b, size_t depth, float* HWY_RESTRICT c, size_t ldc,
                           bool accumulate) {
   size_t r = 0;
   for (; r + kTileRows <= rows; r += kTileRows) {
-    MicroTile<kTileRows, kCols>(d, a + r * lda, lda, b, depth, c + r * ldc, ldc,
-                                accumulate);
+    MicroTile<kTileRows, kCols, kScaled>(d, a + r * lda, lda, b, depth, c + r * ldc, ldc,
+                                         accumulate);
   }
   a += r * lda;
   c += r * ldc;
   switch (rows - r) {
     case 5:
-      return MicroTile<5, kCols>(d, a, lda, b, depth, c, ldc, accumulate);
+      return MicroTile<5, kCols, kScaled>(d, a, lda, b, depth, c, ldc, accumulate);
     case 4:
-      return MicroTile<4, kCols>(d, a, lda, b, depth, c, ldc, accumulate);
+      return MicroTile<4, kCols, kScaled>(d, a, lda, b, depth, c, ldc, accumulate);
     case 3:
-      return MicroTile<3, kCols>(d, a, lda, b, depth, c, ldc, accumulate);
+      return MicroTile<3, kCols, kScaled>(d, a, lda, b, depth, c, ldc, accumulate);
     case 2:
-      return MicroTile<2, kCols>(d, a, lda, b, depth, c, ldc, accumulate);
+      return MicroTile<2, kCols, kScaled>(d, a, lda, b, depth, c, ldc, accumulate);
     case 1:
-      return MicroTile<1, kCols>(d, a, lda, b, depth, c, ldc, accumulate);
+      return MicroTile<1, kCols, kScaled>(d, a, lda, b, depth, c, ldc, accumulate);
     default:
       return;
   }
@@ -268,9 +281,9 @@ HWY_INLINE void TileStrip(D d, size_t rows, const float* HWY_RESTRICT a, size_t 
 // of kTileCols vectors, then one narrower strip. Out of line: its micro-tiles are
 // compiled once per element type and target, not once per call site (inlined at
 // each, they made attention_head.cc a 12-minute sanitized compile), and a call per
-// tile costs nothing next to the tile's work.
-template <class D, typename TB>
-HWY_NOINLINE void TileStrips(D d, size_t rows, size_t n, size_t depth,
+// tile costs nothing next to the tile's work. kScaled: B's rows scaled as they load.
+template <bool kScaled, class D, typename TB>
+HWY_NOINLINE void TileStripsOf(D d, size_t rows, size_t n, size_t depth,
                              const float* HWY_RESTRICT a, size_t lda, BandOf<TB> band,
                              float* HWY_RESTRICT c, size_t ldc, bool accumulate) {
   const size_t lanes = hn::Lanes(d);
@@ -282,7 +295,8 @@ HWY_NOINLINE void TileStrips(D d, size_t rows, size_t n, size_t depth,
   for (; v + kTileCols <= vectors; v += kTileCols) {
     band.first_col = v * lanes;
     band.after = v + kTileCols == vectors ? after : nullptr;
-    TileStrip<kTileCols>(d, rows, a, lda, band, depth, c + v * lanes, ldc, accumulate);
+    TileStrip<kTileCols, kScaled>(d, rows, a, lda, band, depth, c + v * lanes, ldc,
+                                  accumulate);
   }
   band.first_col = v * lanes;
   band.after = after;
@@ -291,28 +305,45 @@ HWY_NOINLINE void TileStrips(D d, size_t rows, size_t n, size_t depth,
   const size_t remaining = vectors - v;
   if constexpr (kTileCols > 3) {
     if (remaining == 3)
-      return TileStrip<3>(d, rows, a, lda, band, depth, c, ldc, accumulate);
+      return TileStrip<3, kScaled>(d, rows, a, lda, band, depth, c, ldc, accumulate);
   }
   if constexpr (kTileCols > 2) {
     if (remaining == 2)
-      return TileStrip<2>(d, rows, a, lda, band, depth, c, ldc, accumulate);
+      return TileStrip<2, kScaled>(d, rows, a, lda, band, depth, c, ldc, accumulate);
   }
   if (remaining == 1) {
-    TileStrip<1>(d, rows, a, lda, band, depth, c, ldc, accumulate);
+    TileStrip<1, kScaled>(d, rows, a, lda, band, depth, c, ldc, accumulate);
   }
+}
+
+// Scaled rows (int8 only) are a second copy of the strips, not a branch in the
+// depth loop: the branch cost unscaled int8 decode 3%.
+template <class D, typename TB>
+HWY_INLINE void TileStrips(D d, size_t rows, size_t n, size_t depth,
+                             const float* HWY_RESTRICT a, size_t lda, BandOf<TB> band,
+                             float* HWY_RESTRICT c, size_t ldc, bool accumulate) {
+  if constexpr (std::is_same_v<TB, int8_t>) {
+    if (band.row_scales || band.page_row_scales) {
+      return TileStripsOf<true>(d, rows, n, depth, a, lda, band, c, ldc, accumulate);
+    }
+  }
+  TileStripsOf<false>(d, rows, n, depth, a, lda, band, c, ldc, accumulate);
 }
 
 // C[rows, n] = (accumulate ? C : 0) + A[rows, depth] B[depth, n]; n % kPanelWidth == 0.
 // B: the first depth rows of a [b_rows, >= n] tile in column panels; float, or
 // bfloat16 (paired rows), int8 or fp8 (a KV cache) widened to float as it is loaded.
 // `after`: the tile read next, if known; the last strip prefetches its start.
+// int8 B: row k times row_scales[k] when given.
 template <class D, typename TB>
 HWY_INLINE void TileMatMul(D d, size_t rows, size_t n, size_t depth,
                            const float* HWY_RESTRICT a, size_t lda,
                            const TB* HWY_RESTRICT b, size_t b_rows, float* HWY_RESTRICT c,
-                           size_t ldc, bool accumulate, const TB* after = nullptr) {
-  TileStrips(d, rows, n, depth, a, lda, BandOf<TB>{b, b_rows, 0, after}, c, ldc,
-             accumulate);
+                           size_t ldc, bool accumulate, const TB* after = nullptr,
+                           const float* row_scales = nullptr) {
+  BandOf<TB> band{b, b_rows, 0, after};
+  band.row_scales = row_scales;
+  TileStrips(d, rows, n, depth, a, lda, band, c, ldc, accumulate);
 }
 
 // Columns a strip spans on this target: pages of fewer columns that divide it can
@@ -324,16 +355,19 @@ constexpr size_t StripColumns(D d) {
 
 // The same product with B as pages of page_cols columns side by side (page i: a
 // [b_rows, page_cols] tile, read before afters[i]); page_cols divides StripColumns,
-// and C's n columns end in the last page.
+// and C's n columns end in the last page. int8 pages: page i's row k times
+// row_scales[i][k] when given.
 template <class D, typename TB>
 HWY_INLINE void TilePagesMatMul(D d, size_t rows, size_t n, size_t depth,
                                 const float* HWY_RESTRICT a, size_t lda,
                                 const TB* const* pages, const TB* const* afters,
                                 size_t page_cols, size_t b_rows, float* HWY_RESTRICT c,
-                                size_t ldc, bool accumulate) {
+                                size_t ldc, bool accumulate,
+                                const float* const* row_scales = nullptr) {
   HWY_DASSERT(StripColumns(d) % page_cols == 0);
   BandOf<TB> band{nullptr, b_rows, 0, nullptr};
   band.pages = pages;
+  band.page_row_scales = row_scales;
   band.afters = afters;
   band.page_cols = page_cols;
   TileStrips(d, rows, n, depth, a, lda, band, c, ldc, accumulate);

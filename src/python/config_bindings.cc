@@ -17,7 +17,8 @@ void BindEnums(py::module_& m) {
       .value("float8_e5m2", DType::kFloat8E5M2);
   py::enum_<KvScales>(m, "KvScales", "How a quantised KV cache scales what it stores.")
       .value("per_token", KvScales::kPerToken)
-      .value("none", KvScales::kNone);
+      .value("none", KvScales::kNone)
+      .value("per_channel_keys", KvScales::kPerChannelKeys);
   py::enum_<WeightLayout>(m, "WeightLayout", "How a projection weight is laid out.")
       .value("out_in", WeightLayout::kOutIn)
       .value("in_out", WeightLayout::kInOut)

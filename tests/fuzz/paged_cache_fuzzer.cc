@@ -40,6 +40,9 @@ mha::PagedKvCacheOptions Options(FuzzInput& input) {
       options.storage == mha::DType::kFloat8E5M2) {
     options.scales = input.Byte() % 2 ? mha::KvScales::kNone : mha::KvScales::kPerToken;
   }
+  if (options.storage == mha::DType::kInt8 && input.Byte() % 2) {
+    options.scales = mha::KvScales::kPerChannelKeys;
+  }
   options.sliding_window = input.Byte() % 3 == 0 ? input.Size(48) : 0;
   return options;
 }

@@ -240,7 +240,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.storage = storages[input.Byte() % 5];
   const bool fp8 = options.storage == mha::DType::kFloat8E4M3 ||
                    options.storage == mha::DType::kFloat8E5M2;
-  if (fp8 && input.Byte() % 2) options.scales = mha::KvScales::kNone;
+  const bool int8 = options.storage == mha::DType::kInt8;
+  if ((fp8 || int8) && input.Byte() % 2) {
+    options.scales = fp8 ? mha::KvScales::kNone : mha::KvScales::kPerChannelKeys;
+  }
   if (input.Byte() % 2) {
     options.sliding_window = 1 + input.Byte() % 40;
     layer.config.features.sliding_window = 1 + input.Byte() % options.sliding_window;

@@ -1,8 +1,9 @@
 // int8 on every SIMD target this CPU supports, against plain loops: the projection
 // inputs' quantisation (MaxAbs and QuantizeInt8 over odd counts, ties and clamping),
 // an int8 cache's rows quantised into pages (AppendToPages: one scale per token,
-// a row with a NaN marked by a NaN scale), and the tile product reading int8 K^T
-// pages (tile_matmul-inl.h widening int8 as it loads) against the same product in
+// a row with a NaN marked by a NaN scale; keys per channel through the residual),
+// and the tile product reading int8 K^T pages (tile_matmul-inl.h widening int8 as it
+// loads, rows scaled as they load for keys per channel) against the same product in
 // double.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "tests/kernels/int8_test.cc"
@@ -16,6 +17,7 @@
 
 #include "hwy/highway.h"
 #include "src/cache/contiguous_pages.h"
+#include "src/kernels/channel_keys.h"
 #include "src/kernels/int8_quantize.h"
 #include "src/kernels/kv_append.h"
 #include "src/kernels/tile_matmul-inl.h"
@@ -30,6 +32,20 @@ void Int8TileProductForTest(size_t rows, size_t n, size_t depth, const float* a,
              c, n, /*accumulate=*/false);
 }
 
+// The same with B's rows scaled: one tile (row_scales[0], pages null) or 16-column
+// pages side by side (pages[i], row_scales[i]).
+void ScaledInt8TileProductForTest(size_t rows, size_t n, size_t depth, const float* a,
+                                  const int8_t* b, const int8_t* const* pages,
+                                  const float* const* row_scales, float* c) {
+  const hwy::HWY_NAMESPACE::ScalableTag<float> d;
+  if (!pages) {
+    return TileMatMul(d, rows, n, depth, a, depth, b, depth, c, n, /*accumulate=*/false,
+                      static_cast<const int8_t*>(nullptr), row_scales[0]);
+  }
+  TilePagesMatMul(d, rows, n, depth, a, depth, pages, pages, 16, depth, c, n,
+                  /*accumulate=*/false, row_scales);
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace mha
 HWY_AFTER_NAMESPACE();
@@ -40,6 +56,7 @@ HWY_AFTER_NAMESPACE();
 
 namespace mha {
 HWY_EXPORT(Int8TileProductForTest);
+HWY_EXPORT(ScaledInt8TileProductForTest);
 }  // namespace mha
 
 namespace {
@@ -136,6 +153,141 @@ TEST_P(Int8, TileProductWidensInt8Pages) {
       }
     }
   }
+}
+
+TEST_P(Int8, TileProductScalesRowsAsTheyLoad) {
+  for (const bool paged : {false, true}) {
+    for (const size_t rows : {1, 4, 7}) {
+      for (const size_t n : {16, 48, 128}) {
+        for (const size_t depth : {1, 21, 64}) {
+          const std::vector<float> a =
+              mha::testing::RandomFloats(rows * depth, uint32_t(rows * n + depth));
+          const size_t page_cols = paged ? 16 : n, count = n / page_cols;
+          std::vector<std::vector<int8_t>> tiles(count,
+                                                 std::vector<int8_t>(depth * page_cols));
+          std::vector<std::vector<float>> scales(count);
+          std::vector<const int8_t*> pages;
+          std::vector<const float*> row_scales;
+          std::vector<double> b_float(depth * n);  // row-major, scaled
+          for (size_t i = 0; i < count; ++i) {
+            scales[i] = mha::testing::RandomFloats(depth, uint32_t(i + 7), 0.1f);
+            pages.push_back(tiles[i].data());
+            row_scales.push_back(scales[i].data());
+            for (size_t k = 0; k < depth; ++k) {
+              for (size_t j = 0; j < page_cols; ++j) {
+                const auto q =
+                    static_cast<int8_t>(int((k * 31 + j * 17 + i) % 255) - 127);
+                tiles[i][PanelOffset(k, j, depth)] = q;
+                b_float[k * n + i * page_cols + j] =
+                    static_cast<double>(q) * scales[i][k];
+              }
+            }
+          }
+          std::vector<float> c(rows * n);
+          HWY_DYNAMIC_DISPATCH(mha::ScaledInt8TileProductForTest)
+          (rows, n, depth, a.data(), tiles[0].data(), paged ? pages.data() : nullptr,
+           row_scales.data(), c.data());
+          mha::testing::ExpectTileProduct(a, b_float, c, rows, n, depth);
+        }
+      }
+    }
+  }
+}
+
+// Keys per channel (channel_keys.h): each page's code x channel scale is within half
+// a step of the key, the step set by the channel's largest finite entry over the
+// page's tokens; a key with a NaN has token scale NaN and leaves the others alone;
+// the residual holds the partial last page, and truncation rebuilds it.
+class ChannelKeyPages {
+ public:
+  static constexpr int64_t kHeadDim = 21, kPage = 16;
+
+  ChannelKeyPages() : residual_(kPage * kHeadDim) {
+    storage_.Reset(mha::internal::BlockLayout(kPage, 1, kHeadDim,
+                                              mha::internal::KvStorage::kInt8ChannelKeys),
+                   1, 64);
+    pages_ = storage_(0, 0);
+    pages_.key_residual = residual_.data();
+  }
+
+  // Appends keys rows [first, end) (values alike).
+  void Append(const std::vector<float>& keys, int64_t first, int64_t end) const {
+    mha::internal::PanelAppend append;
+    append.keys = append.values = keys.data() + first * kHeadDim;
+    append.key_stride = append.value_stride = kHeadDim;
+    append.rows = end - first;
+    append.head_dim = kHeadDim;
+    append.pages = &pages_;
+    append.first = first;
+    append.pad_to = end;
+    mha::internal::AppendToPages(append);
+  }
+
+  // Page `page` holds keys rows [page * kPage, page * kPage + count), quantised per
+  // channel; `nan_row` (if in the page) has no int8 form.
+  void ExpectPage(const std::vector<float>& keys, int64_t page, int64_t count,
+                  int64_t nan_row = -1) const {
+    const auto* codes = reinterpret_cast<const int8_t*>(pages_.KeyPage(page));
+    for (int64_t c = 0; c < kHeadDim; ++c) {
+      float max_abs = 0.0f;
+      for (int64_t t = page * kPage; t < page * kPage + count; ++t) {
+        if (t != nan_row) max_abs = std::max(max_abs, std::fabs(keys[t * kHeadDim + c]));
+      }
+      const float scale = pages_.KeyChannelScales(page)[c];
+      ASSERT_FLOAT_EQ(scale, max_abs / 127.0f) << "page " << page << " channel " << c;
+      for (int64_t slot = 0; slot < count; ++slot) {
+        const int64_t t = page * kPage + slot;
+        const int8_t code = codes[PanelOffset(c, slot, kHeadDim)];
+        if (t == nan_row) {
+          ASSERT_TRUE(std::isnan(pages_.KeyScales(page)[slot]));
+          ASSERT_EQ(code, 0);
+          continue;
+        }
+        ASSERT_EQ(pages_.KeyScales(page)[slot], 1.0f) << t;
+        ASSERT_NEAR(code * scale, keys[t * kHeadDim + c], scale / 2 + 1e-6f)
+            << "token " << t << " channel " << c;
+      }
+    }
+  }
+
+  const mha::internal::KvPages& pages() const { return pages_; }
+  const std::vector<float>& residual() const { return residual_; }
+
+ private:
+  mha::internal::ContiguousPages storage_;
+  std::vector<float> residual_;
+  mha::internal::KvPages pages_;
+};
+
+TEST_P(Int8, CacheKeysQuantisePerChannelThroughTheResidual) {
+  constexpr int64_t kHeadDim = ChannelKeyPages::kHeadDim;
+  const ChannelKeyPages cache;
+  std::vector<float> keys = mha::testing::RandomFloats(37 * kHeadDim, 5, 2.0f);
+  for (int64_t t = 0; t < 37; ++t) keys[t * kHeadDim + 3] *= 40.0f;  // outlier channel
+  keys[9 * kHeadDim + 4] = std::numeric_limits<float>::quiet_NaN();
+  cache.Append(keys, 0, 20);  // a whole page, then 4 keys of the next
+  cache.Append(keys, 20, 37);
+  cache.ExpectPage(keys, 0, 16, /*nan_row=*/9);
+  cache.ExpectPage(keys, 1, 16);
+  cache.ExpectPage(keys, 2, 5);
+  for (int64_t i = 0; i < 5 * kHeadDim; ++i) {
+    ASSERT_EQ(cache.residual()[i], keys[32 * kHeadDim + i]) << i;
+  }
+  // Down within the partial page: requantised from the residual's first 3 keys.
+  mha::internal::RestoreKeyResidual(cache.pages(), 37, 35, kHeadDim);
+  cache.ExpectPage(keys, 2, 3);
+  // Down into a whole page: its first 4 keys dequantised into the residual (within
+  // the whole page's step).
+  const float* page_scales = cache.pages().KeyChannelScales(1);
+  const std::vector<float> steps(page_scales, page_scales + kHeadDim);
+  mha::internal::RestoreKeyResidual(cache.pages(), 35, 20, kHeadDim);
+  std::vector<float> kept(keys.begin(), keys.begin() + 20 * kHeadDim);
+  for (int64_t i = 0; i < 4 * kHeadDim; ++i) {
+    ASSERT_NEAR(cache.residual()[i], keys[16 * kHeadDim + i], steps[i % kHeadDim] / 2)
+        << i;
+    kept[16 * kHeadDim + i] = cache.residual()[i];
+  }
+  cache.ExpectPage(kept, 1, 4);
 }
 
 }  // namespace

@@ -1,0 +1,98 @@
+// Per-channel key pages: scalar code, run per write of a partial page (a decode step
+// requantises page_size x head_dim codes per KV head), far from the kernel's loop.
+#include "src/kernels/channel_keys.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace mha::internal {
+namespace {
+
+constexpr float kInt8Max = 127.0f;
+
+bool Finite(const float* row, int64_t n) {
+  for (int64_t k = 0; k < n; ++k) {
+    if (!std::isfinite(row[k])) return false;
+  }
+  return true;
+}
+
+int8_t Code(float x) {
+  return static_cast<int8_t>(std::clamp(std::nearbyint(x), -kInt8Max, kInt8Max));
+}
+
+}  // namespace
+
+void QuantizeKeyPage(const KvPages& pages, int64_t page, const float* rows, int64_t count,
+                     int64_t head_dim) {
+  int8_t* codes = reinterpret_cast<int8_t*>(pages.KeyPage(page));
+  float* token_scales = pages.KeyScales(page);
+  float* channel_scales = pages.KeyChannelScales(page);
+  const size_t dims = static_cast<size_t>(head_dim);
+  for (int64_t t = 0; t < pages.page_size; ++t) {
+    token_scales[t] = t >= count ? 0.0f
+                      : Finite(rows + t * head_dim, head_dim)
+                          ? 1.0f
+                          : std::numeric_limits<float>::quiet_NaN();
+  }
+  for (int64_t c = 0; c < head_dim; ++c) {
+    float max_abs = 0.0f;
+    for (int64_t t = 0; t < count; ++t) {
+      if (token_scales[t] == 1.0f)
+        max_abs = std::max(max_abs, std::fabs(rows[t * head_dim + c]));
+    }
+    channel_scales[c] = max_abs / kInt8Max;
+    const float inverse = max_abs > 0.0f ? kInt8Max / max_abs : 0.0f;
+    for (int64_t t = 0; t < pages.page_size; ++t) {
+      const bool coded = t < count && token_scales[t] == 1.0f;
+      codes[PanelOffset(static_cast<size_t>(c), static_cast<size_t>(t), dims)] =
+          coded ? Code(rows[t * head_dim + c] * inverse) : int8_t{0};
+    }
+  }
+}
+
+void ReadKey(const KvPages& pages, int64_t position, int64_t length, int64_t head_dim,
+             float* row) {
+  const int64_t page = position / pages.page_size, slot = position % pages.page_size;
+  if (length % pages.page_size != 0 && page == length / pages.page_size) {
+    std::copy_n(pages.key_residual + slot * head_dim, head_dim, row);
+    return;
+  }
+  const int8_t* codes = reinterpret_cast<const int8_t*>(pages.KeyPage(page));
+  const float token_scale = pages.KeyScales(page)[slot];
+  const float* channel_scales = pages.KeyChannelScales(page);
+  for (int64_t c = 0; c < head_dim; ++c) {
+    const size_t at = PanelOffset(static_cast<size_t>(c), static_cast<size_t>(slot),
+                                  static_cast<size_t>(head_dim));
+    row[c] = codes[at] * channel_scales[c] * token_scale;
+  }
+}
+
+void WriteKeys(const KvPages& pages, int64_t first, const float* rows, int64_t count,
+               int64_t head_dim) {
+  for (int64_t done = 0; done < count; done += pages.page_size) {
+    const int64_t page = (first + done) / pages.page_size;
+    const int64_t n = std::min(pages.page_size, count - done);
+    const float* page_rows = rows + done * head_dim;
+    if (n < pages.page_size) {
+      std::copy_n(page_rows, n * head_dim, pages.key_residual);
+      page_rows = pages.key_residual;
+    }
+    QuantizeKeyPage(pages, page, page_rows, n, head_dim);
+  }
+}
+
+void RestoreKeyResidual(const KvPages& pages, int64_t old_length, int64_t length,
+                        int64_t head_dim) {
+  const int64_t count = length % pages.page_size, page = length / pages.page_size;
+  if (count == 0) return;
+  // ReadKey of a row below `length` in the old residual's page is that row: in place.
+  for (int64_t t = 0; t < count; ++t) {
+    ReadKey(pages, page * pages.page_size + t, old_length, head_dim,
+            pages.key_residual + t * head_dim);
+  }
+  QuantizeKeyPage(pages, page, pages.key_residual, count, head_dim);
+}
+
+}  // namespace mha::internal
