@@ -284,8 +284,8 @@ HWY_INLINE void TileStrip(D d, size_t rows, const float* HWY_RESTRICT a, size_t 
 // tile costs nothing next to the tile's work. kScaled: B's rows scaled as they load.
 template <bool kScaled, class D, typename TB>
 HWY_NOINLINE void TileStripsOf(D d, size_t rows, size_t n, size_t depth,
-                             const float* HWY_RESTRICT a, size_t lda, BandOf<TB> band,
-                             float* HWY_RESTRICT c, size_t ldc, bool accumulate) {
+                               const float* HWY_RESTRICT a, size_t lda, BandOf<TB> band,
+                               float* HWY_RESTRICT c, size_t ldc, bool accumulate) {
   const size_t lanes = hn::Lanes(d);
   HWY_DASSERT(n % internal::kPanelWidth == 0 && internal::kPanelWidth % lanes == 0);
   HWY_DASSERT(lda >= depth && ldc >= n && (band.depth_pages || band.rows >= depth));
@@ -320,8 +320,8 @@ HWY_NOINLINE void TileStripsOf(D d, size_t rows, size_t n, size_t depth,
 // depth loop: the branch cost unscaled int8 decode 3%.
 template <class D, typename TB>
 HWY_INLINE void TileStrips(D d, size_t rows, size_t n, size_t depth,
-                             const float* HWY_RESTRICT a, size_t lda, BandOf<TB> band,
-                             float* HWY_RESTRICT c, size_t ldc, bool accumulate) {
+                           const float* HWY_RESTRICT a, size_t lda, BandOf<TB> band,
+                           float* HWY_RESTRICT c, size_t ldc, bool accumulate) {
   if constexpr (std::is_same_v<TB, int8_t>) {
     if (band.row_scales || band.page_row_scales) {
       return TileStripsOf<true>(d, rows, n, depth, a, lda, band, c, ldc, accumulate);
