@@ -358,6 +358,20 @@ TEST(LatentPaged, CachesOfTheOtherKindAndBadTreesAreRefused) {
       "a latent cache keeps every token");
 }
 
+// A latent's keys are its values: keys per channel and values per token cannot both
+// hold.
+TEST(LatentKvCache, RefusesKeysPerChannel) {
+  const LatentAttentionConfig config = Config({});
+  ExpectErrorMentioning(
+      [&] { LatentKvCache(config, 1, 8, DType::kInt8, KvScales::kPerChannelKeys); },
+      "LatentKvCache: scales kPerChannelKeys");
+  PagedKvCacheOptions options;
+  options.num_blocks = 2, options.max_sequences = 1, options.storage = DType::kInt8;
+  options.scales = KvScales::kPerChannelKeys;
+  ExpectErrorMentioning([&] { PagedKvCache(config, options); },
+                        "PagedKvCache: scales kPerChannelKeys");
+}
+
 TEST(LatentKvCache, BytesPerTokenAreTheLatentAndRotaryPart) {
   const LatentAttentionConfig config = Config({});
   EXPECT_EQ(LatentKvCache(config, 1, 8).bytes_per_token(), (kRank + kRope) * 4);
