@@ -33,17 +33,25 @@ void Int8TileProductForTest(size_t rows, size_t n, size_t depth, const float* a,
 }
 
 // The same with B's rows scaled: one tile (row_scales[0], pages null) or 16-column
-// pages side by side (pages[i], row_scales[i]).
+// pages side by side (pages[i], row_scales[i]), several to a strip where strips are
+// wider (as the attention kernel), one product each otherwise.
 void ScaledInt8TileProductForTest(size_t rows, size_t n, size_t depth, const float* a,
                                   const int8_t* b, const int8_t* const* pages,
                                   const float* const* row_scales, float* c) {
   const hwy::HWY_NAMESPACE::ScalableTag<float> d;
+  constexpr size_t kPage = 16;
   if (!pages) {
     return TileMatMul(d, rows, n, depth, a, depth, b, depth, c, n, /*accumulate=*/false,
                       static_cast<const int8_t*>(nullptr), row_scales[0]);
   }
-  TilePagesMatMul(d, rows, n, depth, a, depth, pages, pages, 16, depth, c, n,
-                  /*accumulate=*/false, row_scales);
+  if (StripColumns(d) % kPage == 0) {
+    return TilePagesMatMul(d, rows, n, depth, a, depth, pages, pages, kPage, depth, c, n,
+                           /*accumulate=*/false, row_scales);
+  }
+  for (size_t i = 0; i < n / kPage; ++i) {
+    TileMatMul(d, rows, kPage, depth, a, depth, pages[i], depth, c + i * kPage, n,
+               /*accumulate=*/false, static_cast<const int8_t*>(nullptr), row_scales[i]);
+  }
 }
 
 }  // namespace HWY_NAMESPACE
