@@ -73,6 +73,19 @@ OwnedLayer AccuracyLayer(const AccuracyRegime& r, uint32_t seed) {
   return layer;
 }
 
+// The double-precision layer's causal outputs of x ([tokens, query_dim]).
+std::vector<float> NaiveCausal(const OwnedLayer& layer, const std::vector<float>& x,
+                               int64_t tokens) {
+  const int64_t embed = layer.config.query_dim;
+  std::vector<float> ref(tokens * embed);
+  AttentionMasks causal;
+  causal.is_causal = true;
+  NaiveMultiheadAttention(layer.config, layer.weights,
+                          {TensorView(x.data(), Shape{1, tokens, embed}), {}, {}}, causal,
+                          {MutableTensorView(ref.data(), Shape{1, tokens, embed}), {}});
+  return ref;
+}
+
 TEST_P(KvStorageAccuracy, WithinTheStatedBound) {
   const AccuracyRegime& r = GetParam();
   const int64_t s = 128, embed = 2 * r.head_dim;
@@ -82,16 +95,12 @@ TEST_P(KvStorageAccuracy, WithinTheStatedBound) {
     const MultiheadAttention attention(layer.config, layer.weights);
     std::mt19937 rng(100 + seed);
     std::normal_distribution<float> normal(0.0f, r.input_sd);
-    std::vector<float> x(s * embed), ref(s * embed);
+    std::vector<float> x(s * embed);
     for (float& v : x) v = normal(rng);
     if (r.outlier > 0.0f) {
       for (int64_t t = 0; t < s; ++t) x[t * embed + (t * 7) % embed] = r.outlier;
     }
-    AttentionMasks causal;
-    causal.is_causal = true;
-    NaiveMultiheadAttention(layer.config, layer.weights,
-                            {TensorView(x.data(), Shape{1, s, embed}), {}, {}}, causal,
-                            {MutableTensorView(ref.data(), Shape{1, s, embed}), {}});
+    const std::vector<float> ref = NaiveCausal(layer, x, s);
     double scale = 1.0;
     for (float v : ref) scale = std::max(scale, double{std::fabs(v)});
     for (int k = 0; k < kKindCount; ++k) {
@@ -203,12 +212,7 @@ DecodeErrors UnitVarianceErrors(const StorageKind& kind, int64_t tokens, uint32_
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> x(tokens * embed);
   for (float& v : x) v = normal(rng);
-  std::vector<float> ref(tokens * embed);
-  AttentionMasks causal;
-  causal.is_causal = true;
-  NaiveMultiheadAttention(layer.config, layer.weights,
-                          {TensorView(x.data(), Shape{1, tokens, embed}), {}, {}}, causal,
-                          {MutableTensorView(ref.data(), Shape{1, tokens, embed}), {}});
+  const std::vector<float> ref = NaiveCausal(layer, x, tokens);
   const std::vector<float> out =
       CachedOutputs(attention, layer.config, kind, x, tokens, steps);
   DecodeErrors errors;
@@ -260,12 +264,7 @@ TEST(KvStorageAccuracy, PerChannelKeysBeatPerTokenOnAnOutlierChannel) {
       }
       const MultiheadAttention attention(layer.config, layer.weights);
       const std::vector<float> x = OutlierInputs(seed, s, unit.head_dim);
-      std::vector<float> ref(s * embed);
-      AttentionMasks causal;
-      causal.is_causal = true;
-      NaiveMultiheadAttention(layer.config, layer.weights,
-                              {TensorView(x.data(), Shape{1, s, embed}), {}, {}}, causal,
-                              {MutableTensorView(ref.data(), Shape{1, s, embed}), {}});
+      const std::vector<float> ref = NaiveCausal(layer, x, s);
       for (int k = 0; k < 2; ++k) {
         const StorageKind kind{"int8", DType::kInt8,
                                k == 0 ? KvScales::kPerToken : KvScales::kPerChannelKeys};
