@@ -121,17 +121,6 @@ OwnedLayer CombinationLayer(const Combination& c, FeatureWeights& weights) {
   return layer;
 }
 
-std::vector<float> NaiveCausal(const OwnedLayer& layer, const std::vector<float>& x) {
-  const int64_t n = static_cast<int64_t>(x.size()) / kEmbed;
-  std::vector<float> out(x.size());
-  AttentionMasks masks;
-  masks.is_causal = true;
-  NaiveMultiheadAttention(layer.config, layer.weights,
-                          {TensorView(x.data(), Shape{1, n, kEmbed}), {}, {}}, masks,
-                          {MutableTensorView(out.data(), Shape{1, n, kEmbed}), {}});
-  return out;
-}
-
 std::vector<float> Rows(const std::vector<float>& x, int64_t first, int64_t count) {
   return {x.begin() + first * kEmbed, x.begin() + (first + count) * kEmbed};
 }

@@ -73,19 +73,6 @@ OwnedLayer AccuracyLayer(const AccuracyRegime& r, uint32_t seed) {
   return layer;
 }
 
-// The double-precision layer's causal outputs of x ([tokens, query_dim]).
-std::vector<float> NaiveCausal(const OwnedLayer& layer, const std::vector<float>& x,
-                               int64_t tokens) {
-  const int64_t embed = layer.config.query_dim;
-  std::vector<float> ref(tokens * embed);
-  AttentionMasks causal;
-  causal.is_causal = true;
-  NaiveMultiheadAttention(layer.config, layer.weights,
-                          {TensorView(x.data(), Shape{1, tokens, embed}), {}, {}}, causal,
-                          {MutableTensorView(ref.data(), Shape{1, tokens, embed}), {}});
-  return ref;
-}
-
 TEST_P(KvStorageAccuracy, WithinTheStatedBound) {
   const AccuracyRegime& r = GetParam();
   const int64_t s = 128, embed = 2 * r.head_dim;
@@ -100,7 +87,7 @@ TEST_P(KvStorageAccuracy, WithinTheStatedBound) {
     if (r.outlier > 0.0f) {
       for (int64_t t = 0; t < s; ++t) x[t * embed + (t * 7) % embed] = r.outlier;
     }
-    const std::vector<float> ref = NaiveCausal(layer, x, s);
+    const std::vector<float> ref = NaiveCausal(layer, x);
     double scale = 1.0;
     for (float v : ref) scale = std::max(scale, double{std::fabs(v)});
     for (int k = 0; k < kKindCount; ++k) {
@@ -212,7 +199,7 @@ DecodeErrors UnitVarianceErrors(const StorageKind& kind, int64_t tokens, uint32_
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> x(tokens * embed);
   for (float& v : x) v = normal(rng);
-  const std::vector<float> ref = NaiveCausal(layer, x, tokens);
+  const std::vector<float> ref = NaiveCausal(layer, x);
   const std::vector<float> out =
       CachedOutputs(attention, layer.config, kind, x, tokens, steps);
   DecodeErrors errors;
@@ -264,7 +251,7 @@ TEST(KvStorageAccuracy, PerChannelKeysBeatPerTokenOnAnOutlierChannel) {
       }
       const MultiheadAttention attention(layer.config, layer.weights);
       const std::vector<float> x = OutlierInputs(seed, s, unit.head_dim);
-      const std::vector<float> ref = NaiveCausal(layer, x, s);
+      const std::vector<float> ref = NaiveCausal(layer, x);
       for (int k = 0; k < 2; ++k) {
         const StorageKind kind{"int8", DType::kInt8,
                                k == 0 ? KvScales::kPerToken : KvScales::kPerChannelKeys};

@@ -32,6 +32,18 @@ Shape InputWeightShape(WeightLayout layout, int64_t in, int64_t heads, int64_t h
 
 }  // namespace
 
+std::vector<float> NaiveCausal(const OwnedLayer& layer, const std::vector<float>& x) {
+  const int64_t embed = layer.config.query_dim;
+  const int64_t tokens = static_cast<int64_t>(x.size()) / embed;
+  std::vector<float> out(x.size());
+  AttentionMasks causal;
+  causal.is_causal = true;
+  NaiveMultiheadAttention(layer.config, layer.weights,
+                          {TensorView(x.data(), Shape{1, tokens, embed}), {}, {}}, causal,
+                          {MutableTensorView(out.data(), Shape{1, tokens, embed}), {}});
+  return out;
+}
+
 OwnedLayer MakeLayer(const LayerSpec& spec, uint32_t seed) {
   OwnedLayer layer;
   layer.config.num_heads = spec.num_heads;

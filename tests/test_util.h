@@ -36,6 +36,10 @@ struct LayerSpec {
 
 OwnedLayer MakeLayer(const LayerSpec& spec, uint32_t seed);
 
+// The double-precision layer's causal self-attention outputs of x ([tokens,
+// query_dim], one sequence).
+std::vector<float> NaiveCausal(const OwnedLayer& layer, const std::vector<float>& x);
+
 // int8 projections (dynamic quantisation), stated in docs/serving.md:
 // max |out - ref| <= kInt8Bound * max(1, max |ref|) against the fp32 layer. The worst
 // seen over int8_projection_test and every PyTorch fixture was 1.7e-2 (AVX2: 7-bit
