@@ -29,6 +29,7 @@ constexpr StorageKind kKinds[] = {
     {"fp8_e4m3_scale_free", DType::kFloat8E4M3, KvScales::kNone},
     {"fp8_e5m2_scale_free", DType::kFloat8E5M2, KvScales::kNone},
     {"int8_channel_keys", DType::kInt8, KvScales::kPerChannelKeys},
+    {"int4", DType::kInt4, KvScales::kPerChannelKeys},
 };
 constexpr int kKindCount = sizeof(kKinds) / sizeof(kKinds[0]);
 
@@ -118,35 +119,35 @@ INSTANTIATE_TEST_SUITE_P(
                                      1.0f,
                                      0.0f,
                                      true,
-                                     {6e-3, 6e-3, 5e-2, 9e-2, 8e-2, 0.1, 6e-3},
+                                     {6e-3, 6e-3, 5e-2, 9e-2, 8e-2, 0.1, 6e-3, 10},
                                      6e-3},
                       AccuracyRegime{"attention_logit_sd9_d64",
                                      64,
                                      3.0f,
                                      0.0f,
                                      true,
-                                     {6e-3, 6e-3, 5e-2, 9e-2, 6e-2, 0.12, 6e-3},
+                                     {6e-3, 6e-3, 5e-2, 9e-2, 6e-2, 0.12, 6e-3, 10},
                                      6e-3},
                       AccuracyRegime{"attention_logit_sd1_d128",
                                      128,
                                      1.0f,
                                      0.0f,
                                      true,
-                                     {6e-3, 6e-3, 5e-2, 9e-2, 8e-2, 0.13, 6e-3},
+                                     {6e-3, 6e-3, 5e-2, 9e-2, 8e-2, 0.13, 6e-3, 10},
                                      6e-3},
                       AccuracyRegime{"attention_kv_outlier_100",
                                      64,
                                      1.0f,
                                      100.0f,
                                      true,
-                                     {4e-3, 0.35, 3e-2, 8e-2, 0.2, 0.18, 0.35},
+                                     {4e-3, 0.35, 3e-2, 8e-2, 0.2, 0.18, 0.35, 10},
                                      6e-2},
                       AccuracyRegime{"random_layer_weight_sd03_embed64",
                                      32,
                                      1.0f,
                                      0.0f,
                                      false,
-                                     {1.5e-2, 4e-2, 0.16, 0.32, 0.22, 0.45, 7e-2},
+                                     {1.5e-2, 4e-2, 0.16, 0.32, 0.22, 0.45, 7e-2, 10},
                                      2.5e-2}),
     [](const auto& info) { return std::string(info.param.name); });
 
@@ -281,7 +282,7 @@ TEST(KvStorageAccuracy, PerChannelKeysBeatPerTokenOnAnOutlierChannel) {
 // step of the largest entry: int8's max|v| / 254 (1e-2 and more: the bound was
 // stated as 1e-2 once, and missed), fp8's 2^-4 (e4m3) or 2^-3 (e5m2) of it.
 TEST(KvStorageAccuracy, UnitVarianceAbsoluteError) {
-  const double bounds[kKindCount] = {2.5e-2, 2.5e-2, 0.2, 0.4, 0.33, 0.65, 2.5e-2};
+  const double bounds[kKindCount] = {2.5e-2, 2.5e-2, 0.2, 0.4, 0.33, 0.65, 2.5e-2, 10};
   for (int k = 0; k < kKindCount; ++k) {
     double worst = 0.0;
     for (uint32_t seed = 0; seed < 15; ++seed) {
@@ -323,7 +324,7 @@ TEST(KvStorageAccuracy, LongDecodeErrorDoesNotGrow) {
 // channel: each block's channel scales requantised at each of its 16 appends from the
 // fp32 residual, 128 blocks, no drift.
 TEST(KvStorageAccuracy, LongPagedDecodeErrorDoesNotGrow) {
-  for (const StorageKind& kind : {kKinds[1], kKinds[kKindCount - 1]}) {
+  for (const StorageKind& kind : {kKinds[1], kKinds[6], kKinds[7]}) {
     ExpectLongDecodeErrorFlat(kind, Steps::kPaged, "paged");
   }
 }

@@ -20,9 +20,11 @@ enum class KvScales {
   // fp8 only: values cast as they are (saturating), no scales: for a model
   // calibrated for fp8 KV, whose keys and values already fit the format's range.
   kNone,
-  // int8 only: keys per channel, one fp32 scale per (block, KV head, channel) over
+  // int8 and int4 (which needs it): keys per channel, one fp32 scale per (block, KV
+  // head, channel; int4: and a minimum) over
   // the block's tokens (KIVI: keys have outlier channels, and a per-token scale set
-  // by one flattens every other channel); values per token as kPerToken. The cache
+  // by one flattens every other channel); values per token as kPerToken (int4: a
+  // scale and a minimum per 32 channels of each token's value). The cache
   // keeps each sequence's partial last block of keys in fp32 too, which every append
   // requantises the block from (a KvCache's block: 128 tokens).
   kPerChannelKeys,
@@ -35,7 +37,8 @@ class KvCache {
  public:
   // storage: kFloat32; kBFloat16 (half the memory and the bytes streamed per decode
   // step; keys and values are rounded to bf16 when appended); kInt8, kFloat8E4M3 or
-  // kFloat8E5M2 (a quarter, with `scales`; docs/serving.md states their accuracy).
+  // kFloat8E5M2 (a quarter, with `scales`; docs/serving.md states their accuracy);
+  // kInt4 (with kPerChannelKeys: about a seventh at head_dim 128).
   // Attention and softmax stay fp32. Throws mha::Error for an invalid config, sizes,
   // storage or scales.
   KvCache(const AttentionConfig& config, int64_t max_batch, int64_t max_seq_len,

@@ -17,7 +17,8 @@ enum class DType {
   kBFloat16,
   kInt8,
   kFloat8E4M3,
-  kFloat8E5M2
+  kFloat8E5M2,
+  kInt4  // a KV cache's storage only (two codes to a byte): no tensor holds it
 };
 
 const char* DTypeName(DType dtype);

@@ -20,8 +20,14 @@ KvStorage KvStorageFor(const char* owner, DType storage, KvScales scales) {
       scales != KvScales::kPerChannelKeys) {
     Fail(owner, ": scales: unknown value ", static_cast<int>(scales));
   }
-  if (scales == KvScales::kPerChannelKeys && storage != DType::kInt8) {
-    Fail(owner, ": scales kPerChannelKeys needs int8 storage, got ", DTypeName(storage));
+  if (scales == KvScales::kPerChannelKeys && storage != DType::kInt8 &&
+      storage != DType::kInt4) {
+    Fail(owner, ": scales kPerChannelKeys needs int8 or int4 storage, got ",
+         DTypeName(storage));
+  }
+  if (storage == DType::kInt4 && scales != KvScales::kPerChannelKeys) {
+    Fail(owner, ": int4 storage quantises keys per channel: scales must be ",
+         "kPerChannelKeys, got ", scales == KvScales::kNone ? "kNone" : "kPerToken");
   }
   if (scales == KvScales::kNone && !fp8) {
     Fail(owner,
@@ -38,14 +44,16 @@ KvStorage KvStorageFor(const char* owner, DType storage, KvScales scales) {
     case DType::kInt8:
       return scales == KvScales::kPerChannelKeys ? KvStorage::kInt8ChannelKeys
                                                  : KvStorage::kInt8;
+    case DType::kInt4:
+      return KvStorage::kInt4;
     case DType::kFloat8E4M3:
       return none ? KvStorage::kFp8E4M3ScaleFree : KvStorage::kFp8E4M3;
     case DType::kFloat8E5M2:
       return none ? KvStorage::kFp8E5M2ScaleFree : KvStorage::kFp8E5M2;
     default:
       Fail(owner,
-           ": storage must be float32, bfloat16, int8, float8_e4m3fn or "
-           "float8_e5m2, got ",
+           ": storage must be float32, bfloat16, int8, float8_e4m3fn, "
+           "float8_e5m2 or int4, got ",
            DTypeName(storage));
   }
 }
@@ -64,6 +72,8 @@ DType DTypeOf(KvStorage storage) {
     case KvStorage::kInt8:
     case KvStorage::kInt8ChannelKeys:
       return DType::kInt8;
+    case KvStorage::kInt4:
+      return DType::kInt4;
     case KvStorage::kFp8E4M3:
     case KvStorage::kFp8E4M3ScaleFree:
       return DType::kFloat8E4M3;
@@ -75,7 +85,7 @@ DType DTypeOf(KvStorage storage) {
 }
 
 KvScales ScalesOf(KvStorage storage) {
-  if (storage == KvStorage::kInt8ChannelKeys) return KvScales::kPerChannelKeys;
+  if (HasChannelKeyScales(storage)) return KvScales::kPerChannelKeys;
   return storage == KvStorage::kFp8E4M3ScaleFree ||
                  storage == KvStorage::kFp8E5M2ScaleFree
              ? KvScales::kNone
@@ -91,24 +101,9 @@ void CheckLatentScales(const char* owner, KvScales scales) {
 }
 
 int64_t KvTokenBytes(int64_t head_dim, KvStorage storage, int64_t page_size) {
-  const int64_t padded_head_dim =
-      static_cast<int64_t>(RoundUp(static_cast<size_t>(head_dim), kPanelWidth));
-  const int64_t channel_scales =
-      HasChannelKeyScales(storage)
-          ? (padded_head_dim * static_cast<int64_t>(sizeof(float)) + page_size - 1) /
-                page_size
-          : 0;
-  const int64_t scales =
-      (HasTokenScales(storage) ? 2 * static_cast<int64_t>(sizeof(float)) : 0) +
-      channel_scales;
-  int64_t bytes = 0;
-  if (__builtin_add_overflow(head_dim, padded_head_dim, &bytes) ||
-      __builtin_mul_overflow(bytes, static_cast<int64_t>(KvElementBytes(storage)),
-                             &bytes) ||
-      __builtin_add_overflow(bytes, scales, &bytes)) {
-    return -1;
-  }
-  return bytes;
+  // head_dim <= 2^31 (ValidateConfig) and page_size <= 256: a page's bytes fit.
+  const BlockLayout layout(page_size, 1, head_dim, storage);
+  return (layout.key_page_bytes + layout.value_page_bytes + page_size - 1) / page_size;
 }
 
 }  // namespace internal
@@ -149,8 +144,10 @@ void KvCache::Impl::Truncate(int64_t sequence, int64_t length) {
     for (int64_t first = length; first < lengths[sequence];) {
       const int64_t page = first / page_size, row = first % page_size;
       const int64_t end = std::min(page_size, row + lengths[sequence] - first);
-      internal::ZeroTileRows(pages.ValuePage(page), page_size, padded_head_dim, row, end,
-                             element);
+      if (!internal::HasZeroPoints(storage)) {  // int4 codes are finite, whatever
+        internal::ZeroTileRows(pages.ValuePage(page), page_size, padded_head_dim, row,
+                               end, element);
+      }
       if (internal::HasTokenScales(storage)) {  // a NaN scale would poison 0 x
         std::fill(pages.ValueScales(page) + row, pages.ValueScales(page) + end, 0.0f);
       }

@@ -22,8 +22,8 @@ KvScales ScalesOf(KvStorage storage);
 // bf16 core 1.27x slower) and less accurate.
 KvStorage AttentionStorage(DType compute_dtype);
 // Bytes one token of one KV head takes in a cache of `page_size`-token pages: K, V
-// padded to whole panels, and the scales (a page's channel scales shared by its
-// tokens, rounded up); -1 when that overflows int64.
+// padded to whole panels, and the scales (a page's per-channel ones shared by its
+// tokens, rounded up).
 int64_t KvTokenBytes(int64_t head_dim, KvStorage storage, int64_t page_size);
 // Fails, naming `owner`, for scales a latent cache cannot use (its keys are its
 // values: no per-channel keys).

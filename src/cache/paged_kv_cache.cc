@@ -25,7 +25,8 @@ void ValidateOptions(const PagedKvCacheOptions& o) {
   if (o.num_blocks < 1 || o.num_blocks > INT32_MAX) {
     Fail("PagedKvCache: num_blocks must be in [1, 2^31), got ", o.num_blocks);
   }
-  if (o.block_size < 16 || o.block_size > 256 || o.block_size % 16 != 0) {
+  if (o.block_size < 16 || o.block_size > static_cast<int64_t>(internal::kMaxPageSize) ||
+      o.block_size % 16 != 0) {
     Fail("PagedKvCache: block_size must be a multiple of 16 in [16, 256], got ",
          o.block_size);
   }
@@ -275,7 +276,9 @@ void PagedKvCache::Impl::ZeroValueRows(int32_t block, int64_t first_row) {
     uint8_t* block_values =
         values.data() + layer * layer_values_bytes + block * layout.block_value_bytes();
     for (int64_t kv_head = 0; kv_head < num_kv_heads; ++kv_head) {
-      if (!latent) {  // latent values are transposed from keys up to the length only
+      // Latent values are transposed from keys up to the length only; int4 codes are
+      // finite, whatever they hold.
+      if (!latent && !internal::HasZeroPoints(storage)) {
         internal::ZeroTileRows(block_values + kv_head * layout.value_page_bytes,
                                options.block_size, padded_value_dim, first_row,
                                options.block_size, element);

@@ -16,9 +16,11 @@
 #include "src/kernels/bf16_convert.h"
 #include "src/kernels/bf16_tile_matmul.h"
 #include "src/kernels/head_norm-inl.h"
+#include "src/kernels/int4_unpack-inl.h"
 #include "src/kernels/logits-inl.h"
 #include "src/kernels/softmax-inl.h"
 #include "src/kernels/tile_matmul-inl.h"
+#include "src/kernels/zero_points-inl.h"
 #include "src/platform/cpu_features.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -27,6 +29,8 @@ namespace internal {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using mha::HWY_NAMESPACE::AddAlibi;
+using mha::HWY_NAMESPACE::AddKeyZeroPoint;
+using mha::HWY_NAMESPACE::AddValueZeroPoints;
 using mha::HWY_NAMESPACE::ExpAndSum;
 using mha::HWY_NAMESPACE::ExpAndSumToBf16;
 using mha::HWY_NAMESPACE::kNegInf;
@@ -42,6 +46,7 @@ using mha::HWY_NAMESPACE::StripColumns;
 using mha::HWY_NAMESPACE::TileDepthPagesMatMul;
 using mha::HWY_NAMESPACE::TileMatMul;
 using mha::HWY_NAMESPACE::TilePagesMatMul;
+using mha::HWY_NAMESPACE::UnpackNibbles;
 
 // A kPanelWidth-square block of a tile transposed: both tiles store it as one run
 // (panels of kPanelWidth columns; paired rows), its element (i, j) at
@@ -61,7 +66,9 @@ void TransposeBlock(const T* HWY_RESTRICT block, T* HWY_RESTRICT transposed) {
 // of T (float, or bfloat16, int8 or fp8 from a KV cache), one key tile per page.
 // bf16_dot: bfloat16 pages meet queries and probabilities rounded to bfloat16 in
 // AVX512_BF16 dot products (bf16_tile_matmul.h); otherwise every product is fp32 on
-// pages widened as they load.
+// pages widened as they load. int4 pages (T int8): each key tile's pages unpacked to
+// int8 codes in scratch (in cache when the product reads them), their zero points
+// added apart (zero_points-inl.h).
 template <typename T>
 class QueryBlock {
  public:
@@ -85,6 +92,8 @@ class QueryBlock {
         query_bits_(reinterpret_cast<uint16_t*>(scratch + layout.query_bits)),
         probability_bits_(reinterpret_cast<uint16_t*>(scratch + layout.probability_bits)),
         value_tile_(reinterpret_cast<T*>(scratch + layout.value_tile)),
+        key_codes_(reinterpret_cast<int8_t*>(scratch + layout.codes)),
+        value_codes_(key_codes_ + layout.key_block * layout.padded_head_dim),
         bf16_dot_(bf16_dot) {
     for (size_t i = 0; i < rows; ++i) {  // looked up per key tile: no division there
       positions_[i] = task_rows.Position(first_row + static_cast<int64_t>(i));
@@ -110,7 +119,7 @@ class QueryBlock {
     for (int64_t first_key = key_start; first_key < key_limit; first_key += block) {
       KeyBlock(d, query, first_key, std::min<int64_t>(block, key_limit - first_key),
                first_key + block < key_limit
-                   ? KeyTile((first_key + block) / pages_.page_size)
+                   ? KeyPage((first_key + block) / pages_.page_size)
                    : nullptr);
     }
     Finish();
@@ -172,13 +181,40 @@ class QueryBlock {
                             masks_.QueryPosition(task_.batch, Absolute(i)));
   }
 
-  // Page `page`'s K^T and V tiles, as the kernel's element type. With values in
-  // keys, ValueTile is only where to prefetch (the K^T tile): Values makes the tile.
-  const T* KeyTile(int64_t page) const {
+  // Page `page`'s K^T and V pages as the kernel's element type: where to prefetch.
+  // With values in keys, ValuePage is the K^T tile: Values makes the V tile.
+  const T* KeyPage(int64_t page) const {
     return reinterpret_cast<const T*>(pages_.KeyPage(page));
   }
-  const T* ValueTile(int64_t page) const {
+  const T* ValuePage(int64_t page) const {
     return reinterpret_cast<const T*>(pages_.ValuePage(page));
+  }
+  // The tiles the products read: the pages, or int4's unpacked codes (a page of the
+  // key tile last unpacked).
+  const T* KeyTile(int64_t page) const {
+    if (!packed_) return KeyPage(page);
+    return reinterpret_cast<const T*>(key_codes_) +
+           (page - codes_first_page_) * params_.head_dim * pages_.page_size;
+  }
+  const T* ValueTile(int64_t page) const {
+    if (!packed_) return ValuePage(page);
+    return reinterpret_cast<const T*>(value_codes_) +
+           (page - codes_first_page_) * pages_.page_size *
+               static_cast<int64_t>(layout_.padded_value_dim);
+  }
+
+  // int4: the codes of the key tile at first_key's K^T pages (values: V pages).
+  void UnpackCodes(int64_t first_key, size_t padded, bool values) {
+    codes_first_page_ = first_key / pages_.page_size;
+    const int64_t page_codes =
+        pages_.page_size *
+        (values ? static_cast<int64_t>(layout_.padded_value_dim) : params_.head_dim);
+    ForEachPage(first_key, padded, [&](int64_t page, size_t, size_t) {
+      const int64_t tile = page - codes_first_page_;
+      UnpackNibbles(values ? pages_.ValuePage(page) : pages_.KeyPage(page),
+                    static_cast<size_t>(page_codes / 2),
+                    (values ? value_codes_ : key_codes_) + tile * page_codes);
+    });
   }
 
   // The V tile P V reads for the page's first `depth` keys: its own, or (values in
@@ -239,13 +275,14 @@ class QueryBlock {
     const size_t stride = layout_.key_block;
     const size_t head_dim = static_cast<size_t>(params_.head_dim);
     const size_t page_size = static_cast<size_t>(pages_.page_size);
+    if (packed_) UnpackCodes(first_key, padded, /*values=*/false);
     if (!bf16_dot_ && page_size < StripColumns(d) && StripColumns(d) % page_size == 0) {
       PagedScores(d, query, first_key, padded);
     } else {
       ForEachPage(first_key, padded, [&](int64_t page, size_t column, size_t keys) {
         // Read next: the tile's next K page, or after its last, its first V page.
-        const T* after = column + keys < padded ? KeyTile(page + 1)
-                                                : ValueTile(first_key / pages_.page_size);
+        const T* after = column + keys < padded ? KeyPage(page + 1)
+                                                : ValuePage(first_key / pages_.page_size);
         if (bf16_dot_) {
           Bf16TileMatMul(rows_, keys, head_dim, query_bits_, layout_.padded_head_dim,
                          Bits(KeyTile(page)), head_dim, scores_ + column, stride,
@@ -254,6 +291,14 @@ class QueryBlock {
           TileMatMul(d, rows_, keys, head_dim, query.data, query.stride, KeyTile(page),
                      head_dim, scores_ + column, stride, /*accumulate=*/false, after,
                      ChannelScales(page));
+        }
+      });
+    }
+    if (packed_) {
+      ForEachPage(first_key, padded, [&](int64_t page, size_t column, size_t keys) {
+        for (size_t i = 0; i < rows_; ++i) {
+          AddKeyZeroPoint(d, query.data + i * query.stride, pages_.KeyChannelMins(page),
+                          head_dim, scores_ + i * stride + column, keys);
         }
       });
     }
@@ -294,9 +339,9 @@ class QueryBlock {
       tiles[i] = KeyTile(first_page + static_cast<int64_t>(i));
       scales[i] = ChannelScales(first_page + static_cast<int64_t>(i));
       afters[i] = i + group < count
-                      ? KeyTile(first_page + static_cast<int64_t>(i + group))
+                      ? KeyPage(first_page + static_cast<int64_t>(i + group))
                   : i + group - count < count
-                      ? ValueTile(first_page + static_cast<int64_t>(i + group - count))
+                      ? ValuePage(first_page + static_cast<int64_t>(i + group - count))
                       : nullptr;
     }
     TilePagesMatMul(d, rows_, padded, static_cast<size_t>(params_.head_dim), query.data,
@@ -335,7 +380,7 @@ class QueryBlock {
       return PagedContext(d, first_key, static_cast<size_t>(count), padded, next_keys);
     }
     ForEachPage(first_key, padded, [&](int64_t page, size_t column, size_t keys) {
-      const T* after = column + keys < padded ? ValueTile(page + 1) : next_keys;
+      const T* after = column + keys < padded ? ValuePage(page + 1) : next_keys;
       const size_t page_size = static_cast<size_t>(pages_.page_size);
       // The padding keys after the tile's last have probability 0: P V stops there
       // (a small call's 6 keys in a 16-key tile: 6 rows of V, not 16).
@@ -354,18 +399,30 @@ class QueryBlock {
 
   // context += P V over a key tile's V pages in one product: its accumulators stay
   // in registers from page to page (TileDepthPagesMatMul). The padding keys after
-  // the tile's last (probability 0) are not read.
+  // the tile's last (probability 0) are not read. int4: the codes scaled per value
+  // group as they load, the groups' minimums added apart.
   template <class D>
   void PagedContext(D d, int64_t first_key, size_t count, size_t padded,
                     const T* next_keys) {
+    const size_t page_size = static_cast<size_t>(pages_.page_size);
+    const size_t dim = layout_.padded_value_dim, stride = layout_.key_block;
+    if (packed_) UnpackCodes(first_key, padded, /*values=*/true);
     const T* tiles[kKeyBlock / kPanelWidth];
+    const float* scales[kKeyBlock / kPanelWidth];
     ForEachPage(first_key, padded, [&](int64_t page, size_t column, size_t) {
-      tiles[column / static_cast<size_t>(pages_.page_size)] = ValueTile(page);
+      tiles[column / page_size] = ValueTile(page);
+      scales[column / page_size] = packed_ ? pages_.ValueGroupScales(page) : nullptr;
     });
-    TileDepthPagesMatMul(d, rows_, layout_.padded_value_dim, count, scores_,
-                         layout_.key_block, tiles, static_cast<size_t>(pages_.page_size),
-                         context_, layout_.padded_value_dim, /*accumulate=*/true,
-                         next_keys);
+    TileDepthPagesMatMul(d, rows_, dim, count, scores_, stride, tiles, page_size,
+                         context_, dim, /*accumulate=*/true, next_keys,
+                         packed_ ? scales : nullptr, kValueGroup, page_size);
+    if (!packed_) return;
+    ForEachPage(first_key, padded, [&](int64_t page, size_t column, size_t keys) {
+      for (size_t i = 0; i < rows_; ++i) {
+        AddValueZeroPoints(d, scores_ + i * stride + column, pages_.ValueGroupMins(page),
+                           keys, kValueGroup, page_size, context_ + i * dim, dim);
+      }
+    });
   }
 
   // Scores of row i to final logits: soft-cap, ALiBi, tensor masks, key range.
@@ -449,6 +506,7 @@ class QueryBlock {
   const size_t rows_;
   const KvPages& pages_;
   const bool token_scales_ = pages_.token_scales;
+  const bool packed_ = pages_.zero_points;  // int4
   float* scores_;
   float* context_;
   float* query_tile_;
@@ -457,6 +515,9 @@ class QueryBlock {
   uint16_t* query_bits_;        // bf16_dot: the query rows, rounded
   uint16_t* probability_bits_;  // bf16_dot: the score tile's probabilities, rounded
   T* value_tile_;               // values in keys: the page's V tile
+  int8_t* key_codes_;           // int4: the key tile's pages unpacked
+  int8_t* value_codes_;
+  int64_t codes_first_page_ = 0;  // the page of key_codes_' first tile
   const bool bf16_dot_;
   int64_t positions_[kQueryBlock], heads_[kQueryBlock];  // of each row
 };
@@ -510,6 +571,7 @@ void AttendHead(const AttentionParams& params, const CoreTask& task, const KvPag
                                          pages);
     case KvStorage::kInt8:
     case KvStorage::kInt8ChannelKeys:
+    case KvStorage::kInt4:
       return AttendRows<int8_t>(d, params, task, rows, masks, layout, scratch, pages);
     case KvStorage::kFp8E4M3:
       return AttendRows<Fp8E4M3Finite>(d, params, task, rows, masks, layout, scratch,
@@ -552,7 +614,10 @@ HeadScratch::HeadScratch(int64_t page_size, int64_t head_dim, int64_t value_head
       values_in_keys
           ? RoundUp(static_cast<size_t>(page_size) + 1, kPanelWidth) * padded_value_dim
           : 0;
-  total_floats = value_tile + value_tile_floats;
+  codes = value_tile + value_tile_floats;
+  // int4: a key tile of K^T and of V pages unpacked, an int8 per code.
+  const size_t code_bytes = key_block * (padded_head_dim + padded_value_dim);
+  total_floats = codes + RoundUp(code_bytes, kPanelWidth * sizeof(float)) / sizeof(float);
 }
 
 void AttendHead(const AttentionParams& params, const CoreTask& task, const KvPages& pages,

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 
+#include "src/kernels/int4_codes.h"
+
 namespace mha::internal {
 namespace {
 
@@ -22,32 +24,62 @@ int8_t Code(float x) {
   return static_cast<int8_t>(std::clamp(std::nearbyint(x), -kInt8Max, kInt8Max));
 }
 
+// Channel c of an int8 page: symmetric codes, scale max|x| / 127 over its coded
+// tokens (`coded`: those below the count with a finite key).
+void QuantizeInt8Channel(const KvPages& pages, int64_t page, const float* rows,
+                         const bool* coded, int64_t head_dim, int64_t c) {
+  int8_t* codes = reinterpret_cast<int8_t*>(pages.KeyPage(page));
+  float max_abs = 0.0f;
+  for (int64_t t = 0; t < pages.page_size; ++t) {
+    if (coded[t]) max_abs = std::max(max_abs, std::fabs(rows[t * head_dim + c]));
+  }
+  pages.KeyChannelScales(page)[c] = max_abs / kInt8Max;
+  const float inverse = max_abs > 0.0f ? kInt8Max / max_abs : 0.0f;
+  for (int64_t t = 0; t < pages.page_size; ++t) {
+    codes[PanelOffset(static_cast<size_t>(c), static_cast<size_t>(t),
+                      static_cast<size_t>(head_dim))] =
+        coded[t] ? Code(rows[t * head_dim + c] * inverse) : int8_t{0};
+  }
+}
+
+// The same for int4: codes 0..15 from the channel's minimum up to its maximum.
+void QuantizeInt4Channel(const KvPages& pages, int64_t page, const float* rows,
+                         const bool* coded, int64_t head_dim, int64_t c) {
+  uint8_t* codes = pages.KeyPage(page);
+  float low = std::numeric_limits<float>::infinity(), high = -low;
+  for (int64_t t = 0; t < pages.page_size; ++t) {
+    if (!coded[t]) continue;
+    low = std::min(low, rows[t * head_dim + c]);
+    high = std::max(high, rows[t * head_dim + c]);
+  }
+  const ZeroPointRange range = low <= high ? ZeroPointRange(low, high) : ZeroPointRange();
+  pages.KeyChannelScales(page)[c] = range.scale;
+  pages.KeyChannelMins(page)[c] = range.min;
+  for (int64_t t = 0; t < pages.page_size; ++t) {
+    SetNibble(codes,
+              PanelOffset(static_cast<size_t>(c), static_cast<size_t>(t),
+                          static_cast<size_t>(head_dim)),
+              coded[t] ? range.Code(rows[t * head_dim + c]) : uint8_t{0});
+  }
+}
+
 }  // namespace
 
 void QuantizeKeyPage(const KvPages& pages, int64_t page, const float* rows, int64_t count,
                      int64_t head_dim) {
-  int8_t* codes = reinterpret_cast<int8_t*>(pages.KeyPage(page));
   float* token_scales = pages.KeyScales(page);
-  float* channel_scales = pages.KeyChannelScales(page);
-  const size_t dims = static_cast<size_t>(head_dim);
+  bool coded[kMaxPageSize];
   for (int64_t t = 0; t < pages.page_size; ++t) {
-    token_scales[t] = t >= count ? 0.0f
-                      : Finite(rows + t * head_dim, head_dim)
-                          ? 1.0f
-                          : std::numeric_limits<float>::quiet_NaN();
+    const bool finite = t < count && Finite(rows + t * head_dim, head_dim);
+    coded[t] = finite;
+    token_scales[t] =
+        t >= count ? 0.0f : finite ? 1.0f : std::numeric_limits<float>::quiet_NaN();
   }
   for (int64_t c = 0; c < head_dim; ++c) {
-    float max_abs = 0.0f;
-    for (int64_t t = 0; t < count; ++t) {
-      if (token_scales[t] == 1.0f)
-        max_abs = std::max(max_abs, std::fabs(rows[t * head_dim + c]));
-    }
-    channel_scales[c] = max_abs / kInt8Max;
-    const float inverse = max_abs > 0.0f ? kInt8Max / max_abs : 0.0f;
-    for (int64_t t = 0; t < pages.page_size; ++t) {
-      const bool coded = t < count && token_scales[t] == 1.0f;
-      codes[PanelOffset(static_cast<size_t>(c), static_cast<size_t>(t), dims)] =
-          coded ? Code(rows[t * head_dim + c] * inverse) : int8_t{0};
+    if (pages.zero_points) {
+      QuantizeInt4Channel(pages, page, rows, coded, head_dim, c);
+    } else {
+      QuantizeInt8Channel(pages, page, rows, coded, head_dim, c);
     }
   }
 }
@@ -59,13 +91,17 @@ void ReadKey(const KvPages& pages, int64_t position, int64_t length, int64_t hea
     std::copy_n(pages.key_residual + slot * head_dim, head_dim, row);
     return;
   }
-  const int8_t* codes = reinterpret_cast<const int8_t*>(pages.KeyPage(page));
+  const uint8_t* codes = pages.KeyPage(page);
   const float token_scale = pages.KeyScales(page)[slot];
   const float* channel_scales = pages.KeyChannelScales(page);
   for (int64_t c = 0; c < head_dim; ++c) {
     const size_t at = PanelOffset(static_cast<size_t>(c), static_cast<size_t>(slot),
                                   static_cast<size_t>(head_dim));
-    row[c] = codes[at] * channel_scales[c] * token_scale;
+    row[c] = pages.zero_points ? (GetNibble(codes, at) * channel_scales[c] +
+                                  pages.KeyChannelMins(page)[c]) *
+                                     token_scale
+                               : static_cast<int8_t>(codes[at]) * channel_scales[c] *
+                                     token_scale;
   }
 }
 

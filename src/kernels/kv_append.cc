@@ -1,8 +1,8 @@
 // AppendToPages, compiled once per SIMD target: the panel copy of kv_panels-inl.h
 // (keys rotated on the way in for rotary layers) aimed at positions inside a KV
 // cache's pages, or quantisation to int8 or fp8 (one scale per row, or none for
-// scale-free fp8; int8 keys per channel: channel_keys.h) into the same panel layout
-// (src/kernels/kv_pages.h).
+// scale-free fp8; keys per channel: channel_keys.h; int4 values in groups:
+// value_groups.h) into the same panel layout (src/kernels/kv_pages.h).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/kernels/kv_append.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -17,6 +17,7 @@
 #include "src/kernels/kv_append.h"
 #include "src/kernels/kv_panels-inl.h"
 #include "src/kernels/rotary-inl.h"
+#include "src/kernels/value_groups.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mha {
@@ -164,6 +165,10 @@ void AppendQuantized(const PanelAppend& a) {
                                         1.0f, a.rotation_scratch);
       value = a.rotation_scratch;
     }
+    if (pages.zero_points) {
+      QuantizeValueGroups(pages, position, value, static_cast<int64_t>(value_dim));
+      continue;
+    }
     const float value_scale = Quantize<Code>(
         value, value_dim, scaled, reinterpret_cast<Type*>(pages.ValuePage(page)),
         [&](size_t k) { return PanelOffset(offset, k, page_size); });
@@ -183,6 +188,7 @@ void AppendToPages(const PanelAppend& a) {
       return AppendSplit<hwy::bfloat16_t>(a);
     case KvStorage::kInt8:
     case KvStorage::kInt8ChannelKeys:
+    case KvStorage::kInt4:  // keys per channel, values in groups: scalar helpers
       return AppendQuantized<Int8Code>(a);
     case KvStorage::kFp8E4M3:
       return AppendQuantized<Fp8Code<Fp8E4M3Finite>>(a);

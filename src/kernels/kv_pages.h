@@ -1,8 +1,9 @@
 // KvPages: where the attention kernel finds one (sequence, KV head)'s cached keys and
 // values. They are stored in pages of page_size tokens: K^T as a
 // [head_dim, page_size] tile (scores = Q K^T streams it) and V as a
-// [page_size, padded_head_dim] tile, zero-padded, as float, bfloat16, int8 or fp8
-// (int8 and the scaled fp8 kinds with one fp32 scale per token for K and for V). A block
+// [page_size, padded_head_dim] tile, zero-padded, as float, bfloat16, int8, fp8 or
+// int4 (int8, int4 and the scaled fp8 kinds with one fp32 scale per token for K and
+// for V; int4 codes two to a byte, in the order an int8 tile's would lie). A block
 // holds one page of every KV head (BlockLayout). The contiguous KvCache and the pages a
 // forward writes its own K/V into are runs of blocks, block p following block p - 1; the
 // paged cache finds block p through its sequence's block table.
@@ -49,32 +50,61 @@ inline size_t PairedOffset(size_t row, size_t col, size_t rows) {
 // int8 values per token, int8 keys per channel (KIVI: keys have outlier channels, which
 // a per-token scale lets flatten every other channel): one scale per (page, KV head,
 // channel) over the page's tokens; each token's key scale is 1, or NaN for a key
-// with a non-finite element (channel_keys.h).
+// with a non-finite element (channel_keys.h). kInt4 (KIVI's 2-bit scheme at 4 bits):
+// unsigned codes with zero points, keys per channel as kInt8ChannelKeys (a scale and
+// a minimum per channel), values per token in groups of kValueGroup channels (a scale
+// and a minimum per token and group; the token scale is 1, or NaN for a value with a
+// non-finite element); the kernel unpacks a tile's codes to int8 (int4_pages.h).
 enum class KvStorage {
   kFloat32,
   kBFloat16,
   kInt8,
   kInt8ChannelKeys,
+  kInt4,
   kFp8E4M3,
   kFp8E5M2,
   kFp8E4M3ScaleFree,
   kFp8E5M2ScaleFree
 };
 
+// Channels per value scale group of kInt4 pages: a whole number of vectors on every
+// target, so a vector's columns share their scale.
+constexpr size_t kValueGroup = 32;
+
+// Bytes of a tile's element; int4 (two codes to a byte) unpacked, as the kernel
+// reads it.
 inline size_t KvElementBytes(KvStorage storage) {
   return storage == KvStorage::kFloat32 ? 4 : storage == KvStorage::kBFloat16 ? 2 : 1;
+}
+
+// Bytes `elements` codes of `storage` take in a page.
+inline int64_t KvCodeBytes(int64_t elements, KvStorage storage) {
+  return storage == KvStorage::kInt4
+             ? elements / 2
+             : elements * static_cast<int64_t>(KvElementBytes(storage));
 }
 
 // Whether pages of `storage` carry one fp32 scale per token for K and for V.
 inline bool HasTokenScales(KvStorage storage) {
   return storage == KvStorage::kInt8 || storage == KvStorage::kInt8ChannelKeys ||
-         storage == KvStorage::kFp8E4M3 || storage == KvStorage::kFp8E5M2;
+         storage == KvStorage::kInt4 || storage == KvStorage::kFp8E4M3 ||
+         storage == KvStorage::kFp8E5M2;
 }
 
 // Whether K pages of `storage` also carry one fp32 scale per channel (after the
 // token scales), and the cache keeps the partial last page's keys in fp32.
 inline bool HasChannelKeyScales(KvStorage storage) {
-  return storage == KvStorage::kInt8ChannelKeys;
+  return storage == KvStorage::kInt8ChannelKeys || storage == KvStorage::kInt4;
+}
+
+// Whether codes are unsigned with zero points (int4): K pages end with a minimum per
+// channel, V pages with a scale and a minimum per (value group, token).
+inline bool HasZeroPoints(KvStorage storage) { return storage == KvStorage::kInt4; }
+
+// Value scale groups of a V tile of padded_value_dim columns.
+inline int64_t ValueGroups(int64_t padded_value_dim) {
+  return (padded_value_dim + static_cast<int64_t>(kValueGroup) - 1) /
+         static_cast<int64_t>(kValueGroup);
 }
 
 // Tiles of 2-byte elements (bfloat16) pair their rows; the others do not.
@@ -126,6 +156,11 @@ struct KvPages {
   bool channel_key_scales = false;
   int64_t key_channel_scales_at = 0;
   float* key_residual = nullptr;
+  // Zero points (int4): channel minimums after the channel scales; each V page's
+  // value_groups x page_size scales, then as many minimums, value_groups_at bytes
+  // from its start (group g's at g x page_size floats).
+  bool zero_points = false;
+  int64_t key_channel_mins_at = 0, value_groups_at = 0, value_groups = 0;
   // Page p (p >= first_page) has id page_ids[p - first_page]; null: id p.
   const int32_t* page_ids = nullptr;
   int64_t first_page = 0;
@@ -147,6 +182,15 @@ struct KvPages {
   float* KeyChannelScales(int64_t page) const {
     return reinterpret_cast<float*>(KeyPage(page) + key_channel_scales_at);
   }
+  float* KeyChannelMins(int64_t page) const {
+    return reinterpret_cast<float*>(KeyPage(page) + key_channel_mins_at);
+  }
+  float* ValueGroupScales(int64_t page) const {
+    return reinterpret_cast<float*>(ValuePage(page) + value_groups_at);
+  }
+  float* ValueGroupMins(int64_t page) const {
+    return ValueGroupScales(page) + value_groups * page_size;
+  }
 };
 
 // One block: page_size tokens of every KV head, their K^T pages side by side in one
@@ -166,6 +210,7 @@ struct BlockLayout {
   // One KV head's pages, scales included, and where their scales start.
   int64_t key_page_bytes = 0, value_page_bytes = 0;
   int64_t key_scales_at = 0, value_scales_at = 0, key_channel_scales_at = 0;
+  int64_t key_channel_mins_at = 0, value_groups_at = 0;
 
   int64_t block_key_bytes() const { return num_kv_heads * key_page_bytes; }
   int64_t block_value_bytes() const { return num_kv_heads * value_page_bytes; }
@@ -180,6 +225,10 @@ struct BlockLayout {
     pages.key_scales_at = key_scales_at;
     pages.channel_key_scales = HasChannelKeyScales(storage);
     pages.key_channel_scales_at = key_channel_scales_at;
+    pages.zero_points = HasZeroPoints(storage);
+    pages.key_channel_mins_at = key_channel_mins_at;
+    pages.value_groups_at = value_groups_at;
+    pages.value_groups = ValueGroups(padded_value_dim);
     pages.value_scales_at = values_in_keys ? key_scales_at : value_scales_at;
     pages.page_size = page_size;
     pages.storage = storage;
@@ -200,22 +249,26 @@ inline BlockLayout::BlockLayout(int64_t page_size_, int64_t num_kv_heads_,
       storage(storage_),
       values_in_keys(values_in_keys_) {
   const int64_t element = static_cast<int64_t>(KvElementBytes(storage));
-  const int64_t scale_bytes =
-      HasTokenScales(storage) ? page_size * static_cast<int64_t>(sizeof(float)) : 0;
-  // page_size is a multiple of 16: the scales start 4-byte aligned.
-  key_scales_at = page_size *
-                  static_cast<int64_t>(StoredRows(static_cast<size_t>(head_dim),
-                                                  static_cast<size_t>(element))) *
-                  element;
+  constexpr int64_t kFloat = sizeof(float);
+  const int64_t scale_bytes = HasTokenScales(storage) ? page_size * kFloat : 0;
+  // page_size is a multiple of 16: the scales start 4-byte aligned (int4 too).
+  key_scales_at = KvCodeBytes(
+      page_size * static_cast<int64_t>(StoredRows(static_cast<size_t>(head_dim),
+                                                  static_cast<size_t>(element))),
+      storage);
   key_channel_scales_at = key_scales_at + scale_bytes;
-  // Channel scales padded to whole panels (zeros): the kernel reads them by vectors.
+  // Channel scales (and minimums) padded to whole panels (zeros).
   const int64_t channel_scales =
       HasChannelKeyScales(storage)
           ? static_cast<int64_t>(RoundUp(static_cast<size_t>(head_dim), kPanelWidth))
           : 0;
-  key_page_bytes = key_channel_scales_at + channel_scales * int64_t{sizeof(float)};
-  value_scales_at = values_in_keys ? 0 : page_size * padded_value_dim * element;
-  value_page_bytes = values_in_keys ? 0 : value_scales_at + scale_bytes;
+  key_channel_mins_at = key_channel_scales_at + channel_scales * kFloat;
+  key_page_bytes = key_channel_mins_at + (HasZeroPoints(storage) ? channel_scales : 0) * kFloat;
+  value_scales_at = values_in_keys ? 0 : KvCodeBytes(page_size * padded_value_dim, storage);
+  value_groups_at = value_scales_at + scale_bytes;
+  const int64_t group_bytes =
+      HasZeroPoints(storage) ? 2 * ValueGroups(padded_value_dim) * page_size * kFloat : 0;
+  value_page_bytes = values_in_keys ? 0 : value_groups_at + group_bytes;
 }
 
 }  // namespace mha::internal

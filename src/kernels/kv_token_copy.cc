@@ -5,6 +5,8 @@
 
 #include <cstring>
 
+#include "src/kernels/int4_codes.h"
+
 namespace mha::internal {
 namespace {
 
@@ -32,6 +34,29 @@ void CopyElements(const KvPages& pages, int64_t head_dim, int64_t from, int64_t 
   }
 }
 
+// int4 values (keys per channel are the caller's): the codes nibble by nibble, the
+// token scale and each group's scale and minimum.
+void CopyInt4Value(const KvPages& pages, int64_t head_dim, int64_t from, int64_t to) {
+  const int64_t size = pages.page_size;
+  const int64_t from_page = from / size, to_page = to / size;
+  const int64_t from_slot = from % size, to_slot = to % size;
+  const size_t padded = RoundUp(static_cast<size_t>(head_dim), kPanelWidth);
+  for (size_t k = 0; k < padded; ++k) {
+    SetNibble(pages.ValuePage(to_page),
+              PanelOffset(static_cast<size_t>(to_slot), k, static_cast<size_t>(size)),
+              GetNibble(pages.ValuePage(from_page),
+                        PanelOffset(static_cast<size_t>(from_slot), k,
+                                    static_cast<size_t>(size))));
+  }
+  pages.ValueScales(to_page)[to_slot] = pages.ValueScales(from_page)[from_slot];
+  for (int64_t g = 0; g < pages.value_groups; ++g) {
+    pages.ValueGroupScales(to_page)[g * size + to_slot] =
+        pages.ValueGroupScales(from_page)[g * size + from_slot];
+    pages.ValueGroupMins(to_page)[g * size + to_slot] =
+        pages.ValueGroupMins(from_page)[g * size + from_slot];
+  }
+}
+
 }  // namespace
 
 void CopyToken(const KvPages& pages, int64_t head_dim, int64_t from, int64_t to) {
@@ -44,6 +69,8 @@ void CopyToken(const KvPages& pages, int64_t head_dim, int64_t from, int64_t to)
     case KvStorage::kFp8E4M3ScaleFree:
     case KvStorage::kFp8E5M2ScaleFree:
       return CopyElements<uint8_t>(pages, head_dim, from, to);
+    case KvStorage::kInt4:
+      return CopyInt4Value(pages, head_dim, from, to);
     case KvStorage::kInt8:
     case KvStorage::kInt8ChannelKeys:
     case KvStorage::kFp8E4M3:

@@ -100,8 +100,10 @@ HWY_INLINE hn::Vec<D> LoadRow(D d, const internal::Fp8E4M3Finite* HWY_RESTRICT p
 // [i * rows, (i + 1) * rows)): the accumulators stay in registers from page to page
 // (a decode step's P V over 16-token pages). Each element's products are added in
 // the same order every way. int8 B may have its rows scaled as they load: row k of
-// the tile (of page i) times row_scales[k] (page_row_scales[i][k]): keys per
-// channel (channel_keys.h).
+// the tile (of page i, side by side or one below the other) times row_scales[k]
+// (page_row_scales[i][k]): keys per channel (channel_keys.h); with scale groups, a
+// scale per row and group of scale_group_cols columns, group g's scales
+// scale_group_stride floats after group g - 1's (int4 values, value_groups.h).
 template <typename TB>
 struct BandOf {
   const TB* tile;
@@ -114,10 +116,16 @@ struct BandOf {
   const TB* const* depth_pages = nullptr;
   const float* row_scales = nullptr;
   const float* const* page_row_scales = nullptr;
+  size_t scale_group_cols = 0, scale_group_stride = 0;
 
   // The band of depth page i (of `count`), as a tile of its own.
   BandOf DepthPage(size_t i, size_t count) const {
-    return {depth_pages[i], rows, first_col, i + 1 < count ? depth_pages[i + 1] : after};
+    BandOf page{depth_pages[i], rows, first_col,
+                i + 1 < count ? depth_pages[i + 1] : after};
+    page.row_scales = page_row_scales ? page_row_scales[i] : nullptr;
+    page.scale_group_cols = scale_group_cols;
+    page.scale_group_stride = scale_group_stride;
+    return page;
   }
 };
 
@@ -153,8 +161,12 @@ HWY_INLINE void AccumulateBand(D d, const float* HWY_RESTRICT a, size_t lda,
     band[col] = b.pages ? b.pages[column / b.page_cols] +
                               internal::TileOffset<TB>(0, column % b.page_cols, b.rows)
                         : b.tile + internal::TileOffset<TB>(0, column, b.rows);
-    scales[col] =
-        b.page_row_scales ? b.page_row_scales[column / b.page_cols] : b.row_scales;
+    if constexpr (kScaled) {
+      scales[col] =
+          b.page_row_scales ? b.page_row_scales[column / b.page_cols] : b.row_scales;
+      if (b.scale_group_cols)
+        scales[col] += column / b.scale_group_cols * b.scale_group_stride;
+    }
   }
   // One prefetch per panel of the strip (AVX2's two vectors share one) per cache line
   // of its rows: a line holds 4 panel rows of int8 and fp8, and one prefetch per row
@@ -375,15 +387,22 @@ HWY_INLINE void TilePagesMatMul(D d, size_t rows, size_t n, size_t depth,
 
 // The same product with B as pages one below the other: page i holds B's rows
 // [i * page_rows, (i + 1) * page_rows) as a [page_rows, >= n] tile, and `after` is
-// read after the last.
+// read after the last. int8 pages: page i's row k times row_scales[i][k] when given,
+// or with scale groups row_scales[i][k + group x group_stride] (group: column /
+// group_cols).
 template <class D, typename TB>
 HWY_INLINE void TileDepthPagesMatMul(D d, size_t rows, size_t n, size_t depth,
                                      const float* HWY_RESTRICT a, size_t lda,
                                      const TB* const* pages, size_t page_rows,
                                      float* HWY_RESTRICT c, size_t ldc, bool accumulate,
-                                     const TB* after) {
+                                     const TB* after,
+                                     const float* const* row_scales = nullptr,
+                                     size_t group_cols = 0, size_t group_stride = 0) {
   BandOf<TB> band{nullptr, page_rows, 0, after};
   band.depth_pages = pages;
+  band.page_row_scales = row_scales;
+  band.scale_group_cols = group_cols;
+  band.scale_group_stride = group_stride;
   TileStrips(d, rows, n, depth, a, lda, band, c, ldc, accumulate);
 }
 

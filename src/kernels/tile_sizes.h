@@ -19,6 +19,8 @@ constexpr size_t kQueryBlock = 8 * kTileRows;
 // Keys per page of the contiguous KvCache and of the pages a forward writes its K/V
 // into: the kernel's key tile.
 constexpr size_t kKeyBlock = 128;
+// A paged cache's largest block (page) size.
+constexpr size_t kMaxPageSize = 256;
 // Keys rotated at a time as they are written into pages.
 constexpr size_t kRotationRows = 128;
 

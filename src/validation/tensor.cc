@@ -26,6 +26,8 @@ const char* DTypeName(DType dtype) {
       return "float8_e4m3fn";
     case DType::kFloat8E5M2:
       return "float8_e5m2";
+    case DType::kInt4:
+      return "int4";
   }
   return "unknown";
 }
@@ -44,6 +46,8 @@ size_t DTypeSize(DType dtype) {
       return 4;
     case DType::kInt64:
       return 8;
+    case DType::kInt4:  // no whole byte per element
+      return 0;
   }
   return 0;
 }

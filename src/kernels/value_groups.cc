@@ -1,0 +1,56 @@
+#include "src/kernels/value_groups.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "src/kernels/int4_codes.h"
+
+namespace mha::internal {
+
+void QuantizeValueGroups(const KvPages& pages, int64_t position, const float* value,
+                         int64_t value_dim) {
+  const int64_t page = position / pages.page_size, slot = position % pages.page_size;
+  const size_t page_size = static_cast<size_t>(pages.page_size);
+  uint8_t* codes = pages.ValuePage(page);
+  float* scales = pages.ValueGroupScales(page);
+  float* mins = pages.ValueGroupMins(page);
+  const bool finite =
+      std::all_of(value, value + value_dim, [](float x) { return std::isfinite(x); });
+  pages.ValueScales(page)[slot] = finite ? 1.0f : std::numeric_limits<float>::quiet_NaN();
+  const int64_t group = static_cast<int64_t>(kValueGroup);
+  const int64_t padded = static_cast<int64_t>(RoundUp(static_cast<size_t>(value_dim), kPanelWidth));
+  for (int64_t g = 0; g < pages.value_groups; ++g) {
+    const int64_t first = g * group, end = std::min(value_dim, first + group);
+    ZeroPointRange range;
+    if (finite && first < end) {
+      const auto [low, high] = std::minmax_element(value + first, value + end);
+      range = ZeroPointRange(*low, *high);
+    }
+    scales[g * pages.page_size + slot] = range.scale;
+    mins[g * pages.page_size + slot] = range.min;
+    for (int64_t c = first; c < std::min(padded, first + group); ++c) {
+      const bool coded = finite && c < end;
+      SetNibble(codes,
+                PanelOffset(static_cast<size_t>(slot), static_cast<size_t>(c), page_size),
+                coded ? range.Code(value[c]) : uint8_t{0});
+    }
+  }
+}
+
+void ReadValueGroups(const KvPages& pages, int64_t position, int64_t value_dim,
+                     float* row) {
+  const int64_t page = position / pages.page_size, slot = position % pages.page_size;
+  const size_t page_size = static_cast<size_t>(pages.page_size);
+  const uint8_t* codes = pages.ValuePage(page);
+  const float token_scale = pages.ValueScales(page)[slot];
+  for (int64_t c = 0; c < value_dim; ++c) {
+    const int64_t at = c / static_cast<int64_t>(kValueGroup) * pages.page_size + slot;
+    const uint8_t code = GetNibble(
+        codes, PanelOffset(static_cast<size_t>(slot), static_cast<size_t>(c), page_size));
+    row[c] = (code * pages.ValueGroupScales(page)[at] + pages.ValueGroupMins(page)[at]) *
+             token_scale;
+  }
+}
+
+}  // namespace mha::internal
