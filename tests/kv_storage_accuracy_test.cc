@@ -111,43 +111,46 @@ TEST_P(KvStorageAccuracy, WithinTheStatedBound) {
 
 INSTANTIATE_TEST_SUITE_P(
     Regimes, KvStorageAccuracy,
-    // Bounds of bf16, int8, fp8_e4m3, fp8_e5m2, the two scale-free fp8 kinds and int8
+    // Bounds of bf16, int8, fp8_e4m3, fp8_e5m2, the two scale-free fp8 kinds, int8
     // with keys per channel (coarser than per token on random projections, whose
-    // channels are alike: a 128-token page's largest entry sets each channel's step).
+    // channels are alike: a 128-token page's largest entry sets each channel's step)
+    // and int4 (15 steps where int8 has 254; an outlier entry that moves from channel
+    // to channel sets a key channel's step over its page, and the logits it meets
+    // lose their order: attention fails there, as it does for int8 keys per channel).
     ::testing::Values(AccuracyRegime{"attention_logit_sd1_d64",
                                      64,
                                      1.0f,
                                      0.0f,
                                      true,
-                                     {6e-3, 6e-3, 5e-2, 9e-2, 8e-2, 0.1, 6e-3, 10},
+                                     {6e-3, 6e-3, 5e-2, 9e-2, 8e-2, 0.1, 6e-3, 8e-2},
                                      6e-3},
                       AccuracyRegime{"attention_logit_sd9_d64",
                                      64,
                                      3.0f,
                                      0.0f,
                                      true,
-                                     {6e-3, 6e-3, 5e-2, 9e-2, 6e-2, 0.12, 6e-3, 10},
+                                     {6e-3, 6e-3, 5e-2, 9e-2, 6e-2, 0.12, 6e-3, 8e-2},
                                      6e-3},
                       AccuracyRegime{"attention_logit_sd1_d128",
                                      128,
                                      1.0f,
                                      0.0f,
                                      true,
-                                     {6e-3, 6e-3, 5e-2, 9e-2, 8e-2, 0.13, 6e-3, 10},
+                                     {6e-3, 6e-3, 5e-2, 9e-2, 8e-2, 0.13, 6e-3, 8e-2},
                                      6e-3},
                       AccuracyRegime{"attention_kv_outlier_100",
                                      64,
                                      1.0f,
                                      100.0f,
                                      true,
-                                     {4e-3, 0.35, 3e-2, 8e-2, 0.2, 0.18, 0.35, 10},
+                                     {4e-3, 0.35, 3e-2, 8e-2, 0.2, 0.18, 0.35, 1.1},
                                      6e-2},
                       AccuracyRegime{"random_layer_weight_sd03_embed64",
                                      32,
                                      1.0f,
                                      0.0f,
                                      false,
-                                     {1.5e-2, 4e-2, 0.16, 0.32, 0.22, 0.45, 7e-2, 10},
+                                     {1.5e-2, 4e-2, 0.16, 0.32, 0.22, 0.45, 7e-2, 0.45},
                                      2.5e-2}),
     [](const auto& info) { return std::string(info.param.name); });
 
@@ -276,13 +279,60 @@ TEST(KvStorageAccuracy, PerChannelKeysBeatPerTokenOnAnOutlierChannel) {
   }
 }
 
+// Inputs exact in int4: -2 + code / 4, every 16-token block's tokens 0 and 1 at codes
+// 0 and 15 in every channel (each page's key channel spans its 15 steps), and
+// channels 0 and 1 of every 32-channel group of each head at 0 and 15 (so does each
+// token's value group), the other codes random.
+std::vector<float> Int4GridInputs(uint32_t seed, int64_t tokens, int64_t head_dim) {
+  const int64_t embed = 2 * head_dim;
+  std::mt19937 rng(700 + seed);
+  std::uniform_int_distribution<int> code(0, 15);
+  std::vector<float> x(tokens * embed);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t c = 0; c < embed; ++c) {
+      const int64_t slot = t % 16, group_channel = c % head_dim % 32;
+      const int q = slot < 2            ? 15 * static_cast<int>(slot)
+                    : group_channel < 2 ? 15 * static_cast<int>(group_channel)
+                                        : code(rng);
+      x[t * embed + c] = -2.0f + 0.25f * static_cast<float>(q);
+    }
+  }
+  return x;
+}
+
+// On its grid int4 loses nothing: the int4 caches give the fp32 cache's outputs up to
+// float rounding, in one call, decode steps of a KvCache (each requantising its page
+// from the residual) and of a paged cache of 16-token blocks. What this checks
+// without quantisation error: the unpacking, the scaled products, the zero points.
+TEST(KvStorageAccuracy, Int4IsExactOnItsGrid) {
+  const AccuracyRegime unit{"unit", 64, 1.0f, 0.0f, true, {}, 0.0};
+  const int64_t s = 150, embed = 2 * unit.head_dim;
+  const StorageKind fp32{"fp32", DType::kFloat32, KvScales::kPerToken};
+  for (uint32_t seed = 0; seed < 3; ++seed) {
+    const OwnedLayer layer = AccuracyLayer(unit, seed);
+    const MultiheadAttention attention(layer.config, layer.weights);
+    const std::vector<float> x = Int4GridInputs(seed, s, unit.head_dim);
+    for (const Steps steps : {Steps::kOneCall, Steps::kKvCache, Steps::kPaged}) {
+      const std::vector<float> want =
+          CachedOutputs(attention, layer.config, fp32, x, s, steps);
+      const std::vector<float> got =
+          CachedOutputs(attention, layer.config, kKinds[7], x, s, steps);
+      for (int64_t i = 0; i < s * embed; ++i) {
+        ASSERT_NEAR(got[i], want[i], 1e-5f * std::max(1.0f, std::fabs(want[i])))
+            << "seed " << seed << " steps " << static_cast<int>(steps) << " token "
+            << i / embed << " channel " << i % embed;
+      }
+    }
+  }
+}
+
 // The absolute error on unit-variance q/k/v, worst of 15 seeds over 256 causal
 // tokens, against the bound docs/serving.md states for it. A query that attends to
 // few keys returns about one value row, so a kind's error there is about half a
 // step of the largest entry: int8's max|v| / 254 (1e-2 and more: the bound was
 // stated as 1e-2 once, and missed), fp8's 2^-4 (e4m3) or 2^-3 (e5m2) of it.
 TEST(KvStorageAccuracy, UnitVarianceAbsoluteError) {
-  const double bounds[kKindCount] = {2.5e-2, 2.5e-2, 0.2, 0.4, 0.33, 0.65, 2.5e-2, 10};
+  const double bounds[kKindCount] = {2.5e-2, 2.5e-2, 0.2, 0.4, 0.33, 0.65, 2.5e-2, 0.3};
   for (int k = 0; k < kKindCount; ++k) {
     double worst = 0.0;
     for (uint32_t seed = 0; seed < 15; ++seed) {
