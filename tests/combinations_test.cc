@@ -127,10 +127,14 @@ std::vector<float> Rows(const std::vector<float>& x, int64_t first, int64_t coun
 
 // The bounds docs/serving.md states for each storage, on these layers' data.
 double Bound(DType storage) {
-  return storage == DType::kFloat32 ? 1e-4 : storage == DType::kFloat8E4M3 ? 0.1 : 3e-2;
+  return storage == DType::kFloat32      ? 1e-4
+         : storage == DType::kFloat8E4M3 ? 0.1
+         : storage == DType::kInt4       ? 0.15
+                                         : 3e-2;
 }
 
-// A cache's storage: the dtype, and for int8 whether keys are scaled per channel.
+// A cache's storage: the dtype, and for int8 whether keys are scaled per channel
+// (int4's are).
 struct CacheKind {
   DType storage;
   KvScales scales = KvScales::kPerToken;
@@ -143,7 +147,8 @@ constexpr CacheKind kCacheKinds[] = {{DType::kFloat32},
                                      {DType::kBFloat16},
                                      {DType::kInt8},
                                      {DType::kFloat8E4M3},
-                                     {DType::kInt8, KvScales::kPerChannelKeys}};
+                                     {DType::kInt8, KvScales::kPerChannelKeys},
+                                     {DType::kInt4, KvScales::kPerChannelKeys}};
 
 void DecodeContiguous(const Combination& c, const OwnedLayer& layer,
                       const std::vector<float>& x, const std::vector<float>& ref,
@@ -204,8 +209,9 @@ TEST(Combinations, RandomFeaturesCachesSplitsAndThreads) {
     const OwnedLayer layer = CombinationLayer(c, weights);
     const std::vector<float> x = RandomFloats(c.total() * kEmbed, 33 + trial);
     const std::vector<float> ref = NaiveCausal(layer, x);
-    DecodeContiguous(c, layer, x, ref, kCacheKinds[trial % 5]);
-    DecodePaged(c, layer, x, ref, kCacheKinds[(trial + 1) % 5], trial % 2 ? 16 : 64);
+    constexpr int kKinds = sizeof(kCacheKinds) / sizeof(kCacheKinds[0]);
+    DecodeContiguous(c, layer, x, ref, kCacheKinds[trial % kKinds]);
+    DecodePaged(c, layer, x, ref, kCacheKinds[(trial + 1) % kKinds], trial % 2 ? 16 : 64);
   }
 }
 

@@ -188,7 +188,9 @@ INSTANTIATE_TEST_SUITE_P(
                       PropertyCase{"fp8_e5m2_scale_free_window", DType::kFloat8E5M2, 32,
                                    8, 40, false, 3000, KvScales::kNone, 0.15},
                       PropertyCase{"int8_channel_keys_rope_window", DType::kInt8, 16, 10,
-                                   40, true, 3000, KvScales::kPerChannelKeys}),
+                                   40, true, 3000, KvScales::kPerChannelKeys},
+                      PropertyCase{"int4_rope_window", DType::kInt4, 16, 10, 40, true,
+                                   3000, KvScales::kPerChannelKeys, 6e-2}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

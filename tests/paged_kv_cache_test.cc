@@ -31,11 +31,13 @@ void PrintTo(const PagedCase& c, std::ostream* os) { *os << c.name; }
 // The accuracy bounds docs/serving.md states (max error over max(1, max |output|)): bf16
 // rounds keys and values to 8 bits of mantissa; int8 stores each (token, KV head)
 // row as scale * q, |q| <= 127; fp8 keeps 3 (e4m3) or 2 (e5m2) bits of mantissa.
-// Seen here: at most 1.1e-3 (bf16) and 2.9e-3 (int8).
+// int4 keeps 15 steps per key channel over a block and per 32 channels of a value.
+// Seen here: at most 1.1e-3 (bf16), 2.9e-3 (int8) and 3.1e-2 (int4).
 double Tolerance(DType storage) {
   return storage == DType::kFloat32      ? 1e-4
          : storage == DType::kFloat8E4M3 ? 0.1
          : storage == DType::kFloat8E5M2 ? 0.2
+         : storage == DType::kInt4       ? 5e-2
                                          : 1e-2;
 }
 
@@ -146,6 +148,15 @@ INSTANTIATE_TEST_SUITE_P(
                   2,
                   32,
                   DType::kInt8,
+                  true,
+                  40,
+                  {45, 1, 1, 18, 1},
+                  0,
+                  KvScales::kPerChannelKeys},
+        PagedCase{"int4_rope_window_block16",
+                  2,
+                  16,
+                  DType::kInt4,
                   true,
                   40,
                   {45, 1, 1, 18, 1},

@@ -132,7 +132,8 @@ INSTANTIATE_TEST_SUITE_P(
                       TreeStorage{"bfloat16", DType::kBFloat16, KvScales::kPerToken},
                       TreeStorage{"int8", DType::kInt8, KvScales::kPerToken},
                       TreeStorage{"int8_channel_keys", DType::kInt8,
-                                  KvScales::kPerChannelKeys}),
+                                  KvScales::kPerChannelKeys},
+                      TreeStorage{"int4", DType::kInt4, KvScales::kPerChannelKeys}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(TokenTreeErrors, BadTreesAndPathsChangeNothing) {
