@@ -1,0 +1,230 @@
+// int4 pages on every SIMD target this CPU supports, against plain loops: codes
+// unpacked from nibbles (int4_unpack-inl.h) over every length and misalignment; the
+// tile product over V pages one below the other with a scale per (row, 32-column
+// group) (tile_matmul-inl.h), and the zero-point terms (zero_points-inl.h), against
+// double; and the cache's quantisation (keys per channel with minimums through the
+// residual, values per token in groups), each code within half a step.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "tests/kernels/int4_test.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "hwy/highway.h"
+#include "src/cache/contiguous_pages.h"
+#include "src/kernels/channel_keys.h"
+#include "src/kernels/int4_codes.h"
+#include "src/kernels/int4_unpack-inl.h"
+#include "src/kernels/kv_append.h"
+#include "src/kernels/tile_matmul-inl.h"
+#include "src/kernels/value_groups.h"
+#include "src/kernels/zero_points-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace mha {
+namespace HWY_NAMESPACE {
+
+void UnpackNibblesForTest(const uint8_t* packed, size_t bytes, int8_t* out) {
+  UnpackNibbles(packed, bytes, out);
+}
+
+// C[rows, n] = A[rows, depth] B, B as 16-row pages one below the other, page i's row
+// k of column group g times scales[i][g * 16 + k] (16: the page's rows).
+void GroupScaledProductForTest(size_t rows, size_t n, size_t depth, const float* a,
+                               const int8_t* const* pages, const float* const* scales,
+                               float* c) {
+  TileDepthPagesMatMul(hwy::HWY_NAMESPACE::ScalableTag<float>(), rows, n, depth, a, depth,
+                       pages, 16, c, n, /*accumulate=*/false,
+                       static_cast<const int8_t*>(nullptr), scales,
+                       internal::kValueGroup, 16);
+}
+
+float KeyZeroPointForTest(const float* query, const float* mins, size_t head_dim,
+                          float* row, size_t n) {
+  AddKeyZeroPoint(hwy::HWY_NAMESPACE::ScalableTag<float>(), query, mins, head_dim, row,
+                  n);
+  return row[0];
+}
+
+void ValueZeroPointsForTest(const float* probabilities, const float* mins, size_t n,
+                            size_t stride, float* context, size_t dim) {
+  AddValueZeroPoints(hwy::HWY_NAMESPACE::ScalableTag<float>(), probabilities, mins, n,
+                     internal::kValueGroup, stride, context, dim);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace mha
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include "hwy/tests/hwy_gtest.h"
+#include "tests/test_util.h"
+
+namespace mha {
+HWY_EXPORT(UnpackNibblesForTest);
+HWY_EXPORT(GroupScaledProductForTest);
+HWY_EXPORT(KeyZeroPointForTest);
+HWY_EXPORT(ValueZeroPointsForTest);
+}  // namespace mha
+
+namespace {
+
+using mha::internal::GetNibble;
+using mha::internal::PanelOffset;
+
+class Int4 : public hwy::TestWithParamTarget {};
+HWY_TARGET_INSTANTIATE_TEST_SUITE_P(Int4);
+
+TEST_P(Int4, UnpackNibblesKeepsEveryCodeInOrder) {
+  std::vector<uint8_t> packed(80);
+  for (size_t i = 0; i < packed.size(); ++i) packed[i] = uint8_t(i * 37 + 11);
+  for (size_t offset : {0, 1, 3}) {
+    for (size_t bytes = 0; bytes + offset <= packed.size(); ++bytes) {
+      std::vector<int8_t> out(2 * bytes + 1, 99);
+      HWY_DYNAMIC_DISPATCH(mha::UnpackNibblesForTest)
+      (packed.data() + offset, bytes, out.data());
+      for (size_t i = 0; i < 2 * bytes; ++i) {
+        ASSERT_EQ(out[i], GetNibble(packed.data() + offset, i))
+            << "bytes " << bytes << " offset " << offset << " code " << i;
+      }
+      ASSERT_EQ(out[2 * bytes], 99) << "written past the end, bytes " << bytes;
+    }
+  }
+}
+
+TEST_P(Int4, DepthPagesScaledPerRowAndColumnGroup) {
+  constexpr size_t kPage = 16, kGroup = mha::internal::kValueGroup;
+  for (const size_t rows : {1, 4, 7}) {
+    for (const size_t n : {16, 48, 128}) {
+      for (const size_t depth : {5, 16, 40, 64}) {
+        const size_t count = (depth + kPage - 1) / kPage, groups = (n + kGroup - 1) / kGroup;
+        const std::vector<float> a =
+            mha::testing::RandomFloats(rows * depth, uint32_t(rows * n + depth));
+        std::vector<std::vector<int8_t>> tiles(count, std::vector<int8_t>(kPage * n));
+        std::vector<std::vector<float>> scales(count);
+        std::vector<const int8_t*> pages;
+        std::vector<const float*> page_scales;
+        std::vector<double> b(depth * n);  // row-major, scaled
+        for (size_t i = 0; i < count; ++i) {
+          scales[i] = mha::testing::RandomFloats(groups * kPage, uint32_t(i + 9), 0.2f);
+          pages.push_back(tiles[i].data());
+          page_scales.push_back(scales[i].data());
+          for (size_t k = 0; k < kPage && i * kPage + k < depth; ++k) {
+            for (size_t j = 0; j < n; ++j) {
+              const auto code = static_cast<int8_t>((k * 7 + j * 3 + i) % 16);
+              tiles[i][PanelOffset(k, j, kPage)] = code;
+              b[(i * kPage + k) * n + j] =
+                  static_cast<double>(code) * scales[i][j / kGroup * kPage + k];
+            }
+          }
+        }
+        std::vector<float> c(rows * n);
+        HWY_DYNAMIC_DISPATCH(mha::GroupScaledProductForTest)
+        (rows, n, depth, a.data(), pages.data(), page_scales.data(), c.data());
+        mha::testing::ExpectTileProduct(a, b, c, rows, n, depth);
+      }
+    }
+  }
+}
+
+TEST_P(Int4, ZeroPointTermsMatchTheirSums) {
+  for (const size_t head_dim : {1, 5, 16, 21, 64}) {  // any length: a query row's
+    const std::vector<float> q = mha::testing::RandomFloats(head_dim, 3);
+    const std::vector<float> mins = mha::testing::RandomFloats(head_dim, 4);
+    double dot = 0.0;
+    for (size_t c = 0; c < head_dim; ++c) dot += double{q[c]} * mins[c];
+    std::vector<float> row(32, 1.0f);
+    HWY_DYNAMIC_DISPATCH(mha::KeyZeroPointForTest)
+    (q.data(), mins.data(), head_dim, row.data(), row.size());
+    for (const float x : row) ASSERT_NEAR(x, 1.0 + dot, 1e-5) << "head_dim " << head_dim;
+  }
+  for (const size_t dim : {16, 48, 128}) {
+    constexpr size_t kKeys = 32, kStride = 40;
+    const size_t groups = (dim + 31) / 32;
+    const std::vector<float> p = mha::testing::RandomFloats(kKeys, 5);
+    const std::vector<float> mins = mha::testing::RandomFloats(groups * kStride, 6);
+    std::vector<float> context(dim, 2.0f);
+    HWY_DYNAMIC_DISPATCH(mha::ValueZeroPointsForTest)
+    (p.data(), mins.data(), kKeys, kStride, context.data(), dim);
+    for (size_t c = 0; c < dim; ++c) {
+      double term = 0.0;
+      for (size_t t = 0; t < kKeys; ++t) term += double{p[t]} * mins[c / 32 * kStride + t];
+      ASSERT_NEAR(context[c], 2.0 + term, 1e-5) << "dim " << dim << " channel " << c;
+    }
+  }
+}
+
+// An int4 cache's pages (head_dim 40: a value group of 32 channels and one of 8,
+// padded to 16): each stored key and value within half its step, a NaN marked by a
+// NaN token scale, the partial last page's keys in the residual.
+TEST_P(Int4, CacheQuantisesKeysPerChannelAndValuesPerGroup) {
+  constexpr int64_t kHeadDim = 40, kPage = 16, kRows = 37;
+  mha::internal::ContiguousPages storage;
+  storage.Reset(
+      mha::internal::BlockLayout(kPage, 1, kHeadDim, mha::internal::KvStorage::kInt4), 1,
+      64);
+  mha::internal::KvPages pages = storage(0, 0);
+  std::vector<float> residual(kPage * kHeadDim);
+  pages.key_residual = residual.data();
+  std::vector<float> keys = mha::testing::RandomFloats(kRows * kHeadDim, 3, 2.0f),
+                     values = mha::testing::RandomFloats(kRows * kHeadDim, 4, 2.0f);
+  for (int64_t t = 0; t < kRows; ++t) keys[t * kHeadDim + 3] += 30.0f;  // offset channel
+  keys[9 * kHeadDim + 4] = std::numeric_limits<float>::quiet_NaN();
+  values[20 * kHeadDim + 35] = std::numeric_limits<float>::infinity();
+  for (const auto& [first, end] : {std::pair<int64_t, int64_t>{0, 20}, {20, kRows}}) {
+    mha::internal::PanelAppend append;
+    append.keys = keys.data() + first * kHeadDim;
+    append.values = values.data() + first * kHeadDim;
+    append.key_stride = append.value_stride = kHeadDim;
+    append.rows = end - first;
+    append.head_dim = kHeadDim;
+    append.pages = &pages;
+    append.first = first;
+    append.pad_to = end;
+    mha::internal::AppendToPages(append);
+  }
+  std::vector<float> key(kHeadDim), value(kHeadDim);
+  for (int64_t t = 0; t < kRows; ++t) {
+    const int64_t page = t / kPage, slot = t % kPage;
+    mha::internal::ReadKey(pages, t, kRows, kHeadDim, key.data());
+    mha::internal::ReadValueGroups(pages, t, kHeadDim, value.data());
+    for (int64_t c = 0; c < kHeadDim; ++c) {
+      const bool residual_page = page == kRows / kPage;  // exact there
+      const float key_step = residual_page ? 0.0f : pages.KeyChannelScales(page)[c];
+      if (t == 9 && !residual_page) {
+        ASSERT_TRUE(std::isnan(key[c])) << c;
+      } else {
+        ASSERT_NEAR(key[c], keys[t * kHeadDim + c], key_step / 2 + 1e-5f)
+            << "token " << t << " channel " << c;
+      }
+      if (t == 20) {
+        ASSERT_TRUE(std::isnan(value[c])) << c;
+        continue;
+      }
+      const float value_step =
+          pages.ValueGroupScales(page)[c / mha::internal::kValueGroup * kPage + slot];
+      ASSERT_NEAR(value[c], values[t * kHeadDim + c], value_step / 2 + 1e-5f)
+          << "token " << t << " channel " << c;
+    }
+  }
+  for (int64_t i = 0; i < 5 * kHeadDim; ++i) {
+    ASSERT_EQ(residual[i], keys[32 * kHeadDim + i]) << i;
+  }
+  // The partial page's codes too: dequantised, within its channels' steps.
+  const uint8_t* codes = pages.KeyPage(2);
+  for (int64_t c = 0; c < kHeadDim; ++c) {
+    for (int64_t slot = 0; slot < 5; ++slot) {
+      const float scale = pages.KeyChannelScales(2)[c];
+      const float x = GetNibble(codes, PanelOffset(c, slot, kHeadDim)) * scale +
+                      pages.KeyChannelMins(2)[c];
+      ASSERT_NEAR(x, keys[(32 + slot) * kHeadDim + c], scale / 2 + 1e-5f) << c;
+    }
+  }
+}
+
+}  // namespace
+#endif  // HWY_ONCE
