@@ -630,17 +630,20 @@ int main(void) {
   mha_kv_cache_destroy(bf16_cache);
   mha_layer_destroy(bf16_layer);
 
-  /* fp8 caches, scaled and scale free, and int8 with keys per channel: a causal
-     prefill within their bounds (fp8: 3 or 2 bits of mantissa); an unknown storage is
-     refused. */
+  /* fp8 caches, scaled and scale free, int8 with keys per channel and int4: a causal
+     prefill within their bounds (fp8: 3 or 2 bits of mantissa; int4: 15 steps); an
+     unknown storage is refused. */
   {
-    const mha_kv_storage kinds[5] = {MHA_KV_FP8_E4M3, MHA_KV_FP8_E5M2,
-                                     MHA_KV_FP8_E4M3_SCALE_FREE, MHA_KV_FP8_E5M2_SCALE_FREE,
-                                     MHA_KV_INT8_CHANNEL_KEYS};
-    const float bounds[5] = {0.1f, 0.2f, 0.1f, 0.2f, 2e-2f};
+    const mha_kv_storage kinds[6] = {MHA_KV_FP8_E4M3,
+                                     MHA_KV_FP8_E5M2,
+                                     MHA_KV_FP8_E4M3_SCALE_FREE,
+                                     MHA_KV_FP8_E5M2_SCALE_FREE,
+                                     MHA_KV_INT8_CHANNEL_KEYS,
+                                     MHA_KV_INT4};
+    const float bounds[6] = {0.1f, 0.2f, 0.1f, 0.2f, 2e-2f, 0.1f};
     float out[B * S * E], expected[B * S * E];
     Naive(x, wp, bp, 1, expected);
-    for (int k = 0; k < 5; ++k) {
+    for (int k = 0; k < 6; ++k) {
       mha_kv_cache* fp8_cache = NULL;
       Check(mha_kv_cache_create(layer, B, S, kinds[k], &fp8_cache) == MHA_OK,
             "create fp8 cache");
@@ -651,9 +654,9 @@ int main(void) {
       mha_kv_cache_destroy(fp8_cache);
     }
     mha_kv_cache* refused = NULL;
-    Check(mha_kv_cache_create(layer, B, S, (mha_kv_storage)8, &refused) ==
+    Check(mha_kv_cache_create(layer, B, S, (mha_kv_storage)9, &refused) ==
                   MHA_INVALID_ARGUMENT &&
-              refused == NULL && strstr(mha_last_error(), "storage: unknown value 8"),
+              refused == NULL && strstr(mha_last_error(), "storage: unknown value 9"),
           "unknown storage refused");
   }
 

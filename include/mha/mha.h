@@ -165,7 +165,10 @@ typedef enum {
   MHA_KV_FP8_E5M2_SCALE_FREE = 6,
   /* int8, keys per channel (one scale per block, KV head and channel), values per
      token: for keys with outlier channels (mha::KvScales::kPerChannelKeys) */
-  MHA_KV_INT8_CHANNEL_KEYS = 7
+  MHA_KV_INT8_CHANNEL_KEYS = 7,
+  /* int4 with zero points: keys per channel as MHA_KV_INT8_CHANNEL_KEYS, values per
+     token in groups of 32 channels (mha::DType::kInt4) */
+  MHA_KV_INT4 = 8
 } mha_kv_storage;
 
 /* A KV cache for `layer`: max_batch sequences of up to max_seq_len tokens. */

@@ -45,6 +45,8 @@ CacheStorage ToStorage(const mha_kv_storage& storage) {
       return {DType::kFloat8E5M2, KvScales::kNone};
     case MHA_KV_INT8_CHANNEL_KEYS:
       return {DType::kInt8, KvScales::kPerChannelKeys};
+    case MHA_KV_INT4:
+      return {DType::kInt4, KvScales::kPerChannelKeys};
   }
   UnknownValue("storage", EnumValue(storage));
 }

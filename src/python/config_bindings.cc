@@ -14,7 +14,8 @@ void BindEnums(py::module_& m) {
       .value("bfloat16", DType::kBFloat16)
       .value("int8", DType::kInt8)
       .value("float8_e4m3fn", DType::kFloat8E4M3)
-      .value("float8_e5m2", DType::kFloat8E5M2);
+      .value("float8_e5m2", DType::kFloat8E5M2)
+      .value("int4", DType::kInt4);
   py::enum_<KvScales>(m, "KvScales", "How a quantised KV cache scales what it stores.")
       .value("per_token", KvScales::kPerToken)
       .value("none", KvScales::kNone)

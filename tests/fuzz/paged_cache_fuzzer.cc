@@ -34,13 +34,14 @@ mha::PagedKvCacheOptions Options(FuzzInput& input) {
   options.num_layers = 1 + input.Byte() % 2;
   const mha::DType storages[] = {mha::DType::kFloat32, mha::DType::kBFloat16,
                                  mha::DType::kInt8, mha::DType::kFloat8E4M3,
-                                 mha::DType::kFloat8E5M2};
-  options.storage = storages[input.Byte() % 5];
+                                 mha::DType::kFloat8E5M2, mha::DType::kInt4};
+  options.storage = storages[input.Byte() % 6];
   if (options.storage == mha::DType::kFloat8E4M3 ||
       options.storage == mha::DType::kFloat8E5M2) {
     options.scales = input.Byte() % 2 ? mha::KvScales::kNone : mha::KvScales::kPerToken;
   }
-  if (options.storage == mha::DType::kInt8 && input.Byte() % 2) {
+  if ((options.storage == mha::DType::kInt8 && input.Byte() % 2) ||
+      options.storage == mha::DType::kInt4) {
     options.scales = mha::KvScales::kPerChannelKeys;
   }
   options.sliding_window = input.Byte() % 3 == 0 ? input.Size(48) : 0;

@@ -236,14 +236,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.max_sequences = kMaxSequences;
   const mha::DType storages[] = {mha::DType::kFloat32, mha::DType::kBFloat16,
                                  mha::DType::kInt8, mha::DType::kFloat8E4M3,
-                                 mha::DType::kFloat8E5M2};
-  options.storage = storages[input.Byte() % 5];
+                                 mha::DType::kFloat8E5M2, mha::DType::kInt4};
+  options.storage = storages[input.Byte() % 6];
   const bool fp8 = options.storage == mha::DType::kFloat8E4M3 ||
                    options.storage == mha::DType::kFloat8E5M2;
   const bool int8 = options.storage == mha::DType::kInt8;
   if ((fp8 || int8) && input.Byte() % 2) {
     options.scales = fp8 ? mha::KvScales::kNone : mha::KvScales::kPerChannelKeys;
   }
+  if (options.storage == mha::DType::kInt4) options.scales = mha::KvScales::kPerChannelKeys;
   if (input.Byte() % 2) {
     options.sliding_window = 1 + input.Byte() % 40;
     layer.config.features.sliding_window = 1 + input.Byte() % options.sliding_window;
@@ -253,6 +254,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const double bound = options.storage == mha::DType::kFloat32      ? 1e-4
                        : options.storage == mha::DType::kFloat8E4M3 ? 0.1
                        : options.storage == mha::DType::kFloat8E5M2 ? 0.2
+                       : options.storage == mha::DType::kInt4       ? 0.6
                                                                     : 3e-2;
   const mha::MultiheadAttention attention(layer.config, layer.views);
   mha::PagedKvCache cache(layer.config, options);

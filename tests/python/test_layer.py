@@ -149,11 +149,14 @@ def test_quantised_caches_decode_within_their_bounds():
     expected = layer(x, is_causal=True)[0]
     # Per token and KV head (2): K's 4 and V's 4 padded to 16 bytes, and two fp32
     # scales unless scale free; keys per channel add a 128-token page's 16 channel
-    # scales (64 bytes), rounded up to a byte per token.
+    # scales (64 bytes), rounded up to a byte per token. int4: half a byte per code,
+    # the token scales, K's channel scales and minimums (128 bytes per page) and V's
+    # group scale and minimum per token: 2 + 4 + 1 and 8 + 4 + 8 bytes.
     kinds = [(mha.DType.int8, mha.KvScales.per_token, 3e-2, 2 * (20 + 8)),
              (mha.DType.int8, mha.KvScales.per_channel_keys, 3e-2, 2 * (20 + 8 + 1)),
              (mha.DType.float8_e4m3fn, mha.KvScales.per_token, 0.1, 2 * (20 + 8)),
-             (mha.DType.float8_e5m2, mha.KvScales.none, 0.2, 2 * 20)]
+             (mha.DType.float8_e5m2, mha.KvScales.none, 0.2, 2 * 20),
+             (mha.DType.int4, mha.KvScales.per_channel_keys, 0.15, 2 * (7 + 20))]
     for storage, scales, bound, token_bytes in kinds:
         cache = mha.KvCache(layer, max_batch=1, max_seq_len=16, storage=storage,
                             scales=scales)
@@ -165,7 +168,9 @@ def test_quantised_caches_decode_within_their_bounds():
     with pytest.raises(ValueError, match="scale-free"):
         mha.KvCache(layer, max_batch=1, max_seq_len=16, storage=mha.DType.int8,
                     scales=mha.KvScales.none)
-    with pytest.raises(ValueError, match="kPerChannelKeys needs int8"):
+    with pytest.raises(ValueError, match="int4 storage quantises keys per channel"):
+        mha.KvCache(layer, max_batch=1, max_seq_len=16, storage=mha.DType.int4)
+    with pytest.raises(ValueError, match="kPerChannelKeys needs int8 or int4"):
         mha.KvCache(layer, max_batch=1, max_seq_len=16, storage=mha.DType.float8_e4m3fn,
                     scales=mha.KvScales.per_channel_keys)
 
