@@ -38,6 +38,7 @@ using mha::HWY_NAMESPACE::MaskOutside;
 using mha::HWY_NAMESPACE::MulRow;
 using mha::HWY_NAMESPACE::NormRotateRow;
 using mha::HWY_NAMESPACE::OnlineSoftmaxBlock;
+using mha::HWY_NAMESPACE::PrefetchPage;
 using mha::HWY_NAMESPACE::RowMax;
 using mha::HWY_NAMESPACE::ScaleProbabilities;
 using mha::HWY_NAMESPACE::ScaleRow;
@@ -114,7 +115,7 @@ class QueryBlock {
     // the keys the block can see; pages before and after are never read (a paged
     // cache may have freed those before a window).
     const int64_t block = static_cast<int64_t>(layout_.key_block);
-    const int64_t key_limit = KeyEnd(rows_ - 1);
+    const int64_t key_limit = key_limit_ = KeyEnd(rows_ - 1);
     const int64_t key_start = KeyBegin(0) / pages_.page_size * pages_.page_size;
     for (int64_t first_key = key_start; first_key < key_limit; first_key += block) {
       KeyBlock(d, query, first_key, std::min<int64_t>(block, key_limit - first_key),
@@ -203,8 +204,23 @@ class QueryBlock {
                static_cast<int64_t>(layout_.padded_value_dim);
   }
 
-  // int4: the codes of the key tile at first_key's K^T pages (values: V pages).
-  void UnpackCodes(int64_t first_key, size_t padded, bool values) {
+  // int4: the codes of the key tile at first_key's K^T pages (values: V pages),
+  // after prefetching what is unpacked next: this tile's V pages (next_first_key
+  // unused), or the next tile's K^T pages (from next_first_key, if below the limit).
+  void UnpackCodes(int64_t first_key, size_t padded, bool values,
+                   int64_t next_first_key = 0) {
+    if (!values) {
+      ForEachPage(first_key, padded, [&](int64_t page, size_t, size_t) {
+        PrefetchPage(pages_.ValuePage(page), static_cast<size_t>(pages_.value_page_bytes));
+      });
+    } else {
+      for (int64_t key = next_first_key; key < key_limit_ && key < next_first_key +
+                                             static_cast<int64_t>(layout_.key_block);
+           key += pages_.page_size) {
+        PrefetchPage(pages_.KeyPage(key / pages_.page_size),
+                     static_cast<size_t>(pages_.key_page_bytes));
+      }
+    }
     codes_first_page_ = first_key / pages_.page_size;
     const int64_t page_codes =
         pages_.page_size *
@@ -406,7 +422,10 @@ class QueryBlock {
                     const T* next_keys) {
     const size_t page_size = static_cast<size_t>(pages_.page_size);
     const size_t dim = layout_.padded_value_dim, stride = layout_.key_block;
-    if (packed_) UnpackCodes(first_key, padded, /*values=*/true);
+    if (packed_) {
+      UnpackCodes(first_key, padded, /*values=*/true,
+                  first_key + static_cast<int64_t>(layout_.key_block));
+    }
     const T* tiles[kKeyBlock / kPanelWidth];
     const float* scales[kKeyBlock / kPanelWidth];
     ForEachPage(first_key, padded, [&](int64_t page, size_t column, size_t) {
@@ -518,6 +537,7 @@ class QueryBlock {
   int8_t* key_codes_;           // int4: the key tile's pages unpacked
   int8_t* value_codes_;
   int64_t codes_first_page_ = 0;  // the page of key_codes_' first tile
+  int64_t key_limit_ = 0;         // Run's: the keys the block reads end there
   const bool bf16_dot_;
   int64_t positions_[kQueryBlock], heads_[kQueryBlock];  // of each row
 };

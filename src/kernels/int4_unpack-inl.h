@@ -13,12 +13,26 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mha {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
+
+// Every cache line of p[0, bytes) on its way to L2: an int4 page the unpacking
+// reads next. Pages are scattered (a paged cache's blocks): the hardware prefetchers
+// do not follow from one to the next, and the unpacking's loads waited on memory.
+HWY_INLINE void PrefetchPage(const uint8_t* p, size_t bytes) {
+  for (size_t line = 0; line < bytes; line += 64) {
+#if HWY_ARCH_X86
+    _mm_prefetch(reinterpret_cast<const char*>(p + line), _MM_HINT_T1);
+#else
+    hwy::Prefetch(p + line);
+#endif
+  }
+}
 
 // out[i] = code i of `packed`, for i < 2 x bytes.
 HWY_INLINE void UnpackNibbles(const uint8_t* HWY_RESTRICT packed, size_t bytes,

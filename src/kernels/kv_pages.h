@@ -161,6 +161,8 @@ struct KvPages {
   // from its start (group g's at g x page_size floats).
   bool zero_points = false;
   int64_t key_channel_mins_at = 0, value_groups_at = 0, value_groups = 0;
+  // One page's bytes, scales included.
+  int64_t key_page_bytes = 0, value_page_bytes = 0;
   // Page p (p >= first_page) has id page_ids[p - first_page]; null: id p.
   const int32_t* page_ids = nullptr;
   int64_t first_page = 0;
@@ -229,6 +231,8 @@ struct BlockLayout {
     pages.key_channel_mins_at = key_channel_mins_at;
     pages.value_groups_at = value_groups_at;
     pages.value_groups = ValueGroups(padded_value_dim);
+    pages.key_page_bytes = key_page_bytes;
+    pages.value_page_bytes = values_in_keys ? key_page_bytes : value_page_bytes;
     pages.value_scales_at = values_in_keys ? key_scales_at : value_scales_at;
     pages.page_size = page_size;
     pages.storage = storage;
