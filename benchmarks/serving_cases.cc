@@ -224,12 +224,12 @@ void RegisterServingCases() {
                                               {DType::kInt8, KvScales::kPerChannelKeys},
                                               {DType::kInt4, KvScales::kPerChannelKeys}};
   for (const auto& [storage, scales] : kinds) {
-    const std::string name = std::string("BM_Serve/decode_long_b1/") +
-                             DTypeName(storage) +
-                             (scales == KvScales::kNone ? "_scale_free"
-                              : scales == KvScales::kPerChannelKeys && storage == DType::kInt8
-                                  ? "_channel_keys"
-                                  : "");
+    const std::string name =
+        std::string("BM_Serve/decode_long_b1/") + DTypeName(storage) +
+        (scales == KvScales::kNone ? "_scale_free"
+         : scales == KvScales::kPerChannelKeys && storage == DType::kInt8
+             ? "_channel_keys"
+             : "");
     benchmark::RegisterBenchmark(name.c_str(), BM_OverCache, storage, scales,
                                  int64_t{32768}, false)
         ->UseRealTime()

@@ -16,7 +16,6 @@
 #include "src/kernels/bf16_convert.h"
 #include "src/kernels/bf16_tile_matmul.h"
 #include "src/kernels/head_norm-inl.h"
-#include "src/kernels/int4_unpack-inl.h"
 #include "src/kernels/logits-inl.h"
 #include "src/kernels/softmax-inl.h"
 #include "src/kernels/tile_matmul-inl.h"
@@ -38,7 +37,6 @@ using mha::HWY_NAMESPACE::MaskOutside;
 using mha::HWY_NAMESPACE::MulRow;
 using mha::HWY_NAMESPACE::NormRotateRow;
 using mha::HWY_NAMESPACE::OnlineSoftmaxBlock;
-using mha::HWY_NAMESPACE::PrefetchPage;
 using mha::HWY_NAMESPACE::RowMax;
 using mha::HWY_NAMESPACE::ScaleProbabilities;
 using mha::HWY_NAMESPACE::ScaleRow;
@@ -47,7 +45,6 @@ using mha::HWY_NAMESPACE::StripColumns;
 using mha::HWY_NAMESPACE::TileDepthPagesMatMul;
 using mha::HWY_NAMESPACE::TileMatMul;
 using mha::HWY_NAMESPACE::TilePagesMatMul;
-using mha::HWY_NAMESPACE::UnpackNibbles;
 
 // A kPanelWidth-square block of a tile transposed: both tiles store it as one run
 // (panels of kPanelWidth columns; paired rows), its element (i, j) at
@@ -67,9 +64,8 @@ void TransposeBlock(const T* HWY_RESTRICT block, T* HWY_RESTRICT transposed) {
 // of T (float, or bfloat16, int8 or fp8 from a KV cache), one key tile per page.
 // bf16_dot: bfloat16 pages meet queries and probabilities rounded to bfloat16 in
 // AVX512_BF16 dot products (bf16_tile_matmul.h); otherwise every product is fp32 on
-// pages widened as they load. int4 pages (T int8): each key tile's pages unpacked to
-// int8 codes in scratch (in cache when the product reads them), their zero points
-// added apart (zero_points-inl.h).
+// pages widened as they load (int4 pages, T Int4Pair: their zero points added apart,
+// zero_points-inl.h).
 template <typename T>
 class QueryBlock {
  public:
@@ -93,8 +89,6 @@ class QueryBlock {
         query_bits_(reinterpret_cast<uint16_t*>(scratch + layout.query_bits)),
         probability_bits_(reinterpret_cast<uint16_t*>(scratch + layout.probability_bits)),
         value_tile_(reinterpret_cast<T*>(scratch + layout.value_tile)),
-        key_codes_(reinterpret_cast<int8_t*>(scratch + layout.codes)),
-        value_codes_(key_codes_ + layout.key_block * layout.padded_head_dim),
         bf16_dot_(bf16_dot) {
     for (size_t i = 0; i < rows; ++i) {  // looked up per key tile: no division there
       positions_[i] = task_rows.Position(first_row + static_cast<int64_t>(i));
@@ -115,12 +109,12 @@ class QueryBlock {
     // the keys the block can see; pages before and after are never read (a paged
     // cache may have freed those before a window).
     const int64_t block = static_cast<int64_t>(layout_.key_block);
-    const int64_t key_limit = key_limit_ = KeyEnd(rows_ - 1);
+    const int64_t key_limit = KeyEnd(rows_ - 1);
     const int64_t key_start = KeyBegin(0) / pages_.page_size * pages_.page_size;
     for (int64_t first_key = key_start; first_key < key_limit; first_key += block) {
       KeyBlock(d, query, first_key, std::min<int64_t>(block, key_limit - first_key),
                first_key + block < key_limit
-                   ? KeyPage((first_key + block) / pages_.page_size)
+                   ? KeyTile((first_key + block) / pages_.page_size)
                    : nullptr);
     }
     Finish();
@@ -182,55 +176,13 @@ class QueryBlock {
                             masks_.QueryPosition(task_.batch, Absolute(i)));
   }
 
-  // Page `page`'s K^T and V pages as the kernel's element type: where to prefetch.
-  // With values in keys, ValuePage is the K^T tile: Values makes the V tile.
-  const T* KeyPage(int64_t page) const {
+  // Page `page`'s K^T and V tiles, as the kernel's element type. With values in
+  // keys, ValueTile is only where to prefetch (the K^T tile): Values makes the tile.
+  const T* KeyTile(int64_t page) const {
     return reinterpret_cast<const T*>(pages_.KeyPage(page));
   }
-  const T* ValuePage(int64_t page) const {
-    return reinterpret_cast<const T*>(pages_.ValuePage(page));
-  }
-  // The tiles the products read: the pages, or int4's unpacked codes (a page of the
-  // key tile last unpacked).
-  const T* KeyTile(int64_t page) const {
-    if (!packed_) return KeyPage(page);
-    return reinterpret_cast<const T*>(key_codes_) +
-           (page - codes_first_page_) * params_.head_dim * pages_.page_size;
-  }
   const T* ValueTile(int64_t page) const {
-    if (!packed_) return ValuePage(page);
-    return reinterpret_cast<const T*>(value_codes_) +
-           (page - codes_first_page_) * pages_.page_size *
-               static_cast<int64_t>(layout_.padded_value_dim);
-  }
-
-  // int4: the codes of the key tile at first_key's K^T pages (values: V pages),
-  // after prefetching what is unpacked next: this tile's V pages (next_first_key
-  // unused), or the next tile's K^T pages (from next_first_key, if below the limit).
-  void UnpackCodes(int64_t first_key, size_t padded, bool values,
-                   int64_t next_first_key = 0) {
-    if (!values) {
-      ForEachPage(first_key, padded, [&](int64_t page, size_t, size_t) {
-        PrefetchPage(pages_.ValuePage(page), static_cast<size_t>(pages_.value_page_bytes));
-      });
-    } else {
-      for (int64_t key = next_first_key; key < key_limit_ && key < next_first_key +
-                                             static_cast<int64_t>(layout_.key_block);
-           key += pages_.page_size) {
-        PrefetchPage(pages_.KeyPage(key / pages_.page_size),
-                     static_cast<size_t>(pages_.key_page_bytes));
-      }
-    }
-    codes_first_page_ = first_key / pages_.page_size;
-    const int64_t page_codes =
-        pages_.page_size *
-        (values ? static_cast<int64_t>(layout_.padded_value_dim) : params_.head_dim);
-    ForEachPage(first_key, padded, [&](int64_t page, size_t, size_t) {
-      const int64_t tile = page - codes_first_page_;
-      UnpackNibbles(values ? pages_.ValuePage(page) : pages_.KeyPage(page),
-                    static_cast<size_t>(page_codes / 2),
-                    (values ? value_codes_ : key_codes_) + tile * page_codes);
-    });
+    return reinterpret_cast<const T*>(pages_.ValuePage(page));
   }
 
   // The V tile P V reads for the page's first `depth` keys: its own, or (values in
@@ -291,14 +243,13 @@ class QueryBlock {
     const size_t stride = layout_.key_block;
     const size_t head_dim = static_cast<size_t>(params_.head_dim);
     const size_t page_size = static_cast<size_t>(pages_.page_size);
-    if (packed_) UnpackCodes(first_key, padded, /*values=*/false);
     if (!bf16_dot_ && page_size < StripColumns(d) && StripColumns(d) % page_size == 0) {
       PagedScores(d, query, first_key, padded);
     } else {
       ForEachPage(first_key, padded, [&](int64_t page, size_t column, size_t keys) {
         // Read next: the tile's next K page, or after its last, its first V page.
-        const T* after = column + keys < padded ? KeyPage(page + 1)
-                                                : ValuePage(first_key / pages_.page_size);
+        const T* after = column + keys < padded ? KeyTile(page + 1)
+                                                : ValueTile(first_key / pages_.page_size);
         if (bf16_dot_) {
           Bf16TileMatMul(rows_, keys, head_dim, query_bits_, layout_.padded_head_dim,
                          Bits(KeyTile(page)), head_dim, scores_ + column, stride,
@@ -310,7 +261,7 @@ class QueryBlock {
         }
       });
     }
-    if (packed_) {
+    if (zero_points_) {
       ForEachPage(first_key, padded, [&](int64_t page, size_t column, size_t keys) {
         for (size_t i = 0; i < rows_; ++i) {
           AddKeyZeroPoint(d, query.data + i * query.stride, pages_.KeyChannelMins(page),
@@ -355,9 +306,9 @@ class QueryBlock {
       tiles[i] = KeyTile(first_page + static_cast<int64_t>(i));
       scales[i] = ChannelScales(first_page + static_cast<int64_t>(i));
       afters[i] = i + group < count
-                      ? KeyPage(first_page + static_cast<int64_t>(i + group))
+                      ? KeyTile(first_page + static_cast<int64_t>(i + group))
                   : i + group - count < count
-                      ? ValuePage(first_page + static_cast<int64_t>(i + group - count))
+                      ? ValueTile(first_page + static_cast<int64_t>(i + group - count))
                       : nullptr;
     }
     TilePagesMatMul(d, rows_, padded, static_cast<size_t>(params_.head_dim), query.data,
@@ -396,7 +347,7 @@ class QueryBlock {
       return PagedContext(d, first_key, static_cast<size_t>(count), padded, next_keys);
     }
     ForEachPage(first_key, padded, [&](int64_t page, size_t column, size_t keys) {
-      const T* after = column + keys < padded ? ValuePage(page + 1) : next_keys;
+      const T* after = column + keys < padded ? ValueTile(page + 1) : next_keys;
       const size_t page_size = static_cast<size_t>(pages_.page_size);
       // The padding keys after the tile's last have probability 0: P V stops there
       // (a small call's 6 keys in a 16-key tile: 6 rows of V, not 16).
@@ -422,20 +373,16 @@ class QueryBlock {
                     const T* next_keys) {
     const size_t page_size = static_cast<size_t>(pages_.page_size);
     const size_t dim = layout_.padded_value_dim, stride = layout_.key_block;
-    if (packed_) {
-      UnpackCodes(first_key, padded, /*values=*/true,
-                  first_key + static_cast<int64_t>(layout_.key_block));
-    }
     const T* tiles[kKeyBlock / kPanelWidth];
     const float* scales[kKeyBlock / kPanelWidth];
     ForEachPage(first_key, padded, [&](int64_t page, size_t column, size_t) {
       tiles[column / page_size] = ValueTile(page);
-      scales[column / page_size] = packed_ ? pages_.ValueGroupScales(page) : nullptr;
+      scales[column / page_size] = zero_points_ ? pages_.ValueGroupScales(page) : nullptr;
     });
     TileDepthPagesMatMul(d, rows_, dim, count, scores_, stride, tiles, page_size,
                          context_, dim, /*accumulate=*/true, next_keys,
-                         packed_ ? scales : nullptr, kValueGroup, page_size);
-    if (!packed_) return;
+                         zero_points_ ? scales : nullptr, kValueGroup, page_size);
+    if (!zero_points_) return;
     ForEachPage(first_key, padded, [&](int64_t page, size_t column, size_t keys) {
       for (size_t i = 0; i < rows_; ++i) {
         AddValueZeroPoints(d, scores_ + i * stride + column, pages_.ValueGroupMins(page),
@@ -525,7 +472,7 @@ class QueryBlock {
   const size_t rows_;
   const KvPages& pages_;
   const bool token_scales_ = pages_.token_scales;
-  const bool packed_ = pages_.zero_points;  // int4
+  const bool zero_points_ = pages_.zero_points;  // int4
   float* scores_;
   float* context_;
   float* query_tile_;
@@ -534,10 +481,6 @@ class QueryBlock {
   uint16_t* query_bits_;        // bf16_dot: the query rows, rounded
   uint16_t* probability_bits_;  // bf16_dot: the score tile's probabilities, rounded
   T* value_tile_;               // values in keys: the page's V tile
-  int8_t* key_codes_;           // int4: the key tile's pages unpacked
-  int8_t* value_codes_;
-  int64_t codes_first_page_ = 0;  // the page of key_codes_' first tile
-  int64_t key_limit_ = 0;         // Run's: the keys the block reads end there
   const bool bf16_dot_;
   int64_t positions_[kQueryBlock], heads_[kQueryBlock];  // of each row
 };
@@ -591,8 +534,9 @@ void AttendHead(const AttentionParams& params, const CoreTask& task, const KvPag
                                          pages);
     case KvStorage::kInt8:
     case KvStorage::kInt8ChannelKeys:
-    case KvStorage::kInt4:
       return AttendRows<int8_t>(d, params, task, rows, masks, layout, scratch, pages);
+    case KvStorage::kInt4:
+      return AttendRows<Int4Pair>(d, params, task, rows, masks, layout, scratch, pages);
     case KvStorage::kFp8E4M3:
       return AttendRows<Fp8E4M3Finite>(d, params, task, rows, masks, layout, scratch,
                                        pages);
@@ -634,10 +578,7 @@ HeadScratch::HeadScratch(int64_t page_size, int64_t head_dim, int64_t value_head
       values_in_keys
           ? RoundUp(static_cast<size_t>(page_size) + 1, kPanelWidth) * padded_value_dim
           : 0;
-  codes = value_tile + value_tile_floats;
-  // int4: a key tile of K^T and of V pages unpacked, an int8 per code.
-  const size_t code_bytes = key_block * (padded_head_dim + padded_value_dim);
-  total_floats = codes + RoundUp(code_bytes, kPanelWidth * sizeof(float)) / sizeof(float);
+  total_floats = value_tile + value_tile_floats;
 }
 
 void AttendHead(const AttentionParams& params, const CoreTask& task, const KvPages& pages,

@@ -31,10 +31,9 @@ struct HeadScratch {
   // Offsets: the score tile, the context accumulators, the staged query tile, the
   // running softmax max and sum per row, (AVX512_BF16 dot products) the query tile
   // and the probabilities rounded to bfloat16, and (values_in_keys) one page's V
-  // tile made from its K^T tile, and (int4 pages) a key tile's K^T and V codes
-  // unpacked to int8.
+  // tile made from its K^T tile.
   size_t scores, context, query_tile, row_stats, query_bits, probability_bits, value_tile,
-      codes, total_floats;
+      total_floats;
 };
 
 // Runs one task over its (batch, KV head)'s pages. A task with a partial key range

@@ -56,10 +56,9 @@ void QuantizeInt4Channel(const KvPages& pages, int64_t page, const float* rows,
   pages.KeyChannelScales(page)[c] = range.scale;
   pages.KeyChannelMins(page)[c] = range.min;
   for (int64_t t = 0; t < pages.page_size; ++t) {
-    SetNibble(codes,
-              PanelOffset(static_cast<size_t>(c), static_cast<size_t>(t),
-                          static_cast<size_t>(head_dim)),
-              coded[t] ? range.Code(rows[t * head_dim + c]) : uint8_t{0});
+    SetInt4(codes, static_cast<size_t>(c), static_cast<size_t>(t),
+            static_cast<size_t>(head_dim),
+            coded[t] ? range.Code(rows[t * head_dim + c]) : uint8_t{0});
   }
 }
 
@@ -72,8 +71,9 @@ void QuantizeKeyPage(const KvPages& pages, int64_t page, const float* rows, int6
   for (int64_t t = 0; t < pages.page_size; ++t) {
     const bool finite = t < count && Finite(rows + t * head_dim, head_dim);
     coded[t] = finite;
-    token_scales[t] =
-        t >= count ? 0.0f : finite ? 1.0f : std::numeric_limits<float>::quiet_NaN();
+    token_scales[t] = t >= count ? 0.0f
+                      : finite   ? 1.0f
+                                 : std::numeric_limits<float>::quiet_NaN();
   }
   for (int64_t c = 0; c < head_dim; ++c) {
     if (pages.zero_points) {
@@ -94,14 +94,15 @@ void ReadKey(const KvPages& pages, int64_t position, int64_t length, int64_t hea
   const uint8_t* codes = pages.KeyPage(page);
   const float token_scale = pages.KeyScales(page)[slot];
   const float* channel_scales = pages.KeyChannelScales(page);
+  const size_t dims = static_cast<size_t>(head_dim), at = static_cast<size_t>(slot);
   for (int64_t c = 0; c < head_dim; ++c) {
-    const size_t at = PanelOffset(static_cast<size_t>(c), static_cast<size_t>(slot),
-                                  static_cast<size_t>(head_dim));
-    row[c] = pages.zero_points ? (GetNibble(codes, at) * channel_scales[c] +
-                                  pages.KeyChannelMins(page)[c]) *
-                                     token_scale
-                               : static_cast<int8_t>(codes[at]) * channel_scales[c] *
-                                     token_scale;
+    const size_t channel = static_cast<size_t>(c);
+    row[c] = pages.zero_points
+                 ? (GetInt4(codes, channel, at, dims) * channel_scales[c] +
+                    pages.KeyChannelMins(page)[c]) *
+                       token_scale
+                 : static_cast<int8_t>(codes[PanelOffset(channel, at, dims)]) *
+                       channel_scales[c] * token_scale;
   }
 }
 

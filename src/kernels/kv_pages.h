@@ -3,7 +3,7 @@
 // [head_dim, page_size] tile (scores = Q K^T streams it) and V as a
 // [page_size, padded_head_dim] tile, zero-padded, as float, bfloat16, int8, fp8 or
 // int4 (int8, int4 and the scaled fp8 kinds with one fp32 scale per token for K and
-// for V; int4 codes two to a byte, in the order an int8 tile's would lie). A block
+// for V; int4 codes two to a byte: Int4Offset). A block
 // holds one page of every KV head (BlockLayout). The contiguous KvCache and the pages a
 // forward writes its own K/V into are runs of blocks, block p following block p - 1; the
 // paged cache finds block p through its sequence's block table.
@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "src/kernels/tile_sizes.h"
 
@@ -54,7 +55,7 @@ inline size_t PairedOffset(size_t row, size_t col, size_t rows) {
 // unsigned codes with zero points, keys per channel as kInt8ChannelKeys (a scale and
 // a minimum per channel), values per token in groups of kValueGroup channels (a scale
 // and a minimum per token and group; the token scale is 1, or NaN for a value with a
-// non-finite element); the kernel unpacks a tile's codes to int8 (int4_pages.h).
+// non-finite element); the tile product widens the codes as it loads them.
 enum class KvStorage {
   kFloat32,
   kBFloat16,
@@ -71,17 +72,9 @@ enum class KvStorage {
 // target, so a vector's columns share their scale.
 constexpr size_t kValueGroup = 32;
 
-// Bytes of a tile's element; int4 (two codes to a byte) unpacked, as the kernel
-// reads it.
+// Bytes of a tile's element (int4: of a pair of codes, Int4Pair).
 inline size_t KvElementBytes(KvStorage storage) {
   return storage == KvStorage::kFloat32 ? 4 : storage == KvStorage::kBFloat16 ? 2 : 1;
-}
-
-// Bytes `elements` codes of `storage` take in a page.
-inline int64_t KvCodeBytes(int64_t elements, KvStorage storage) {
-  return storage == KvStorage::kInt4
-             ? elements / 2
-             : elements * static_cast<int64_t>(KvElementBytes(storage));
 }
 
 // Whether pages of `storage` carry one fp32 scale per token for K and for V.
@@ -115,9 +108,33 @@ constexpr size_t StoredRows(size_t rows, size_t element_bytes) {
   return PairsRows(element_bytes) ? RoundUp(rows, 2) : rows;
 }
 
-// Element (row, col) of a tile of T, in the layout T's tiles use.
+// Bytes of a [rows, cols] tile of `storage` (cols a multiple of kPanelWidth).
+inline int64_t KvTileBytes(int64_t rows, int64_t cols, KvStorage storage) {
+  const size_t element = KvElementBytes(storage);
+  const size_t stored = storage == KvStorage::kInt4
+                            ? RoundUp(static_cast<size_t>(rows), 2) / 2
+                            : StoredRows(static_cast<size_t>(rows), element) * element;
+  return static_cast<int64_t>(stored) * cols;
+}
+
+// Two int4 codes: rows 2i (the low nibble) and 2i + 1 of one column of a tile, one
+// byte, a panel row of pairs 16 bytes: one load widens into two rows of a column
+// strip, as a bfloat16 pair does.
+struct Int4Pair {
+  uint8_t bits;
+};
+
+// The byte of an int4 tile that holds element (row, col): the tile as
+// [rows rounded up to even / 2, cols] pairs in column panels.
+inline size_t Int4Offset(size_t row, size_t col, size_t rows) {
+  return PanelOffset(row / 2, col, RoundUp(rows, 2) / 2);
+}
+
+// Element (row, col) of a tile of T, in the layout T's tiles use (Int4Pair: the
+// pair holding it).
 template <typename T>
 size_t TileOffset(size_t row, size_t col, size_t rows) {
+  if constexpr (std::is_same_v<T, Int4Pair>) return Int4Offset(row, col, rows);
   return PairsRows(sizeof(T)) ? PairedOffset(row, col, rows)
                               : PanelOffset(row, col, rows);
 }
@@ -252,14 +269,10 @@ inline BlockLayout::BlockLayout(int64_t page_size_, int64_t num_kv_heads_,
           RoundUp(static_cast<size_t>(value_head_dim), kPanelWidth))),
       storage(storage_),
       values_in_keys(values_in_keys_) {
-  const int64_t element = static_cast<int64_t>(KvElementBytes(storage));
   constexpr int64_t kFloat = sizeof(float);
   const int64_t scale_bytes = HasTokenScales(storage) ? page_size * kFloat : 0;
   // page_size is a multiple of 16: the scales start 4-byte aligned (int4 too).
-  key_scales_at = KvCodeBytes(
-      page_size * static_cast<int64_t>(StoredRows(static_cast<size_t>(head_dim),
-                                                  static_cast<size_t>(element))),
-      storage);
+  key_scales_at = KvTileBytes(head_dim, page_size, storage);
   key_channel_scales_at = key_scales_at + scale_bytes;
   // Channel scales (and minimums) padded to whole panels (zeros).
   const int64_t channel_scales =
@@ -267,8 +280,10 @@ inline BlockLayout::BlockLayout(int64_t page_size_, int64_t num_kv_heads_,
           ? static_cast<int64_t>(RoundUp(static_cast<size_t>(head_dim), kPanelWidth))
           : 0;
   key_channel_mins_at = key_channel_scales_at + channel_scales * kFloat;
-  key_page_bytes = key_channel_mins_at + (HasZeroPoints(storage) ? channel_scales : 0) * kFloat;
-  value_scales_at = values_in_keys ? 0 : KvCodeBytes(page_size * padded_value_dim, storage);
+  key_page_bytes =
+      key_channel_mins_at + (HasZeroPoints(storage) ? channel_scales : 0) * kFloat;
+  value_scales_at =
+      values_in_keys ? 0 : KvTileBytes(page_size, padded_value_dim, storage);
   value_groups_at = value_scales_at + scale_bytes;
   const int64_t group_bytes =
       HasZeroPoints(storage) ? 2 * ValueGroups(padded_value_dim) * page_size * kFloat : 0;

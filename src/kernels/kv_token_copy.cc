@@ -41,12 +41,10 @@ void CopyInt4Value(const KvPages& pages, int64_t head_dim, int64_t from, int64_t
   const int64_t from_page = from / size, to_page = to / size;
   const int64_t from_slot = from % size, to_slot = to % size;
   const size_t padded = RoundUp(static_cast<size_t>(head_dim), kPanelWidth);
+  const size_t rows = static_cast<size_t>(size);
   for (size_t k = 0; k < padded; ++k) {
-    SetNibble(pages.ValuePage(to_page),
-              PanelOffset(static_cast<size_t>(to_slot), k, static_cast<size_t>(size)),
-              GetNibble(pages.ValuePage(from_page),
-                        PanelOffset(static_cast<size_t>(from_slot), k,
-                                    static_cast<size_t>(size))));
+    SetInt4(pages.ValuePage(to_page), static_cast<size_t>(to_slot), k, rows,
+            GetInt4(pages.ValuePage(from_page), static_cast<size_t>(from_slot), k, rows));
   }
   pages.ValueScales(to_page)[to_slot] = pages.ValueScales(from_page)[from_slot];
   for (int64_t g = 0; g < pages.value_groups; ++g) {

@@ -71,6 +71,18 @@ HWY_INLINE void LoadRowPair(D d, const hwy::bfloat16_t* HWY_RESTRICT p, hn::Vec<
   odd = hn::BitCast(d, hn::And(pairs, hn::Set(du, 0xFFFF0000u)));
 }
 
+// Rows k and k + 1 of an int4 tile (Int4Pair: kv_pages.h): the low and high nibbles
+// of lanes bytes, unsigned codes 0..15.
+template <class D>
+HWY_INLINE void LoadRowPair(D d, const internal::Int4Pair* HWY_RESTRICT p,
+                            hn::Vec<D>& even, hn::Vec<D>& odd) {
+  const hn::Rebind<uint8_t, D> d8;
+  const hn::Rebind<int32_t, D> di32;
+  const auto pairs = hn::LoadU(d8, reinterpret_cast<const uint8_t*>(p));
+  even = hn::ConvertTo(d, hn::PromoteTo(di32, hn::And(pairs, hn::Set(d8, uint8_t{15}))));
+  odd = hn::ConvertTo(d, hn::PromoteTo(di32, hn::ShiftRight<4>(pairs)));
+}
+
 template <class D>
 HWY_INLINE hn::Vec<D> LoadRow(D d, const int8_t* HWY_RESTRICT p) {
   const hn::Rebind<int32_t, D> di32;
@@ -150,8 +162,11 @@ HWY_INLINE void AccumulateBand(D d, const float* HWY_RESTRICT a, size_t lda,
                                const BandOf<TB>& b, size_t depth,
                                hn::Vec<D> (*acc)[kCols]) {
   using V = hn::Vec<D>;
-  constexpr bool kPaired = internal::PairsRows(sizeof(TB));
+  constexpr bool kInt4 = std::is_same_v<TB, internal::Int4Pair>;
+  constexpr bool kPaired = kInt4 || internal::PairsRows(sizeof(TB));
   constexpr size_t kStep = kPaired ? 2 : 1;  // rows of B per step
+  // Elements of TB from one pair of rows of a panel to the next.
+  constexpr size_t kPairRow = kInt4 ? internal::kPanelWidth : 2 * internal::kPanelWidth;
   const size_t lanes = hn::Lanes(d);
   const TB* HWY_RESTRICT band[kCols];  // row 0 of each vector's columns
   const float* HWY_RESTRICT scales[kCols];
@@ -173,9 +188,9 @@ HWY_INLINE void AccumulateBand(D d, const float* HWY_RESTRICT a, size_t lda,
   // outnumbered the FMAs. (Row k of a paired tile is within a line of k panel rows
   // from its start, as unpaired.) Pages side by side: each panel is the single-panel
   // strip of its own page, chosen here, not in the loop over k.
-  constexpr size_t kRowBytes = internal::kPanelWidth * sizeof(TB);
+  constexpr size_t kRowBytes = internal::kPanelWidth * sizeof(TB) / (kInt4 ? 2 : 1);
   constexpr size_t kLineRows = HWY_MAX(size_t{1}, internal::kCacheLineBytes / kRowBytes);
-  const size_t rows = internal::StoredRows(b.rows, sizeof(TB));
+  const size_t rows = kPaired ? internal::RoundUp(b.rows, 2) : b.rows;
   const size_t panels = HWY_MAX(size_t{1}, kCols * lanes / internal::kPanelWidth);
   const size_t stream_panels = b.pages ? 1 : panels;
   const TB* stream[kCols];
@@ -203,7 +218,14 @@ HWY_INLINE void AccumulateBand(D d, const float* HWY_RESTRICT a, size_t lda,
       V odd[kCols];
       HWY_UNROLL(4)
       for (size_t col = 0; col < kCols; ++col) {
-        LoadRowPair(d, band[col] + k * internal::kPanelWidth, row[col], odd[col]);
+        LoadRowPair(d, band[col] + k / 2 * kPairRow, row[col], odd[col]);
+      }
+      if constexpr (kScaled) {
+        HWY_UNROLL(4)
+        for (size_t col = 0; col < kCols; ++col) {
+          row[col] = hn::Mul(row[col], hn::Set(d, scales[col][k]));
+          odd[col] = hn::Mul(odd[col], hn::Set(d, scales[col][k + 1]));
+        }
       }
       AddOuterProduct<kRows, kCols>(d, a, lda, k, row, acc);
       AddOuterProduct<kRows, kCols>(d, a, lda, k + 1, odd, acc);
@@ -224,7 +246,8 @@ HWY_INLINE void AccumulateBand(D d, const float* HWY_RESTRICT a, size_t lda,
       V row[kCols], odd[kCols];
       HWY_UNROLL(4)
       for (size_t col = 0; col < kCols; ++col) {
-        LoadRowPair(d, band[col] + k * internal::kPanelWidth, row[col], odd[col]);
+        LoadRowPair(d, band[col] + k / 2 * kPairRow, row[col], odd[col]);
+        if constexpr (kScaled) row[col] = hn::Mul(row[col], hn::Set(d, scales[col][k]));
       }
       AddOuterProduct<kRows, kCols>(d, a, lda, k, row, acc);
     }
@@ -328,13 +351,13 @@ HWY_NOINLINE void TileStripsOf(D d, size_t rows, size_t n, size_t depth,
   }
 }
 
-// Scaled rows (int8 only) are a second copy of the strips, not a branch in the
+// Scaled rows (int8, int4) are a second copy of the strips, not a branch in the
 // depth loop: the branch cost unscaled int8 decode 3%.
 template <class D, typename TB>
 HWY_INLINE void TileStrips(D d, size_t rows, size_t n, size_t depth,
                            const float* HWY_RESTRICT a, size_t lda, BandOf<TB> band,
                            float* HWY_RESTRICT c, size_t ldc, bool accumulate) {
-  if constexpr (std::is_same_v<TB, int8_t>) {
+  if constexpr (std::is_same_v<TB, int8_t> || std::is_same_v<TB, internal::Int4Pair>) {
     if (band.row_scales || band.page_row_scales) {
       return TileStripsOf<true>(d, rows, n, depth, a, lda, band, c, ldc, accumulate);
     }

@@ -19,7 +19,8 @@ void QuantizeValueGroups(const KvPages& pages, int64_t position, const float* va
       std::all_of(value, value + value_dim, [](float x) { return std::isfinite(x); });
   pages.ValueScales(page)[slot] = finite ? 1.0f : std::numeric_limits<float>::quiet_NaN();
   const int64_t group = static_cast<int64_t>(kValueGroup);
-  const int64_t padded = static_cast<int64_t>(RoundUp(static_cast<size_t>(value_dim), kPanelWidth));
+  const int64_t padded =
+      static_cast<int64_t>(RoundUp(static_cast<size_t>(value_dim), kPanelWidth));
   for (int64_t g = 0; g < pages.value_groups; ++g) {
     const int64_t first = g * group, end = std::min(value_dim, first + group);
     ZeroPointRange range;
@@ -31,9 +32,8 @@ void QuantizeValueGroups(const KvPages& pages, int64_t position, const float* va
     mins[g * pages.page_size + slot] = range.min;
     for (int64_t c = first; c < std::min(padded, first + group); ++c) {
       const bool coded = finite && c < end;
-      SetNibble(codes,
-                PanelOffset(static_cast<size_t>(slot), static_cast<size_t>(c), page_size),
-                coded ? range.Code(value[c]) : uint8_t{0});
+      SetInt4(codes, static_cast<size_t>(slot), static_cast<size_t>(c), page_size,
+              coded ? range.Code(value[c]) : uint8_t{0});
     }
   }
 }
@@ -46,8 +46,8 @@ void ReadValueGroups(const KvPages& pages, int64_t position, int64_t value_dim,
   const float token_scale = pages.ValueScales(page)[slot];
   for (int64_t c = 0; c < value_dim; ++c) {
     const int64_t at = c / static_cast<int64_t>(kValueGroup) * pages.page_size + slot;
-    const uint8_t code = GetNibble(
-        codes, PanelOffset(static_cast<size_t>(slot), static_cast<size_t>(c), page_size));
+    const uint8_t code =
+        GetInt4(codes, static_cast<size_t>(slot), static_cast<size_t>(c), page_size);
     row[c] = (code * pages.ValueGroupScales(page)[at] + pages.ValueGroupMins(page)[at]) *
              token_scale;
   }

@@ -53,9 +53,9 @@ HWY_INLINE void AddKeyZeroPoint(D d, const float* HWY_RESTRICT query,
 // one page's value minimums (n and group multiples of Lanes(d)).
 template <class D>
 HWY_INLINE void AddValueZeroPoints(D d, const float* HWY_RESTRICT probabilities,
-                                   const float* HWY_RESTRICT mins, size_t n,
-                                   size_t group, size_t stride,
-                                   float* HWY_RESTRICT context, size_t dim) {
+                                   const float* HWY_RESTRICT mins, size_t n, size_t group,
+                                   size_t stride, float* HWY_RESTRICT context,
+                                   size_t dim) {
   for (size_t first = 0, g = 0; first < dim; first += group, ++g) {
     const auto term = hn::Set(d, Dot(d, probabilities, mins + g * stride, n));
     for (size_t c = first; c < std::min(dim, first + group); c += hn::Lanes(d)) {

@@ -32,8 +32,8 @@ mha::PagedKvCacheOptions Options(FuzzInput& input) {
   options.block_size = 16 * (1 + input.Byte() % 2);
   options.max_sequences = input.Size(4);
   options.num_layers = 1 + input.Byte() % 2;
-  const mha::DType storages[] = {mha::DType::kFloat32, mha::DType::kBFloat16,
-                                 mha::DType::kInt8, mha::DType::kFloat8E4M3,
+  const mha::DType storages[] = {mha::DType::kFloat32,    mha::DType::kBFloat16,
+                                 mha::DType::kInt8,       mha::DType::kFloat8E4M3,
                                  mha::DType::kFloat8E5M2, mha::DType::kInt4};
   options.storage = storages[input.Byte() % 6];
   if (options.storage == mha::DType::kFloat8E4M3 ||

@@ -234,8 +234,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.block_size = 16 * (1 + input.Byte() % 2);
   options.num_blocks = 1 + input.Byte() % 48;
   options.max_sequences = kMaxSequences;
-  const mha::DType storages[] = {mha::DType::kFloat32, mha::DType::kBFloat16,
-                                 mha::DType::kInt8, mha::DType::kFloat8E4M3,
+  const mha::DType storages[] = {mha::DType::kFloat32,    mha::DType::kBFloat16,
+                                 mha::DType::kInt8,       mha::DType::kFloat8E4M3,
                                  mha::DType::kFloat8E5M2, mha::DType::kInt4};
   options.storage = storages[input.Byte() % 6];
   const bool fp8 = options.storage == mha::DType::kFloat8E4M3 ||
@@ -244,7 +244,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if ((fp8 || int8) && input.Byte() % 2) {
     options.scales = fp8 ? mha::KvScales::kNone : mha::KvScales::kPerChannelKeys;
   }
-  if (options.storage == mha::DType::kInt4) options.scales = mha::KvScales::kPerChannelKeys;
+  if (options.storage == mha::DType::kInt4)
+    options.scales = mha::KvScales::kPerChannelKeys;
   if (input.Byte() % 2) {
     options.sliding_window = 1 + input.Byte() % 40;
     layer.config.features.sliding_window = 1 + input.Byte() % options.sliding_window;

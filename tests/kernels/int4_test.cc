@@ -1,7 +1,7 @@
-// int4 pages on every SIMD target this CPU supports, against plain loops: codes
-// unpacked from nibbles (int4_unpack-inl.h) over every length and misalignment; the
-// tile product over V pages one below the other with a scale per (row, 32-column
-// group) (tile_matmul-inl.h), and the zero-point terms (zero_points-inl.h), against
+// int4 pages on every SIMD target this CPU supports, against plain loops: the tile
+// product widening pairs of int4 rows as it loads them (tile_matmul-inl.h), its rows
+// scaled (K^T pages, side by side or not) or scaled per (row, 32-column group) (V
+// pages one below the other), and the zero-point terms (zero_points-inl.h), against
 // double; and the cache's quantisation (keys per channel with minimums through the
 // residual, values per token in groups), each code within half a step.
 #undef HWY_TARGET_INCLUDE
@@ -18,7 +18,6 @@
 #include "src/cache/contiguous_pages.h"
 #include "src/kernels/channel_keys.h"
 #include "src/kernels/int4_codes.h"
-#include "src/kernels/int4_unpack-inl.h"
 #include "src/kernels/kv_append.h"
 #include "src/kernels/tile_matmul-inl.h"
 #include "src/kernels/value_groups.h"
@@ -28,18 +27,41 @@ HWY_BEFORE_NAMESPACE();
 namespace mha {
 namespace HWY_NAMESPACE {
 
-void UnpackNibblesForTest(const uint8_t* packed, size_t bytes, int8_t* out) {
-  UnpackNibbles(packed, bytes, out);
+using internal::Int4Pair;
+
+// C[rows, n] = A[rows, depth] B, B's row k times row_scales[k]: one [depth, n] tile
+// (pages null), or 16-column pages side by side (pages[i], row_scales[i]), several to
+// a strip where strips are wider (as the attention kernel), one product each
+// otherwise.
+void ScaledInt4ProductForTest(size_t rows, size_t n, size_t depth, const float* a,
+                              const Int4Pair* tile, const Int4Pair* const* pages,
+                              const float* const* row_scales, float* c) {
+  const hwy::HWY_NAMESPACE::ScalableTag<float> d;
+  constexpr size_t kPage = 16;
+  if (!pages) {
+    return TileMatMul(d, rows, n, depth, a, depth, tile, depth, c, n,
+                      /*accumulate=*/false, static_cast<const Int4Pair*>(nullptr),
+                      row_scales[0]);
+  }
+  if (StripColumns(d) % kPage == 0) {
+    return TilePagesMatMul(d, rows, n, depth, a, depth, pages, pages, kPage, depth, c, n,
+                           /*accumulate=*/false, row_scales);
+  }
+  for (size_t i = 0; i < n / kPage; ++i) {
+    TileMatMul(d, rows, kPage, depth, a, depth, pages[i], depth, c + i * kPage, n,
+               /*accumulate=*/false, static_cast<const Int4Pair*>(nullptr),
+               row_scales[i]);
+  }
 }
 
 // C[rows, n] = A[rows, depth] B, B as 16-row pages one below the other, page i's row
 // k of column group g times scales[i][g * 16 + k] (16: the page's rows).
 void GroupScaledProductForTest(size_t rows, size_t n, size_t depth, const float* a,
-                               const int8_t* const* pages, const float* const* scales,
+                               const Int4Pair* const* pages, const float* const* scales,
                                float* c) {
   TileDepthPagesMatMul(hwy::HWY_NAMESPACE::ScalableTag<float>(), rows, n, depth, a, depth,
                        pages, 16, c, n, /*accumulate=*/false,
-                       static_cast<const int8_t*>(nullptr), scales,
+                       static_cast<const Int4Pair*>(nullptr), scales,
                        internal::kValueGroup, 16);
 }
 
@@ -65,7 +87,7 @@ HWY_AFTER_NAMESPACE();
 #include "tests/test_util.h"
 
 namespace mha {
-HWY_EXPORT(UnpackNibblesForTest);
+HWY_EXPORT(ScaledInt4ProductForTest);
 HWY_EXPORT(GroupScaledProductForTest);
 HWY_EXPORT(KeyZeroPointForTest);
 HWY_EXPORT(ValueZeroPointsForTest);
@@ -73,25 +95,51 @@ HWY_EXPORT(ValueZeroPointsForTest);
 
 namespace {
 
-using mha::internal::GetNibble;
-using mha::internal::PanelOffset;
+using mha::internal::GetInt4;
+using mha::internal::Int4Pair;
+using mha::internal::SetInt4;
 
 class Int4 : public hwy::TestWithParamTarget {};
 HWY_TARGET_INSTANTIATE_TEST_SUITE_P(Int4);
 
-TEST_P(Int4, UnpackNibblesKeepsEveryCodeInOrder) {
-  std::vector<uint8_t> packed(80);
-  for (size_t i = 0; i < packed.size(); ++i) packed[i] = uint8_t(i * 37 + 11);
-  for (size_t offset : {0, 1, 3}) {
-    for (size_t bytes = 0; bytes + offset <= packed.size(); ++bytes) {
-      std::vector<int8_t> out(2 * bytes + 1, 99);
-      HWY_DYNAMIC_DISPATCH(mha::UnpackNibblesForTest)
-      (packed.data() + offset, bytes, out.data());
-      for (size_t i = 0; i < 2 * bytes; ++i) {
-        ASSERT_EQ(out[i], GetNibble(packed.data() + offset, i))
-            << "bytes " << bytes << " offset " << offset << " code " << i;
+// Code (k, j) of page i of a test's tiles: every value 0..15, rows and columns apart.
+uint8_t TestCode(size_t k, size_t j, size_t i) {
+  return static_cast<uint8_t>((k * 7 + j * 3 + i) % 16);
+}
+
+TEST_P(Int4, TileProductWidensPairsScalingRows) {
+  for (const bool paged : {false, true}) {
+    for (const size_t rows : {1, 4, 7}) {
+      for (const size_t n : {16, 48, 128}) {
+        for (const size_t depth : {1, 21, 64}) {  // odd: a last row without its pair
+          const std::vector<float> a =
+              mha::testing::RandomFloats(rows * depth, uint32_t(rows * n + depth));
+          const size_t page_cols = paged ? 16 : n, count = n / page_cols;
+          const size_t tile_bytes = (depth + 1) / 2 * page_cols;
+          std::vector<std::vector<uint8_t>> tiles(count,
+                                                  std::vector<uint8_t>(tile_bytes));
+          std::vector<std::vector<float>> scales(count);
+          std::vector<const Int4Pair*> pages;
+          std::vector<const float*> row_scales;
+          std::vector<double> b(depth * n);  // row-major, scaled
+          for (size_t i = 0; i < count; ++i) {
+            scales[i] = mha::testing::RandomFloats(depth, uint32_t(i + 7), 0.1f);
+            pages.push_back(reinterpret_cast<const Int4Pair*>(tiles[i].data()));
+            row_scales.push_back(scales[i].data());
+            for (size_t k = 0; k < depth; ++k) {
+              for (size_t j = 0; j < page_cols; ++j) {
+                SetInt4(tiles[i].data(), k, j, depth, TestCode(k, j, i));
+                b[k * n + i * page_cols + j] = TestCode(k, j, i) * double{scales[i][k]};
+              }
+            }
+          }
+          std::vector<float> c(rows * n);
+          HWY_DYNAMIC_DISPATCH(mha::ScaledInt4ProductForTest)
+          (rows, n, depth, a.data(), pages[0], paged ? pages.data() : nullptr,
+           row_scales.data(), c.data());
+          mha::testing::ExpectTileProduct(a, b, c, rows, n, depth);
+        }
       }
-      ASSERT_EQ(out[2 * bytes], 99) << "written past the end, bytes " << bytes;
     }
   }
 }
@@ -101,24 +149,25 @@ TEST_P(Int4, DepthPagesScaledPerRowAndColumnGroup) {
   for (const size_t rows : {1, 4, 7}) {
     for (const size_t n : {16, 48, 128}) {
       for (const size_t depth : {5, 16, 40, 64}) {
-        const size_t count = (depth + kPage - 1) / kPage, groups = (n + kGroup - 1) / kGroup;
+        const size_t count = (depth + kPage - 1) / kPage,
+                     groups = (n + kGroup - 1) / kGroup;
         const std::vector<float> a =
             mha::testing::RandomFloats(rows * depth, uint32_t(rows * n + depth));
-        std::vector<std::vector<int8_t>> tiles(count, std::vector<int8_t>(kPage * n));
+        std::vector<std::vector<uint8_t>> tiles(count,
+                                                std::vector<uint8_t>(kPage / 2 * n));
         std::vector<std::vector<float>> scales(count);
-        std::vector<const int8_t*> pages;
+        std::vector<const Int4Pair*> pages;
         std::vector<const float*> page_scales;
         std::vector<double> b(depth * n);  // row-major, scaled
         for (size_t i = 0; i < count; ++i) {
           scales[i] = mha::testing::RandomFloats(groups * kPage, uint32_t(i + 9), 0.2f);
-          pages.push_back(tiles[i].data());
+          pages.push_back(reinterpret_cast<const Int4Pair*>(tiles[i].data()));
           page_scales.push_back(scales[i].data());
           for (size_t k = 0; k < kPage && i * kPage + k < depth; ++k) {
             for (size_t j = 0; j < n; ++j) {
-              const auto code = static_cast<int8_t>((k * 7 + j * 3 + i) % 16);
-              tiles[i][PanelOffset(k, j, kPage)] = code;
+              SetInt4(tiles[i].data(), k, j, kPage, TestCode(k, j, i));
               b[(i * kPage + k) * n + j] =
-                  static_cast<double>(code) * scales[i][j / kGroup * kPage + k];
+                  TestCode(k, j, i) * double{scales[i][j / kGroup * kPage + k]};
             }
           }
         }
@@ -152,7 +201,8 @@ TEST_P(Int4, ZeroPointTermsMatchTheirSums) {
     (p.data(), mins.data(), kKeys, kStride, context.data(), dim);
     for (size_t c = 0; c < dim; ++c) {
       double term = 0.0;
-      for (size_t t = 0; t < kKeys; ++t) term += double{p[t]} * mins[c / 32 * kStride + t];
+      for (size_t t = 0; t < kKeys; ++t)
+        term += double{p[t]} * mins[c / 32 * kStride + t];
       ASSERT_NEAR(context[c], 2.0 + term, 1e-5) << "dim " << dim << " channel " << c;
     }
   }
@@ -219,8 +269,8 @@ TEST_P(Int4, CacheQuantisesKeysPerChannelAndValuesPerGroup) {
   for (int64_t c = 0; c < kHeadDim; ++c) {
     for (int64_t slot = 0; slot < 5; ++slot) {
       const float scale = pages.KeyChannelScales(2)[c];
-      const float x = GetNibble(codes, PanelOffset(c, slot, kHeadDim)) * scale +
-                      pages.KeyChannelMins(2)[c];
+      const float x =
+          GetInt4(codes, c, slot, kHeadDim) * scale + pages.KeyChannelMins(2)[c];
       ASSERT_NEAR(x, keys[(32 + slot) * kHeadDim + c], scale / 2 + 1e-5f) << c;
     }
   }
