@@ -112,6 +112,7 @@ class QueryBlock {
     const int64_t key_limit = KeyEnd(rows_ - 1);
     const int64_t key_start = KeyBegin(0) / pages_.page_size * pages_.page_size;
     for (int64_t first_key = key_start; first_key < key_limit; first_key += block) {
+      if (token_scales_) PrefetchScales(first_key + block, key_limit);
       KeyBlock(d, query, first_key, std::min<int64_t>(block, key_limit - first_key),
                first_key + block < key_limit
                    ? KeyTile((first_key + block) / pages_.page_size)
@@ -281,6 +282,23 @@ class QueryBlock {
     }
     for (size_t i = 0; i < rows_; ++i) {
       LogitRow(d, i, first_key, count, padded, scores_ + i * stride);
+    }
+  }
+
+  // Scaled pages: the scales of the key tile at first_key (below key_limit) on their
+  // way to L2, a tile ahead. The tile product prefetches the codes; the scales after
+  // them (int4's per channel and per value group: a page's K and V lines in 2 of 5)
+  // missed on every page.
+  void PrefetchScales(int64_t first_key, int64_t key_limit) const {
+    const int64_t end =
+        std::min(key_limit, first_key + static_cast<int64_t>(layout_.key_block));
+    for (int64_t key = first_key; key < end; key += pages_.page_size) {
+      const int64_t page = key / pages_.page_size;
+      PrefetchLines(pages_.KeyPage(page) + pages_.key_scales_at,
+                    static_cast<size_t>(pages_.key_page_bytes - pages_.key_scales_at));
+      PrefetchLines(
+          pages_.ValuePage(page) + pages_.value_scales_at,
+          static_cast<size_t>(pages_.value_page_bytes - pages_.value_scales_at));
     }
   }
 

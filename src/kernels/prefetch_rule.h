@@ -14,6 +14,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
+
 namespace mha::internal {
 
 // B rows prefetched ahead of the loads.
@@ -41,6 +45,17 @@ inline uintptr_t PrefetchAddress(const void* strip, size_t panel, size_t panels,
     return start + (ahead - rows) * row_bytes + panels * rows * row_bytes;
   }
   return 0;
+}
+
+// Every cache line of [p, p + bytes) on its way to L2 (a hint).
+inline void PrefetchLines(const uint8_t* p, size_t bytes) {
+  for (size_t line = 0; line < bytes; line += kCacheLineBytes) {
+#if defined(__x86_64__) || defined(__i386__)
+    _mm_prefetch(reinterpret_cast<const char*>(p + line), _MM_HINT_T1);
+#else
+    __builtin_prefetch(p + line, 0, 2);
+#endif
+  }
 }
 
 }  // namespace mha::internal
