@@ -38,7 +38,7 @@ class KvCache {
   // storage: kFloat32; kBFloat16 (half the memory and the bytes streamed per decode
   // step; keys and values are rounded to bf16 when appended); kInt8, kFloat8E4M3 or
   // kFloat8E5M2 (a quarter, with `scales`; docs/serving.md states their accuracy);
-  // kInt4 (with kPerChannelKeys: about a seventh at head_dim 128).
+  // kInt4 (with kPerChannelKeys: about a sixth at head_dim 128).
   // Attention and softmax stay fp32. Throws mha::Error for an invalid config, sizes,
   // storage or scales.
   KvCache(const AttentionConfig& config, int64_t max_batch, int64_t max_seq_len,

@@ -1,6 +1,7 @@
-// Keys quantised per channel (KvStorage::kInt8ChannelKeys, KIVI's scheme): a page's
-// K^T tile holds int8 codes with one scale per channel over the page's tokens, so an
-// outlier channel sets its own scale only. Its scale changes as tokens arrive, so a
+// Keys quantised per channel (KvStorage::kInt8ChannelKeys and kInt4, KIVI's scheme): a
+// page's K^T tile holds int8 codes with one scale per channel over the page's tokens
+// (int4: a scale and a minimum, int4_codes.h), so an outlier channel sets its own
+// scale only. Its scale changes as tokens arrive, so a
 // cache keeps its sequences' partial last page in fp32 (the residual, KvPages::
 // key_residual) and each write requantises that page from it whole: the kernel reads
 // one layout for every page. (KIVI attends the residual in full precision instead.)
