@@ -111,10 +111,10 @@ HWY_INLINE hn::Vec<D> LoadRow(D d, const internal::Fp8E4M3Finite* HWY_RESTRICT p
 // Or pages one below the other (`depth_pages`: page i holds depth rows
 // [i * rows, (i + 1) * rows)): the accumulators stay in registers from page to page
 // (a decode step's P V over 16-token pages). Each element's products are added in
-// the same order every way. int8 B may have its rows scaled as they load: row k of
-// the tile (of page i, side by side or one below the other) times row_scales[k]
-// (page_row_scales[i][k]): keys per channel (channel_keys.h); with scale groups, a
-// scale per row and group of scale_group_cols columns, group g's scales
+// the same order every way. int8 and int4 B may have their rows scaled as they load:
+// row k of the tile (of page i, side by side or one below the other) times
+// row_scales[k] (page_row_scales[i][k]): keys per channel (channel_keys.h); with scale
+// groups, a scale per row and group of scale_group_cols columns, group g's scales
 // scale_group_stride floats after group g - 1's (int4 values, value_groups.h).
 template <typename TB>
 struct BandOf {
@@ -367,9 +367,10 @@ HWY_INLINE void TileStrips(D d, size_t rows, size_t n, size_t depth,
 
 // C[rows, n] = (accumulate ? C : 0) + A[rows, depth] B[depth, n]; n % kPanelWidth == 0.
 // B: the first depth rows of a [b_rows, >= n] tile in column panels; float, or
-// bfloat16 (paired rows), int8 or fp8 (a KV cache) widened to float as it is loaded.
+// bfloat16 (paired rows), int8, fp8 or int4 (paired rows; a KV cache) widened to
+// float as it is loaded.
 // `after`: the tile read next, if known; the last strip prefetches its start.
-// int8 B: row k times row_scales[k] when given.
+// int8 and int4 B: row k times row_scales[k] when given.
 template <class D, typename TB>
 HWY_INLINE void TileMatMul(D d, size_t rows, size_t n, size_t depth,
                            const float* HWY_RESTRICT a, size_t lda,
@@ -390,7 +391,7 @@ constexpr size_t StripColumns(D d) {
 
 // The same product with B as pages of page_cols columns side by side (page i: a
 // [b_rows, page_cols] tile, read before afters[i]); page_cols divides StripColumns,
-// and C's n columns end in the last page. int8 pages: page i's row k times
+// and C's n columns end in the last page. int8 and int4 pages: page i's row k times
 // row_scales[i][k] when given.
 template <class D, typename TB>
 HWY_INLINE void TilePagesMatMul(D d, size_t rows, size_t n, size_t depth,
@@ -410,7 +411,7 @@ HWY_INLINE void TilePagesMatMul(D d, size_t rows, size_t n, size_t depth,
 
 // The same product with B as pages one below the other: page i holds B's rows
 // [i * page_rows, (i + 1) * page_rows) as a [page_rows, >= n] tile, and `after` is
-// read after the last. int8 pages: page i's row k times row_scales[i][k] when given,
+// read after the last. int8 and int4 pages: page i's row k times row_scales[i][k] when given,
 // or with scale groups row_scales[i][k + group x group_stride] (group: column /
 // group_cols).
 template <class D, typename TB>
