@@ -411,9 +411,9 @@ HWY_INLINE void TilePagesMatMul(D d, size_t rows, size_t n, size_t depth,
 
 // The same product with B as pages one below the other: page i holds B's rows
 // [i * page_rows, (i + 1) * page_rows) as a [page_rows, >= n] tile, and `after` is
-// read after the last. int8 and int4 pages: page i's row k times row_scales[i][k] when given,
-// or with scale groups row_scales[i][k + group x group_stride] (group: column /
-// group_cols).
+// read after the last. int8 and int4 pages: page i's row k times row_scales[i][k]
+// when given, or with scale groups row_scales[i][k + group x group_stride] (group:
+// column / group_cols).
 template <class D, typename TB>
 HWY_INLINE void TileDepthPagesMatMul(D d, size_t rows, size_t n, size_t depth,
                                      const float* HWY_RESTRICT a, size_t lda,
