@@ -4,7 +4,6 @@
 #include <pybind11/stl.h>
 
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -12,6 +11,7 @@
 #include "src/projection/weight_layout.h"
 #include "src/python/bindings.h"
 #include "src/python/layer_source.h"
+#include "src/python/layer_types.h"
 
 namespace mha::python {
 namespace {
@@ -36,14 +36,6 @@ class NaiveLayer {
   int64_t output_dim_;
 };
 
-// What Python holds: an engine, its head shard, and whether inputs are batch-first.
-template <class Engine>
-struct PyLayer {
-  Engine engine;
-  std::optional<HeadShard> head_shard;
-  bool batch_first;
-};
-
 template <class Engine>
 std::unique_ptr<PyLayer<Engine>> Build(LayerSource source,
                                        const std::optional<HeadShard>& head_shard,
@@ -58,27 +50,7 @@ std::unique_ptr<PyLayer<Engine>> Build(LayerSource source,
   }
 }
 
-// mha.KvCache: a KvCache that Python threads may share. KvCache itself is one
-// request's (not thread-safe), and forward_with_cache runs with the GIL released, so
-// every call on the cache holds its mutex: concurrent calls run one after another.
-// The mutex is taken with the GIL released, so a waiting thread blocks no other.
-class PyKvCache {
- public:
-  PyKvCache(const AttentionConfig& config, int64_t max_batch, int64_t max_seq_len,
-            DType storage, KvScales scales)
-      : cache_(config, max_batch, max_seq_len, storage, scales) {}
-
-  template <class F>
-  auto Locked(const F& run) {
-    py::gil_scoped_release release;
-    const std::lock_guard<std::mutex> lock(mutex_);
-    return run(cache_);
-  }
-
- private:
-  KvCache cache_;
-  std::mutex mutex_;
-};
+using PyKvCache = Guarded<KvCache>;
 
 // A [B, S, dim] input, turned from PyTorch's default [S, B, dim] when !batch_first.
 Input SequenceInput(py::handle object, const char* name, bool batch_first) {
@@ -328,7 +300,19 @@ void BindLayer(py::module_& m) {
           "Appends the new tokens to `cache` and attends causally over it. "
           "kv_shared=True (Gemma 3n's KV-shared layers): the tokens' keys and values are "
           "already in `cache`, appended in this step by the layer this one shares "
-          "with; only queries are projected and nothing is appended.");
+          "with; only queries are projected and nothing is appended.")
+      .def("forward_packed", &ForwardPacked, py::arg("query"), py::arg("sequence_ids"),
+           py::arg("query_start_loc"), py::arg("cache"), py::arg("layer_index") = 0,
+           py::kw_only(), py::arg("position_ids") = py::none(),
+           py::arg("tree_parents") = py::none(), py::arg("num_threads") = 0,
+           "One step of continuous batching over a PagedKvCache: query [T, query_dim] "
+           "packs the new tokens of sequences sequence_ids [N], sequence i's rows "
+           "query_start_loc[i] .. query_start_loc[i + 1] - 1 ([N + 1], starting at 0), "
+           "any mix of prefill chunks and decodes, after cache.append_slots made room "
+           "for them. Their keys and values are written into layer layer_index of the "
+           "cache and they attend causally over their sequence. position_ids [T] "
+           "overrides the rotary positions; tree_parents [T] verifies a token tree. "
+           "Returns [T, output_dim].");
   BindEngine<NaiveLayer>(m, "NaiveMultiheadAttention",
                          "The double-precision loop baseline, for checking.");
 }

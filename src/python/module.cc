@@ -12,4 +12,5 @@ PYBIND11_MODULE(mha, m) {
   mha::python::BindConfig(m);
   mha::python::BindLayer(m);
   mha::python::BindCore(m);
+  mha::python::BindPagedCache(m);
 }
