@@ -1,3 +1,5 @@
+// Values per token in groups of channels (value_groups.h): scalar, once per written
+// token, far from the kernel's loop.
 #include "src/kernels/value_groups.h"
 
 #include <algorithm>
@@ -35,21 +37,6 @@ void QuantizeValueGroups(const KvPages& pages, int64_t position, const float* va
       SetInt4(codes, static_cast<size_t>(slot), static_cast<size_t>(c), page_size,
               coded ? range.Code(value[c]) : uint8_t{0});
     }
-  }
-}
-
-void ReadValueGroups(const KvPages& pages, int64_t position, int64_t value_dim,
-                     float* row) {
-  const int64_t page = position / pages.page_size, slot = position % pages.page_size;
-  const size_t page_size = static_cast<size_t>(pages.page_size);
-  const uint8_t* codes = pages.ValuePage(page);
-  const float token_scale = pages.ValueScales(page)[slot];
-  for (int64_t c = 0; c < value_dim; ++c) {
-    const int64_t at = c / static_cast<int64_t>(kValueGroup) * pages.page_size + slot;
-    const uint8_t code =
-        GetInt4(codes, static_cast<size_t>(slot), static_cast<size_t>(c), page_size);
-    row[c] = (code * pages.ValueGroupScales(page)[at] + pages.ValueGroupMins(page)[at]) *
-             token_scale;
   }
 }
 

@@ -15,8 +15,4 @@ namespace mha::internal {
 void QuantizeValueGroups(const KvPages& pages, int64_t position, const float* value,
                          int64_t value_dim);
 
-// The value of token `position` as the kernel sees it, value_dim floats into `row`.
-void ReadValueGroups(const KvPages& pages, int64_t position, int64_t value_dim,
-                     float* row);
-
 }  // namespace mha::internal
