@@ -25,8 +25,9 @@ struct PagedKvCacheOptions {
   int64_t max_sequences = 0;  // sequence ids are 0 .. max_sequences - 1
   int64_t num_layers = 1;     // layers storing their K/V in each block
   // kFloat32; kBFloat16 (half the bytes); kInt8 (symmetric) or kFloat8E4M3 /
-  // kFloat8E5M2, about a quarter of fp32's bytes, scaled as `scales` says (see
-  // docs/serving.md for their accuracy). Attention and softmax run in fp32 for all.
+  // kFloat8E5M2, about a quarter of fp32's bytes, scaled as `scales` says; kInt4 (with
+  // kPerChannelKeys), under a quarter (see docs/serving.md for their accuracy).
+  // Attention and softmax run in fp32 for all.
   DType storage = DType::kFloat32;
   KvScales scales = KvScales::kPerToken;
   // > 0: the layers using this cache attend over a sliding window of at most this
