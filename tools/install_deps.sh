@@ -11,6 +11,7 @@ packages=(
   clang libclang-rt-14-dev libomp-dev            # the libFuzzer targets (tests/fuzz/)
   pybind11-dev python3-dev python3-numpy         # the Python module (src/python/)
   python3-pytest python3-matplotlib              # its tests; the attention heatmaps
+  python3-torch                                  # the zero-copy torch interop test
   libopenmpi-dev openmpi-bin                     # the tensor-parallel example and test
 )
 

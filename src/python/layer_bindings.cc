@@ -54,16 +54,30 @@ using PyKvCache = Guarded<KvCache>;
 
 // A [B, S, dim] input, turned from PyTorch's default [S, B, dim] when !batch_first.
 Input SequenceInput(py::handle object, const char* name, bool batch_first) {
-  Input input = FloatInput(object, name);
+  Input input = ActivationInput(object, name);
   if (batch_first || !input.array || input.array.ndim() != 3) return input;
-  const py::module_ numpy = py::module_::import("numpy");
-  return FloatInput(
-      numpy.attr("ascontiguousarray")(numpy.attr("swapaxes")(input.array, 0, 1)), name);
+  return SwappedFirstAxes(input, name);
 }
 
-py::object SequenceOutput(py::array output, bool batch_first) {
-  if (batch_first || output.ndim() != 3) return std::move(output);
-  return py::module_::import("numpy").attr("swapaxes")(output, 0, 1);
+// Where the [B, S, output_dim] (or [S, output_dim]) output goes: the caller's out=
+// (batch-first layers only: a sequence-first output is a transposed view of what
+// mha writes) or a new array or tensor of the query's kind.
+Output LayerOutput(bool batch_first, const Shape& shape, const Input& query,
+                   py::handle out) {
+  if (out.is_none()) return NewOutput(shape, query);
+  if (!batch_first && shape.rank() == 3) {
+    throw py::value_error(
+        "mha: out: needs a layer built with batch_first=True (a sequence-first "
+        "output is returned as a transposed view)");
+  }
+  return CallerOutput(out, shape);
+}
+
+// numpy arrays and torch tensors both have swapaxes; torch's is a view, as
+// nn.MultiheadAttention's sequence-first output is.
+py::object SequenceOutput(py::object output, bool batch_first, int rank) {
+  if (batch_first || rank != 3) return output;
+  return output.attr("swapaxes")(0, 1);
 }
 
 // query [B, Sq, query_dim] or [S, query_dim]: B (0 unbatched) and Sq.
@@ -99,7 +113,8 @@ void CheckKeyBeforeWeights(const AttentionConfig& config, const Input& query,
 }
 
 struct ForwardArgs {
-  py::handle query, key, value, key_padding_mask, attn_mask, position_ids, key_lengths;
+  py::handle query, key, value, key_padding_mask, attn_mask, position_ids, key_lengths,
+      out;
   bool is_causal, need_weights, average_attn_weights;
   MaskConvention mask_convention;
   CausalAlignment causal_alignment;
@@ -119,11 +134,11 @@ py::tuple Forward(const PyLayer<Engine>& self, const ForwardArgs& args) {
   const Shape& key_shape = key.view.present() ? key.view.shape : query.view.shape;
   const int64_t key_len = key_shape.rank() >= 2 ? key_shape[key_shape.rank() - 2] : 0;
 
-  py::array_t<float> output =
-      NewFloats(Batched(batch, Shape{query_len, self.engine.output_dim()}));
+  const Shape output_shape = Batched(batch, Shape{query_len, self.engine.output_dim()});
+  const Output output = LayerOutput(self.batch_first, output_shape, query, args.out);
   py::object weights = py::none();
   if (args.need_weights) CheckKeyBeforeWeights(self.engine.config(), query, key);
-  AttentionOutputs outputs{ViewOf(output), {}};
+  AttentionOutputs outputs{output.view, {}};
   if (args.need_weights) {
     const Shape per_query{query_len, key_len};
     auto array = NewFloats(
@@ -131,7 +146,8 @@ py::tuple Forward(const PyLayer<Engine>& self, const ForwardArgs& args) {
                            ? per_query
                            : per_query.Prepended(self.engine.config().num_heads)));
     outputs.attn_weights = ViewOf(array);
-    weights = std::move(array);
+    weights = query.torch ? py::module_::import("torch").attr("from_numpy")(array)
+                          : py::object(std::move(array));
   }
   AttentionMasks masks;
   masks.is_causal = args.is_causal;
@@ -148,29 +164,29 @@ py::tuple Forward(const PyLayer<Engine>& self, const ForwardArgs& args) {
     py::gil_scoped_release release;
     self.engine.Forward({query.view, key.view, value.view}, masks, outputs, options);
   }
-  return py::make_tuple(SequenceOutput(output, self.batch_first), weights);
+  return py::make_tuple(
+      SequenceOutput(output.object, self.batch_first, output_shape.rank()), weights);
 }
 
-py::array ForwardWithCache(const PyLayer<MultiheadAttention>& self,
-                           py::handle query_object, PyKvCache& cache,
-                           py::handle new_lengths_object, py::handle position_ids_object,
-                           int num_threads, bool kv_shared) {
+py::object ForwardWithCache(const PyLayer<MultiheadAttention>& self,
+                            py::handle query_object, PyKvCache& cache,
+                            py::handle new_lengths_object, py::handle position_ids_object,
+                            int num_threads, bool kv_shared, py::handle out) {
   const Input query = SequenceInput(query_object, "query", self.batch_first);
   const Input new_lengths = IndexInput(new_lengths_object, "new_lengths");
   const Input position_ids = IndexInput(position_ids_object, "position_ids");
   const auto [batch, query_len] = BatchAndLength(query.view.shape);
-  py::array_t<float> output =
-      NewFloats(Batched(batch, Shape{query_len, self.engine.output_dim()}));
+  const Shape output_shape = Batched(batch, Shape{query_len, self.engine.output_dim()});
+  const Output output = LayerOutput(self.batch_first, output_shape, query, out);
   ForwardOptions options;
   options.num_threads = num_threads;
   options.position_ids = position_ids.view;
   options.kv_shared = kv_shared;
-  const MutableTensorView output_view = ViewOf(output);
   cache.Locked([&](KvCache& locked) {
-    self.engine.ForwardWithCache(query.view, new_lengths.view, locked, output_view,
+    self.engine.ForwardWithCache(query.view, new_lengths.view, locked, output.view,
                                  options);
   });
-  return SequenceOutput(output, self.batch_first);
+  return SequenceOutput(output.object, self.batch_first, output_shape.rank());
 }
 
 template <class Engine>
@@ -226,11 +242,11 @@ py::class_<PyLayer<Engine>> BindEngine(py::module_& m, const char* name,
            py::handle key_padding_mask, py::handle attn_mask, bool is_causal,
            bool need_weights, bool average_attn_weights, py::handle position_ids,
            py::handle key_lengths, MaskConvention mask_convention,
-           CausalAlignment causal_alignment, int num_threads) {
-          return Forward(self,
-                         {query, key, value, key_padding_mask, attn_mask, position_ids,
-                          key_lengths, is_causal, need_weights, average_attn_weights,
-                          mask_convention, causal_alignment, num_threads});
+           CausalAlignment causal_alignment, int num_threads, py::handle out) {
+          return Forward(self, {query, key, value, key_padding_mask, attn_mask,
+                                position_ids, key_lengths, out, is_causal, need_weights,
+                                average_attn_weights, mask_convention, causal_alignment,
+                                num_threads});
         },
         py::arg("query"), py::arg("key") = py::none(), py::arg("value") = py::none(),
         py::kw_only(), py::arg("key_padding_mask") = py::none(),
@@ -239,7 +255,7 @@ py::class_<PyLayer<Engine>> BindEngine(py::module_& m, const char* name,
         py::arg("position_ids") = py::none(), py::arg("key_lengths") = py::none(),
         py::arg("mask_convention") = MaskConvention::kTorch,
         py::arg("causal_alignment") = CausalAlignment::kTopLeft,
-        py::arg("num_threads") = 0,
+        py::arg("num_threads") = 0, py::arg("out") = py::none(),
         "Returns (output, attn_weights or None), as nn.MultiheadAttention.forward.");
   }
   return layer;
@@ -296,7 +312,7 @@ void BindLayer(py::module_& m) {
           "forward_with_cache", &ForwardWithCache, py::arg("query"), py::arg("cache"),
           py::kw_only(), py::arg("new_lengths") = py::none(),
           py::arg("position_ids") = py::none(), py::arg("num_threads") = 0,
-          py::arg("kv_shared") = false,
+          py::arg("kv_shared") = false, py::arg("out") = py::none(),
           "Appends the new tokens to `cache` and attends causally over it. "
           "kv_shared=True (Gemma 3n's KV-shared layers): the tokens' keys and values are "
           "already in `cache`, appended in this step by the layer this one shares "
@@ -305,6 +321,7 @@ void BindLayer(py::module_& m) {
            py::arg("query_start_loc"), py::arg("cache"), py::arg("layer_index") = 0,
            py::kw_only(), py::arg("position_ids") = py::none(),
            py::arg("tree_parents") = py::none(), py::arg("num_threads") = 0,
+           py::arg("out") = py::none(),
            "One step of continuous batching over a PagedKvCache: query [T, query_dim] "
            "packs the new tokens of sequences sequence_ids [N], sequence i's rows "
            "query_start_loc[i] .. query_start_loc[i + 1] - 1 ([N + 1], starting at 0), "

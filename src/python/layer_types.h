@@ -43,10 +43,10 @@ class Guarded {
 };
 
 // layer.forward_packed (paged_bindings.cc): one packed step over a paged cache.
-py::array ForwardPacked(const PyLayer<MultiheadAttention>& self, py::handle query,
-                        py::handle sequence_ids, py::handle query_start_loc,
-                        Guarded<PagedKvCache>& cache, int64_t layer,
-                        py::handle position_ids, py::handle tree_parents,
-                        int num_threads);
+py::object ForwardPacked(const PyLayer<MultiheadAttention>& self, py::handle query,
+                         py::handle sequence_ids, py::handle query_start_loc,
+                         Guarded<PagedKvCache>& cache, int64_t layer,
+                         py::handle position_ids, py::handle tree_parents,
+                         int num_threads, py::handle out);
 
 }  // namespace mha::python

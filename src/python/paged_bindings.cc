@@ -47,12 +47,13 @@ py::dict StatsOf(const PagedKvCacheStats& stats) {
 
 }  // namespace
 
-py::array ForwardPacked(const PyLayer<MultiheadAttention>& self, py::handle query_object,
-                        py::handle sequence_ids_object, py::handle query_start_loc_object,
-                        Guarded<PagedKvCache>& cache, int64_t layer,
-                        py::handle position_ids_object, py::handle tree_parents_object,
-                        int num_threads) {
-  const Input query = FloatInput(query_object, "query");
+py::object ForwardPacked(const PyLayer<MultiheadAttention>& self,
+                         py::handle query_object, py::handle sequence_ids_object,
+                         py::handle query_start_loc_object, Guarded<PagedKvCache>& cache,
+                         int64_t layer, py::handle position_ids_object,
+                         py::handle tree_parents_object, int num_threads,
+                         py::handle out) {
+  const Input query = ActivationInput(query_object, "query");
   const Input sequence_ids = IndexInput(sequence_ids_object, "sequence_ids");
   const Input query_start_loc = IndexInput(query_start_loc_object, "query_start_loc");
   const Input position_ids = IndexInput(position_ids_object, "position_ids");
@@ -61,17 +62,17 @@ py::array ForwardPacked(const PyLayer<MultiheadAttention>& self, py::handle quer
     throw py::value_error("mha: query: expected [T, query_dim], got " +
                           query.view.shape.ToString());
   }
-  py::array_t<float> output =
-      NewFloats(Shape{query.view.shape[0], self.engine.output_dim()});
+  const Shape output_shape{query.view.shape[0], self.engine.output_dim()};
+  const Output output =
+      out.is_none() ? NewOutput(output_shape, query) : CallerOutput(out, output_shape);
   ForwardOptions options;
   options.num_threads = num_threads;
   options.position_ids = position_ids.view;
   const PackedBatch batch{sequence_ids.view, query_start_loc.view, tree_parents.view};
-  const MutableTensorView output_view = ViewOf(output);
   cache.Locked([&](PagedKvCache& locked) {
-    self.engine.ForwardPacked(query.view, batch, locked, layer, output_view, options);
+    self.engine.ForwardPacked(query.view, batch, locked, layer, output.view, options);
   });
-  return std::move(output);
+  return output.object;
 }
 
 void BindPagedCache(py::module_& m) {
