@@ -59,8 +59,8 @@ py::object TorchEmpty(const Shape& shape, DType dtype) {
   py::list dims;
   for (int axis = 0; axis < shape.rank(); ++axis) dims.append(shape[axis]);
   return torch.attr("empty")(
-      dims, py::arg("dtype") =
-                torch.attr(dtype == DType::kBFloat16 ? "bfloat16" : "float32"));
+      dims,
+      py::arg("dtype") = torch.attr(dtype == DType::kBFloat16 ? "bfloat16" : "float32"));
 }
 
 // A float32 or bfloat16 torch tensor's memory as a writable numpy array.
@@ -92,12 +92,11 @@ DType CallerOutputDtype(py::handle out) {
   const py::array array = py::reinterpret_borrow<py::array>(out);
   if (!array.dtype().is(py::dtype::of<float>()) ||
       !(array.flags() & py::array::c_style) || !array.writeable()) {
-    throw ArgumentError("out", "expected a C-contiguous, writable float32 array, got " +
-                                   std::string(py::str(array.dtype())) +
-                                   (array.writeable() ? "" : ", read-only") +
-                                   ((array.flags() & py::array::c_style)
-                                        ? ""
-                                        : ", not C-contiguous"));
+    throw ArgumentError(
+        "out", "expected a C-contiguous, writable float32 array, got " +
+                   std::string(py::str(array.dtype())) +
+                   (array.writeable() ? "" : ", read-only") +
+                   ((array.flags() & py::array::c_style) ? "" : ", not C-contiguous"));
   }
   return DType::kFloat32;
 }
@@ -156,9 +155,9 @@ Input IndexInput(py::handle object, const char* name) {
 
 Input SwappedFirstAxes(const Input& input, const char* name) {
   const py::module_ numpy = py::module_::import("numpy");
-  Input swapped = Viewed(
-      numpy.attr("ascontiguousarray")(numpy.attr("swapaxes")(input.array, 0, 1)),
-      input.view.dtype, name);
+  Input swapped =
+      Viewed(numpy.attr("ascontiguousarray")(numpy.attr("swapaxes")(input.array, 0, 1)),
+             input.view.dtype, name);
   swapped.torch = input.torch;
   return swapped;
 }
@@ -181,8 +180,8 @@ Output CallerOutput(py::handle out, const Shape& shape) {
                                        : py::reinterpret_borrow<py::array>(out);
   const Shape got = ShapeOf(array, "out");
   if (got != shape) {
-    throw ArgumentError("out", "expected shape " + shape.ToString() + ", got " +
-                                   got.ToString());
+    throw ArgumentError("out",
+                        "expected shape " + shape.ToString() + ", got " + got.ToString());
   }
   return {py::reinterpret_borrow<py::object>(out),
           MutableTensorView(array.mutable_data(), dtype, shape)};

@@ -243,10 +243,10 @@ py::class_<PyLayer<Engine>> BindEngine(py::module_& m, const char* name,
            bool need_weights, bool average_attn_weights, py::handle position_ids,
            py::handle key_lengths, MaskConvention mask_convention,
            CausalAlignment causal_alignment, int num_threads, py::handle out) {
-          return Forward(self, {query, key, value, key_padding_mask, attn_mask,
-                                position_ids, key_lengths, out, is_causal, need_weights,
-                                average_attn_weights, mask_convention, causal_alignment,
-                                num_threads});
+          return Forward(self,
+                         {query, key, value, key_padding_mask, attn_mask, position_ids,
+                          key_lengths, out, is_causal, need_weights, average_attn_weights,
+                          mask_convention, causal_alignment, num_threads});
         },
         py::arg("query"), py::arg("key") = py::none(), py::arg("value") = py::none(),
         py::kw_only(), py::arg("key_padding_mask") = py::none(),

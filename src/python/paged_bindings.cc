@@ -47,8 +47,8 @@ py::dict StatsOf(const PagedKvCacheStats& stats) {
 
 }  // namespace
 
-py::object ForwardPacked(const PyLayer<MultiheadAttention>& self,
-                         py::handle query_object, py::handle sequence_ids_object,
+py::object ForwardPacked(const PyLayer<MultiheadAttention>& self, py::handle query_object,
+                         py::handle sequence_ids_object,
                          py::handle query_start_loc_object, Guarded<PagedKvCache>& cache,
                          int64_t layer, py::handle position_ids_object,
                          py::handle tree_parents_object, int num_threads,
