@@ -37,7 +37,8 @@ TEST(LinearTiles, CoverEveryShapeExactlyOnce) {
   for (const Shape& s : shapes) {
     const std::string name = std::to_string(s.rows) + "x" + std::to_string(s.in_dim) +
                              "x" + std::to_string(s.out_dim);
-    const LinearTiles tiles = PlanLinearTiles(s.rows, s.in_dim, s.out_dim);
+    const LinearTiles tiles =
+        PlanLinearTiles(s.rows, s.in_dim, s.out_dim, TileRule::kByRows);
     EXPECT_EQ(tiles.split_depth, s.rows <= kSplitDepthRows) << name;
     if (tiles.split_depth) {
       EXPECT_EQ(tiles.rows.count, 1) << name;
@@ -62,21 +63,32 @@ TEST(LinearTiles, CoverEveryShapeExactlyOnce) {
 
 TEST(LinearTiles, SplitEnoughWorkForSeveralThreads) {
   // A decode step of a 768-wide layer: four pieces of 192 rows of W.
-  EXPECT_EQ(PlanLinearTiles(1, 768, 2304).depth.count, 4);
+  EXPECT_EQ(PlanLinearTiles(1, 768, 2304, TileRule::kByRows).depth.count, 4);
   // A BERT-base prefill of 128 tokens: 2 row tiles x 3 column tiles.
-  const LinearTiles prefill = PlanLinearTiles(128, 768, 2304);
+  const LinearTiles prefill = PlanLinearTiles(128, 768, 2304, TileRule::kByRows);
   EXPECT_EQ(prefill.rows.count, 2);
   EXPECT_EQ(prefill.columns.count, 3);
   // Large inputs take taller tiles, at least 8 of them: 4096 rows in 8 of 512,
   // 1024 rows in 8 of 128.
-  EXPECT_EQ(PlanLinearTiles(4096, 768, 768).rows.count, 8);
-  EXPECT_EQ(PlanLinearTiles(4096, 768, 768).rows.size, 512);
-  EXPECT_EQ(PlanLinearTiles(1024, 768, 768).rows.size, 128);
-  EXPECT_EQ(PlanLinearTiles(100000, 768, 768).rows.size, 511);  // 196 near-equal tiles
+  EXPECT_EQ(PlanLinearTiles(4096, 768, 768, TileRule::kByRows).rows.count, 8);
+  EXPECT_EQ(PlanLinearTiles(4096, 768, 768, TileRule::kByRows).rows.size, 512);
+  EXPECT_EQ(PlanLinearTiles(1024, 768, 768, TileRule::kByRows).rows.size, 128);
+  EXPECT_EQ(PlanLinearTiles(100000, 768, 768, TileRule::kByRows).rows.size,
+            511);  // 196 near-equal tiles
   // Near-equal row tiles: 65 rows are 33 + 32, not 64 + 1.
-  const LinearTiles odd = PlanLinearTiles(65, 768, 768);
+  const LinearTiles odd = PlanLinearTiles(65, 768, 768, TileRule::kByRows);
   EXPECT_EQ(odd.rows.Size(0), 33);
   EXPECT_EQ(odd.rows.Size(1), 32);
+}
+
+TEST(LinearTiles, BatchInvariantCutsNeverSplitTheDepth) {
+  for (const int64_t rows : {1, 2, 16, 17, 64, 1000}) {
+    const LinearTiles tiles =
+        PlanLinearTiles(rows, 4096, 6144, TileRule::kBatchInvariant);
+    EXPECT_FALSE(tiles.split_depth) << rows << " rows";
+    EXPECT_EQ(tiles.depth.count, 1) << rows << " rows";
+    EXPECT_EQ(tiles.columns.size, 768) << rows << " rows";
+  }
 }
 
 }  // namespace

@@ -48,6 +48,14 @@ struct ForwardOptions {
   // layer); only the queries are projected, and nothing is written or appended. The
   // tokens are the cache's last ones (contiguous: cache.length(b) counts them).
   bool kv_shared = false;
+  // Batch-invariant projections, for reproducible serving: every projection adds a
+  // row's products in the same order whatever the call's row count, so a token's
+  // output bits do not depend on which tokens share its call (a request gives the same
+  // bits alone or in any continuous batch, whole or in prefill chunks; the attention
+  // core already does). Costs decode-sized calls their depth-split projections
+  // (docs/errors.md, Determinism). Needs fp32 or bf16 weights: int8 weights quantise
+  // each call's input with one scale.
+  bool batch_invariant = false;
 };
 
 // The new tokens of N sequences of a PagedKvCache, packed without padding: sequence

@@ -118,7 +118,9 @@ void MultiheadAttention::Impl::ForwardCrossAttention(
   masks.key_lengths =
       TensorView(cache.lengths.data(), DType::kInt64, Shape{problem.batch_size});
   const internal::MaskPlan plan(masks, AttentionFeatures{}, problem, config.num_heads);
+  const internal::TileRule tile_rule = TileRuleFor(options);
   const internal::WorkspacePool::Lease workspace = workspaces.Acquire();
+  workspace->tile_rule = tile_rule;
   const MutableTensorView staged = StageOutput(output, *workspace);
   const internal::ScopedThreadCount thread_count(ThreadsFor(problem, options));
   const auto pages = [&cache](int64_t b, int64_t kv_head) {

@@ -77,6 +77,7 @@ void MultiheadAttention::Impl::ForwardWithCache(const TensorView& query,
   const internal::WorkspacePool::Lease workspace = workspaces.Acquire();
   const Problem problem =
       ValidateCacheCall(query, new_lengths, cache, output, options, *workspace);
+  workspace->tile_rule = TileRuleFor(options);
   const RotaryRows rotary_rows =
       RotaryPositions(problem, options.position_ids, workspace->positions.data(),
                       workspace->new_lengths.data(), *workspace);

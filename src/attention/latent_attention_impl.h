@@ -92,8 +92,8 @@ struct MultiHeadLatentAttention::Impl {
   int64_t key_dim() const { return internal::LatentKeyDim(config); }
   void Run(const internal::LinearPrimitive& linear, int64_t call, const float* input,
            int64_t rows, float* output) const {
-    linear.Execute(input, /*input_bf16=*/false, rows, output, workspace.calls[call],
-                   workspace.threads);
+    linear.Execute(input, /*input_bf16=*/false, rows, internal::TileRule::kByRows, output,
+                   workspace.calls[call], workspace.threads);
   }
 
   LatentAttentionConfig config;

@@ -75,6 +75,8 @@ struct MultiheadAttention::Impl {
   void FinishOutput(const MutableTensorView& staged,
                     const MutableTensorView& output) const;
   int ThreadsFor(const internal::Problem& problem, const ForwardOptions& options) const;
+  // How `options` cuts the projections; fails for batch_invariant with int8 weights.
+  internal::TileRule TileRuleFor(const ForwardOptions& options) const;
   void ForwardWithCache(const TensorView& query, const TensorView& new_lengths,
                         KvCache::Impl& cache, const MutableTensorView& output,
                         const ForwardOptions& options) const;
@@ -159,7 +161,7 @@ struct MultiheadAttention::Impl {
   // Projects `rows` rows of `input` with linears[index] into `output`.
   void Linear(int index, const float* input, int64_t rows, float* output,
               internal::Workspace& workspace) const {
-    linears[index].Execute(input, /*input_bf16=*/false, rows, output,
+    linears[index].Execute(input, /*input_bf16=*/false, rows, workspace.tile_rule, output,
                            workspace.calls[index], workspace.linear_threads);
   }
   // Projects rows [first_row, first_row + rows) of a caller's fp32 or bf16 input.
@@ -168,8 +170,8 @@ struct MultiheadAttention::Impl {
     const int64_t width = input.shape[input.shape.rank() - 1];
     const auto* bytes = static_cast<const uint8_t*>(input.data);
     linears[index].Execute(bytes + first_row * width * DTypeSize(input.dtype),
-                           input.dtype == DType::kBFloat16, rows, output,
-                           workspace.calls[index], workspace.linear_threads);
+                           input.dtype == DType::kBFloat16, rows, workspace.tile_rule,
+                           output, workspace.calls[index], workspace.linear_threads);
   }
 
   AttentionConfig config;

@@ -228,6 +228,17 @@ int MultiheadAttention::Impl::ThreadsFor(const Problem& problem,
   return work < kSingleThreadBelow ? 1 : 0;
 }
 
+internal::TileRule MultiheadAttention::Impl::TileRuleFor(
+    const ForwardOptions& options) const {
+  if (!options.batch_invariant) return internal::TileRule::kByRows;
+  if (config.weight_dtype == DType::kInt8) {
+    internal::Fail(
+        "options.batch_invariant: needs float32 or bfloat16 weights, got ",
+        "weight_dtype int8 (its calls quantise their whole input with one scale)");
+  }
+  return internal::TileRule::kBatchInvariant;
+}
+
 void MultiheadAttention::Impl::Forward(const AttentionInputs& inputs,
                                        const AttentionMasks& masks,
                                        const AttentionOutputs& outputs,
@@ -245,7 +256,9 @@ void MultiheadAttention::Impl::Forward(const AttentionInputs& inputs,
                    ", got query length ", problem.query_len, " and key length ",
                    problem.key_len);
   }
+  const internal::TileRule tile_rule = TileRuleFor(options);
   const internal::WorkspacePool::Lease workspace = workspaces.Acquire();
+  workspace->tile_rule = tile_rule;
   const AttentionParams base = BaseParams(
       problem,
       RotaryPositions(problem, options.position_ids, nullptr, nullptr, *workspace));

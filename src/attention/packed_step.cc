@@ -144,6 +144,7 @@ void MultiheadAttention::Impl::ForwardPacked(const TensorView& query,
   const internal::WorkspacePool::Lease workspace = workspaces.Acquire();
   const Problem problem =
       ValidatePackedCall(query, batch, cache, layer, output, options, *workspace);
+  workspace->tile_rule = TileRuleFor(options);
   const int64_t tokens = query.shape[0];
   const internal::TokenTree tree =
       PackedTree(problem, batch.tree_parents, tokens, *workspace);

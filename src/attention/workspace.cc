@@ -48,6 +48,7 @@ WorkspacePool::Lease WorkspacePool::Acquire() {
 }
 
 void WorkspacePool::Release(std::unique_ptr<Workspace> workspace) {
+  workspace->tile_rule = TileRule::kByRows;  // each call sets its own
   const std::lock_guard<std::mutex> lock(mutex_);
   free_.push_back(std::move(workspace));  // within the capacity Acquire reserved
 }

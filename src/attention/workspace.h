@@ -25,6 +25,8 @@ struct Workspace {
   size_t bytes() const;
 
   LinearThreads linear_threads;  // the projections' streams and scratch
+  // How this call cuts its projections (ForwardOptions::batch_invariant).
+  TileRule tile_rule = TileRule::kByRows;
   std::vector<float> projections, merged_heads, per_head_weights, chunks, staged_output;
   std::vector<int64_t> positions, new_lengths;    // per sequence, when decoding
   std::vector<int64_t> batch_rows, sequence_ids;  // per sequence, packed batches

@@ -47,8 +47,9 @@ LinearPrimitive::LinearPrimitive(const dnnl::engine& engine, const LinearShape& 
       scales_(scales),
       bias_(bias),
       engine_(engine),
-      columns_(
-          PlanLinearTiles(kSplitDepthRows + 1, shape.in_dim, shape.out_dim).columns) {
+      columns_(PlanLinearTiles(kSplitDepthRows + 1, shape.in_dim, shape.out_dim,
+                               TileRule::kByRows)
+                   .columns) {
   TranslateOneDnnErrors([&] {
     for (int slot = 0; slot < (columns_.HasShortLast() ? 2 : 1); ++slot) {
       const int64_t columns = slot ? columns_.Size(columns_.count - 1) : columns_.size;
@@ -100,9 +101,10 @@ dnnl::matmul::primitive_desc LinearPrimitive::Describe(memory::dim rows, int64_t
 }
 
 void LinearPrimitive::Execute(const void* input, bool input_bf16, int64_t rows,
-                              float* output, LinearCall& call,
+                              TileRule rule, float* output, LinearCall& call,
                               LinearThreads& threads) const {
-  TranslateOneDnnErrors([&] { Run(input, input_bf16, rows, output, call, threads); });
+  TranslateOneDnnErrors(
+      [&] { Run(input, input_bf16, rows, rule, output, call, threads); });
 }
 
 }  // namespace mha::internal

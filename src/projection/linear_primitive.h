@@ -65,6 +65,9 @@ struct LinearCall {
   // scale and the bias divided by it (oneDNN scales the bias with the products).
   std::vector<int8_t> int8_input;
   std::vector<float> output_scales, scaled_bias;
+  // A batch-invariant call's input padded to whole row groups, and its output.
+  std::vector<uint8_t> padded_input;
+  std::vector<float> padded_output;
 };
 
 class LinearPrimitive {
@@ -89,14 +92,17 @@ class LinearPrimitive {
   static int Int8WeightLevels();
 
   // `input` holds rows x in_dim floats, or bfloat16 bits when input_bf16.
-  void Execute(const void* input, bool input_bf16, int64_t rows, float* output,
-               LinearCall& call, LinearThreads& threads) const;
+  void Execute(const void* input, bool input_bf16, int64_t rows, TileRule rule,
+               float* output, LinearCall& call, LinearThreads& threads) const;
 
  private:
   struct Tile;
   // Execute, with oneDNN's out-of-memory errors left untranslated.
-  void Run(const void* input, bool input_bf16, int64_t rows, float* output,
+  void Run(const void* input, bool input_bf16, int64_t rows, TileRule rule, float* output,
            LinearCall& call, LinearThreads& threads) const;
+  // A batch-invariant call of rows that are not whole row groups.
+  void RunPadded(const void* input, bool input_bf16, int64_t rows, float* output,
+                 LinearCall& call, LinearThreads& threads) const;
   // A matmul that runs single-threaded wherever it is executed.
   dnnl::matmul MakeMatmul(dnnl::memory::dim rows, int64_t depth, int64_t columns,
                           bool partial) const;

@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstring>
 #include <exception>
 
 #include "src/projection/linear_primitive.h"
@@ -61,9 +62,13 @@ struct LinearPrimitive::Tile {
   float* output = nullptr;
 };
 
-void LinearPrimitive::Run(const void* input, bool input_bf16, int64_t rows, float* output,
-                          LinearCall& call, LinearThreads& threads) const {
-  const LinearTiles tiles = PlanLinearTiles(rows, shape_.in_dim, shape_.out_dim);
+void LinearPrimitive::Run(const void* input, bool input_bf16, int64_t rows, TileRule rule,
+                          float* output, LinearCall& call, LinearThreads& threads) const {
+  if (rule == TileRule::kBatchInvariant && rows % kInvariantRowGroup != 0) {
+    RunPadded(input, input_bf16, rows, output, call, threads);
+    return;
+  }
+  const LinearTiles tiles = PlanLinearTiles(rows, shape_.in_dim, shape_.out_dim, rule);
   const LinearCall::Pieces* pieces =
       tiles.split_depth ? &PreparePieces(call, tiles) : nullptr;
   const int team = TeamSize();
@@ -75,6 +80,30 @@ void LinearPrimitive::Run(const void* input, bool input_bf16, int64_t rows, floa
     RunTile(tile, call.thread_memory[thread], threads, thread);
   });
   if (tiles.split_depth) AddPartialSums(tiles, threads.partial_sums.data(), output);
+}
+
+// The padding rows are zeros; their outputs are dropped.
+void LinearPrimitive::RunPadded(const void* input, bool input_bf16, int64_t rows,
+                                float* output, LinearCall& call,
+                                LinearThreads& threads) const {
+  const int64_t padded_rows =
+      (rows + kInvariantRowGroup - 1) / kInvariantRowGroup * kInvariantRowGroup;
+  const size_t row_bytes = static_cast<size_t>(shape_.in_dim) *
+                           (input_bf16 ? sizeof(uint16_t) : sizeof(float));
+  const size_t input_bytes = row_bytes * static_cast<size_t>(padded_rows);
+  if (call.padded_input.size() < input_bytes) call.padded_input.resize(input_bytes);
+  const size_t stride = static_cast<size_t>(shape_.output_stride);
+  const size_t output_floats = stride * static_cast<size_t>(padded_rows);
+  if (call.padded_output.size() < output_floats) call.padded_output.resize(output_floats);
+  std::memcpy(call.padded_input.data(), input, row_bytes * static_cast<size_t>(rows));
+  std::memset(call.padded_input.data() + row_bytes * static_cast<size_t>(rows), 0,
+              row_bytes * static_cast<size_t>(padded_rows - rows));
+  Run(call.padded_input.data(), input_bf16, padded_rows, TileRule::kBatchInvariant,
+      call.padded_output.data(), call, threads);
+  for (int64_t row = 0; row < rows; ++row) {
+    std::memcpy(output + row * stride, call.padded_output.data() + row * stride,
+                static_cast<size_t>(shape_.out_dim) * sizeof(float));
+  }
 }
 
 void LinearPrimitive::PrepareThreads(int team, const LinearTiles& tiles,

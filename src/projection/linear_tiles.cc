@@ -24,14 +24,19 @@ Cut Balanced(int64_t extent, int64_t max_size, int64_t align) {
 
 }  // namespace
 
-LinearTiles PlanLinearTiles(int64_t rows, int64_t in_dim, int64_t out_dim) {
+LinearTiles PlanLinearTiles(int64_t rows, int64_t in_dim, int64_t out_dim,
+                            TileRule rule) {
   LinearTiles tiles;
-  tiles.split_depth = rows <= kSplitDepthRows;
+  tiles.split_depth = rule == TileRule::kByRows && rows <= kSplitDepthRows;
   if (tiles.split_depth) {
     const int64_t piece = std::max(kDepthPiece, CeilDiv(in_dim, kMaxDepthPieces));
     tiles.rows = Cut{rows, rows, 1};
     tiles.columns = Cut{out_dim, out_dim, 1};
     tiles.depth = Balanced(in_dim, piece, 16);
+  } else if (rule == TileRule::kBatchInvariant) {
+    tiles.rows = Balanced(rows, kInvariantTileRows, kInvariantRowGroup);
+    tiles.columns = Balanced(out_dim, kTileColumns, 16);
+    tiles.depth = Cut{in_dim, in_dim, 1};
   } else {
     const int64_t tile_rows =
         std::clamp(CeilDiv(rows, kRowTilesWanted), kMinTileRows, kMaxTileRows);

@@ -31,6 +31,18 @@ struct LinearTiles {
 // Inputs of up to this many rows split the depth.
 constexpr int64_t kSplitDepthRows = 16;
 
-LinearTiles PlanLinearTiles(int64_t rows, int64_t in_dim, int64_t out_dim);
+// kByRows: the cut that suits the row count (decode-sized inputs split the depth).
+// kBatchInvariant: a row's bits must not depend on the rows that share its call
+// (ForwardOptions::batch_invariant). oneDNN adds a row's products in an order that
+// depends on the depth cut, on the kernel its block of rows gets (AVX2: blocks of
+// six, and the rows left over after them get smaller kernels, whose bits differ for
+// two rows; AVX-512: one row alone differs) and, from a few hundred rows, on the row
+// count. So the depth is never split, the input is padded with zero rows to whole
+// groups of kInvariantRowGroup rows, and the rows are cut in tiles of at most
+// kInvariantTileRows, whole groups each (tests/batch_invariance_test.cc).
+enum class TileRule { kByRows, kBatchInvariant };
+constexpr int64_t kInvariantRowGroup = 12, kInvariantTileRows = 60;
+
+LinearTiles PlanLinearTiles(int64_t rows, int64_t in_dim, int64_t out_dim, TileRule rule);
 
 }  // namespace mha::internal

@@ -115,7 +115,7 @@ void CheckKeyBeforeWeights(const AttentionConfig& config, const Input& query,
 struct ForwardArgs {
   py::handle query, key, value, key_padding_mask, attn_mask, position_ids, key_lengths,
       out;
-  bool is_causal, need_weights, average_attn_weights;
+  bool is_causal, need_weights, average_attn_weights, batch_invariant;
   MaskConvention mask_convention;
   CausalAlignment causal_alignment;
   int num_threads;
@@ -160,6 +160,7 @@ py::tuple Forward(const PyLayer<Engine>& self, const ForwardArgs& args) {
   options.average_attn_weights = args.average_attn_weights;
   options.num_threads = args.num_threads;
   options.position_ids = position_ids.view;
+  options.batch_invariant = args.batch_invariant;
   {
     py::gil_scoped_release release;
     self.engine.Forward({query.view, key.view, value.view}, masks, outputs, options);
@@ -171,7 +172,8 @@ py::tuple Forward(const PyLayer<Engine>& self, const ForwardArgs& args) {
 py::object ForwardWithCache(const PyLayer<MultiheadAttention>& self,
                             py::handle query_object, PyKvCache& cache,
                             py::handle new_lengths_object, py::handle position_ids_object,
-                            int num_threads, bool kv_shared, py::handle out) {
+                            int num_threads, bool kv_shared, bool batch_invariant,
+                            py::handle out) {
   const Input query = SequenceInput(query_object, "query", self.batch_first);
   const Input new_lengths = IndexInput(new_lengths_object, "new_lengths");
   const Input position_ids = IndexInput(position_ids_object, "position_ids");
@@ -182,6 +184,7 @@ py::object ForwardWithCache(const PyLayer<MultiheadAttention>& self,
   options.num_threads = num_threads;
   options.position_ids = position_ids.view;
   options.kv_shared = kv_shared;
+  options.batch_invariant = batch_invariant;
   cache.Locked([&](KvCache& locked) {
     self.engine.ForwardWithCache(query.view, new_lengths.view, locked, output.view,
                                  options);
@@ -242,11 +245,12 @@ py::class_<PyLayer<Engine>> BindEngine(py::module_& m, const char* name,
            py::handle key_padding_mask, py::handle attn_mask, bool is_causal,
            bool need_weights, bool average_attn_weights, py::handle position_ids,
            py::handle key_lengths, MaskConvention mask_convention,
-           CausalAlignment causal_alignment, int num_threads, py::handle out) {
-          return Forward(self,
-                         {query, key, value, key_padding_mask, attn_mask, position_ids,
-                          key_lengths, out, is_causal, need_weights, average_attn_weights,
-                          mask_convention, causal_alignment, num_threads});
+           CausalAlignment causal_alignment, int num_threads, bool batch_invariant,
+           py::handle out) {
+          return Forward(
+              self, {query, key, value, key_padding_mask, attn_mask, position_ids,
+                     key_lengths, out, is_causal, need_weights, average_attn_weights,
+                     batch_invariant, mask_convention, causal_alignment, num_threads});
         },
         py::arg("query"), py::arg("key") = py::none(), py::arg("value") = py::none(),
         py::kw_only(), py::arg("key_padding_mask") = py::none(),
@@ -255,7 +259,8 @@ py::class_<PyLayer<Engine>> BindEngine(py::module_& m, const char* name,
         py::arg("position_ids") = py::none(), py::arg("key_lengths") = py::none(),
         py::arg("mask_convention") = MaskConvention::kTorch,
         py::arg("causal_alignment") = CausalAlignment::kTopLeft,
-        py::arg("num_threads") = 0, py::arg("out") = py::none(),
+        py::arg("num_threads") = 0, py::arg("batch_invariant") = false,
+        py::arg("out") = py::none(),
         "Returns (output, attn_weights or None), as nn.MultiheadAttention.forward.");
   }
   return layer;
@@ -312,7 +317,8 @@ void BindLayer(py::module_& m) {
           "forward_with_cache", &ForwardWithCache, py::arg("query"), py::arg("cache"),
           py::kw_only(), py::arg("new_lengths") = py::none(),
           py::arg("position_ids") = py::none(), py::arg("num_threads") = 0,
-          py::arg("kv_shared") = false, py::arg("out") = py::none(),
+          py::arg("kv_shared") = false, py::arg("batch_invariant") = false,
+          py::arg("out") = py::none(),
           "Appends the new tokens to `cache` and attends causally over it. "
           "kv_shared=True (Gemma 3n's KV-shared layers): the tokens' keys and values are "
           "already in `cache`, appended in this step by the layer this one shares "
@@ -321,7 +327,7 @@ void BindLayer(py::module_& m) {
            py::arg("query_start_loc"), py::arg("cache"), py::arg("layer_index") = 0,
            py::kw_only(), py::arg("position_ids") = py::none(),
            py::arg("tree_parents") = py::none(), py::arg("num_threads") = 0,
-           py::arg("out") = py::none(),
+           py::arg("batch_invariant") = false, py::arg("out") = py::none(),
            "One step of continuous batching over a PagedKvCache: query [T, query_dim] "
            "packs the new tokens of sequences sequence_ids [N], sequence i's rows "
            "query_start_loc[i] .. query_start_loc[i + 1] - 1 ([N + 1], starting at 0), "

@@ -47,6 +47,6 @@ py::object ForwardPacked(const PyLayer<MultiheadAttention>& self, py::handle que
                          py::handle sequence_ids, py::handle query_start_loc,
                          Guarded<PagedKvCache>& cache, int64_t layer,
                          py::handle position_ids, py::handle tree_parents,
-                         int num_threads, py::handle out);
+                         int num_threads, bool batch_invariant, py::handle out);
 
 }  // namespace mha::python

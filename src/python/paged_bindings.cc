@@ -52,7 +52,7 @@ py::object ForwardPacked(const PyLayer<MultiheadAttention>& self, py::handle que
                          py::handle query_start_loc_object, Guarded<PagedKvCache>& cache,
                          int64_t layer, py::handle position_ids_object,
                          py::handle tree_parents_object, int num_threads,
-                         py::handle out) {
+                         bool batch_invariant, py::handle out) {
   const Input query = ActivationInput(query_object, "query");
   const Input sequence_ids = IndexInput(sequence_ids_object, "sequence_ids");
   const Input query_start_loc = IndexInput(query_start_loc_object, "query_start_loc");
@@ -68,6 +68,7 @@ py::object ForwardPacked(const PyLayer<MultiheadAttention>& self, py::handle que
   ForwardOptions options;
   options.num_threads = num_threads;
   options.position_ids = position_ids.view;
+  options.batch_invariant = batch_invariant;
   const PackedBatch batch{sequence_ids.view, query_start_loc.view, tree_parents.view};
   cache.Locked([&](PagedKvCache& locked) {
     self.engine.ForwardPacked(query.view, batch, locked, layer, output.view, options);

@@ -1,0 +1,169 @@
+// ForwardOptions::batch_invariant: a token's output bits do not depend on the tokens
+// that share its call. Checked where oneDNN's kernels change (rows left over after
+// its blocks of rows, tiles of several row groups, one row alone) and through a
+// continuous-batching schedule against each sequence alone through a contiguous
+// KvCache, with fp32 and bf16 weights, on every ISA CI runs (MHA_MAX_ISA=avx2 too).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <vector>
+
+#include "tests/paged_test_util.h"
+
+namespace mha::testing {
+namespace {
+
+constexpr int64_t kEmbed = 256, kHeads = 4, kKvHeads = 2, kHeadDim = 64;
+
+struct WeightCase {
+  const char* name;
+  DType weight_dtype;
+};
+void PrintTo(const WeightCase& c, std::ostream* os) { *os << c.name; }
+
+class BatchInvariance : public ::testing::TestWithParam<WeightCase> {
+ protected:
+  BatchInvariance()
+      : layer_(MakeRotaryLayer()), attention_(layer_.config, layer_.weights) {
+    invariant_.batch_invariant = true;
+  }
+  OwnedLayer MakeRotaryLayer() const {
+    LayerSpec spec;
+    spec.num_heads = kHeads;
+    spec.num_kv_heads = kKvHeads;
+    spec.head_dim = kHeadDim;
+    spec.query_dim = kEmbed;
+    OwnedLayer layer = MakeLayer(spec, 5);
+    layer.config.rotary.pairing = RotaryPairing::kHalfSplit;
+    layer.config.weight_dtype = GetParam().weight_dtype;
+    return layer;
+  }
+  // Rows [first, first + count) of `tokens`, each a one-token sequence, in one call.
+  std::vector<float> OneTokenSequences(const std::vector<float>& tokens, int64_t first,
+                                       int64_t count) const {
+    PagedKvCacheOptions options;
+    options.num_blocks = count;
+    options.max_sequences = count;
+    PagedKvCache cache(layer_.config, options);
+    std::vector<Chunk> chunks;
+    for (int64_t i = 0; i < count; ++i) {
+      cache.AddSequence(i);
+      chunks.push_back(
+          {i, std::vector<float>(tokens.begin() + (first + i) * kEmbed,
+                                 tokens.begin() + (first + i + 1) * kEmbed)});
+    }
+    std::vector<float> rows;
+    for (const std::vector<float>& row :
+         PackedStep(attention_, cache, chunks, 0, invariant_))
+      rows.insert(rows.end(), row.begin(), row.end());
+    return rows;
+  }
+
+  OwnedLayer layer_;
+  MultiheadAttention attention_;
+  ForwardOptions invariant_;
+};
+
+TEST_P(BatchInvariance, EveryRowAloneOrAmongAnyNumberOfRows) {
+  constexpr int64_t kMaxRows = 140;
+  const std::vector<float> tokens = RandomFloats(kMaxRows * kEmbed, 8);
+  std::vector<float> alone;
+  for (int64_t row = 0; row < kMaxRows; ++row) {
+    const std::vector<float> one = OneTokenSequences(tokens, row, 1);
+    alone.insert(alone.end(), one.begin(), one.end());
+  }
+  for (int64_t rows : {2, 3, 5, 7, 8, 13, 16, 31, 32, 44, 61, 64, 65, 97, 130, 140}) {
+    const std::vector<float> together = OneTokenSequences(tokens, 0, rows);
+    for (int64_t row = 0; row < rows; ++row) {
+      ASSERT_TRUE(std::equal(together.begin() + row * kEmbed,
+                             together.begin() + (row + 1) * kEmbed,
+                             alone.begin() + row * kEmbed))
+          << "row " << row << " of " << rows;
+    }
+  }
+}
+
+// Each sequence alone: half its tokens as one prefill, then one token per step.
+std::vector<float> AloneThroughKvCache(const MultiheadAttention& attention,
+                                       const std::vector<float>& tokens,
+                                       const ForwardOptions& options) {
+  const int64_t length = static_cast<int64_t>(tokens.size()) / kEmbed;
+  KvCache cache(attention.config(), 1, length);
+  std::vector<float> output(tokens.size());
+  const int64_t prefill = std::max<int64_t>(1, length / 2);
+  for (int64_t first = 0; first < length; first = first ? first + 1 : prefill) {
+    const int64_t count = first ? 1 : prefill;
+    attention.ForwardWithCache(
+        TensorView(tokens.data() + first * kEmbed, Shape{1, count, kEmbed}), {}, cache,
+        MutableTensorView(output.data() + first * kEmbed, Shape{1, count, kEmbed}),
+        options);
+  }
+  return output;
+}
+
+TEST_P(BatchInvariance, ContinuousBatchingGivesEachSequenceItsAloneBits) {
+  const std::vector<int64_t> lengths = {37, 5, 80, 16, 1, 130, 23};
+  const int64_t count = static_cast<int64_t>(lengths.size());
+  std::vector<std::vector<float>> tokens, expected, outputs(lengths.size());
+  for (int64_t s = 0; s < count; ++s) {
+    tokens.push_back(RandomFloats(lengths[s] * kEmbed, 40 + s));
+    expected.push_back(AloneThroughKvCache(attention_, tokens[s], invariant_));
+  }
+  PagedKvCacheOptions options;
+  options.num_blocks = 64;
+  options.max_sequences = count;
+  PagedKvCache cache(layer_.config, options);
+  for (int64_t s = 0; s < count; ++s) cache.AddSequence(s);
+  std::mt19937 random(3);
+  std::vector<int64_t> done(lengths.size(), 0);
+  for (bool busy = true; busy;) {
+    std::vector<Chunk> chunks;
+    for (int64_t s = 0; s < count; ++s) {
+      const int64_t take = std::min<int64_t>(lengths[s] - done[s], 1 + random() % 19);
+      if (take == 0) continue;
+      chunks.push_back(
+          {s, std::vector<float>(tokens[s].begin() + done[s] * kEmbed,
+                                 tokens[s].begin() + (done[s] + take) * kEmbed)});
+      done[s] += take;
+    }
+    busy = !chunks.empty();
+    if (!busy) break;
+    const auto step = PackedStep(attention_, cache, chunks, 0, invariant_);
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      auto& out = outputs[static_cast<size_t>(chunks[i].sequence)];
+      out.insert(out.end(), step[i].begin(), step[i].end());
+    }
+  }
+  for (int64_t s = 0; s < count; ++s) {
+    EXPECT_EQ(outputs[s], expected[s]) << "sequence " << s << " of " << lengths[s];
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Weights, BatchInvariance,
+                         ::testing::Values(WeightCase{"fp32", DType::kFloat32},
+                                           WeightCase{"bf16", DType::kBFloat16}),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(BatchInvarianceOptions, Int8WeightsAreRefusedNamingTheOption) {
+  LayerSpec spec;
+  OwnedLayer layer = MakeLayer(spec, 1);
+  layer.config.weight_dtype = DType::kInt8;
+  const MultiheadAttention attention(layer.config, layer.weights);
+  const std::vector<float> input = RandomFloats(3 * spec.query_dim, 2);
+  std::vector<float> output(input.size(), -1.0f);
+  ForwardOptions options;
+  options.batch_invariant = true;
+  ExpectErrorMentioning(
+      [&] {
+        attention.Forward(
+            {TensorView(input.data(), Shape{1, 3, spec.query_dim}), {}, {}}, {},
+            {MutableTensorView(output.data(), Shape{1, 3, spec.query_dim}), {}}, options);
+      },
+      "options.batch_invariant: needs float32 or bfloat16 weights, got weight_dtype "
+      "int8");
+  EXPECT_EQ(output, std::vector<float>(input.size(), -1.0f));
+}
+
+}  // namespace
+}  // namespace mha::testing
