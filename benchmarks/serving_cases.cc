@@ -195,6 +195,29 @@ void BM_PrefixShared(benchmark::State& state) {
       state.counters["private_MB"] / state.counters["shared_MB"];
 }
 
+// 64 sequences of 512 cached tokens, each decoding one token: one packed step (the
+// C++ side of benchmarks/python_overhead.py, which times the same step from Python).
+void BM_Decode64(benchmark::State& state) {
+  const ServeLayer layer(0), filler(16);
+  PagedKvCacheOptions options;
+  options.num_blocks = 64 * (512 / kBlock + 1);
+  options.block_size = kBlock;
+  options.max_sequences = 64;
+  PagedKvCache cache(layer.config, options);
+  std::vector<std::pair<int64_t, int64_t>> work;
+  for (int64_t i = 0; i < 64; ++i) {
+    Fill(filler, cache, i, 512);
+    work.emplace_back(i, 1);
+  }
+  Step step(work);
+  for (auto _ : state) {
+    step.Run(*layer.layer, cache);
+    state.PauseTiming();
+    step.Undo(cache);
+    state.ResumeTiming();
+  }
+}
+
 }  // namespace
 
 void RegisterServingCases() {
@@ -248,6 +271,9 @@ void RegisterServingCases() {
           ->Unit(benchmark::kMillisecond);
     }
   }
+  benchmark::RegisterBenchmark("BM_Serve/decode_64x512", BM_Decode64)
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("BM_Serve/prefix_shared", BM_PrefixShared)
       ->UseRealTime()
       ->Unit(benchmark::kMillisecond);

@@ -1,7 +1,7 @@
 /* The C API from C: a forward checked against a naive C implementation, errors as
  * status codes with messages, KV-cache decoding against a causal forward, the paged
- * cache's packed steps (and running out of blocks), the cross-attention cache, and the
- * attention core (GQA, BSHD, sinks, log-sum-exp, rotary table) against naive C. */
+ * cache's packed steps (and running out of blocks), the cross-attention cache, head
+ * shards (tensor parallelism), and the attention core (GQA, BSHD, sinks, log-sum-exp, rotary table) against naive C. */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -116,7 +116,7 @@ static void CheckCore(void) {
   float q[S * 2 * D], k[S * D], v[S * D], sinks[2] = {0.5f, -1.0f};
   for (int i = 0; i < S * 2 * D; ++i) q[i] = (float)sin(0.3 * i);
   for (int i = 0; i < S * D; ++i) k[i] = (float)cos(0.7 * i), v[i] = (float)sin(1.1 * i);
-  float out[S * 2 * D], expected[S * 2 * D], lse[2 * S], expected_lse[2 * S];
+  float out[S * 2 * D] = {0}, expected[S * 2 * D], lse[2 * S], expected_lse[2 * S];
   NaiveCore(q, k, v, sinks, expected, expected_lse);
   mha_attention_args args;
   memset(&args, 0, sizeof args);
@@ -463,6 +463,62 @@ static void CheckLatent(void) {
   mha_latent_layer_destroy(layer);
 }
 
+/* Two head shards made through mha_layer_create_ex: their outputs sum to the whole
+ * layer's; bad shards and struct sizes are refused, naming them. */
+static void CheckHeadShards(const mha_config* config, const mha_weights* w,
+                            const mha_layer* whole, const float* x) {
+  float expected[B * S * E] = {0}, sum[B * S * E] = {0}, out[B * S * E] = {0};
+  mha_forward_args forward;
+  memset(&forward, 0, sizeof forward);
+  forward.batch = B;
+  forward.query_len = forward.key_len = S;
+  forward.query = x;
+  forward.is_causal = 1;
+  forward.output = expected;
+  Check(mha_forward(whole, &forward) == MHA_OK, "whole layer forward");
+  mha_head_shard shards[2];
+  for (int rank = 0; rank < 2; ++rank) {
+    Check(mha_even_head_shard(config, rank, 2, &shards[rank]) == MHA_OK, "even shard");
+  }
+  Check(shards[0].first_head == 0 && shards[0].end_head == 1 &&
+            shards[1].first_head == 1 && shards[1].end_head == H,
+        "even shards tile the heads");
+  for (int rank = 0; rank < 2; ++rank) {
+    mha_layer_create_args args;
+    memset(&args, 0, sizeof args);
+    args.struct_size = sizeof args;
+    args.config = config;
+    args.weights = w;
+    args.head_shard = &shards[rank];
+    mha_layer* shard = NULL;
+    Check(mha_layer_create_ex(&args, &shard) == MHA_OK, "create shard");
+    forward.output = out;
+    Check(mha_forward(shard, &forward) == MHA_OK, "shard forward");
+    for (int i = 0; i < B * S * E; ++i) sum[i] += out[i];
+    mha_layer_destroy(shard);
+  }
+  Check(Close(sum, expected, B * S * E) < 1e-5f, "shards sum to the whole layer");
+
+  mha_layer_create_args args;
+  memset(&args, 0, sizeof args);
+  args.struct_size = sizeof args;
+  args.config = config;
+  args.weights = w;
+  mha_head_shard bad = {1, H + 1};
+  args.head_shard = &bad;
+  mha_layer* none = NULL;
+  Check(mha_layer_create_ex(&args, &none) == MHA_INVALID_ARGUMENT && none == NULL,
+        "shard past the heads refused");
+  Check(strstr(mha_last_error(), "end_head <= num_heads") != NULL, "bad shard message");
+  args.struct_size = 4;
+  Check(mha_layer_create_ex(&args, &none) == MHA_INVALID_ARGUMENT && none == NULL,
+        "bad struct_size refused");
+  Check(strstr(mha_last_error(), "args.struct_size") != NULL, "struct_size message");
+  Check(mha_even_head_shard(config, 2, 2, &shards[0]) == MHA_INVALID_ARGUMENT,
+        "rank past world_size refused");
+  Check(strstr(mha_last_error(), "rank < world_size") != NULL, "rank message");
+}
+
 int main(void) {
   static float weights[4][E * E], biases[4][E], x[B * S * E];
   srand(7);
@@ -548,6 +604,8 @@ int main(void) {
       mha_kv_cache_destroy(cache);
     }
   }
+
+  CheckHeadShards(&config, &w, layer, x);
 
   /* Errors are status codes with messages naming the argument. */
   mha_config bad = config;

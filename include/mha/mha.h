@@ -195,6 +195,31 @@ mha_status mha_forward_with_cache(const mha_layer* layer, mha_kv_cache* cache,
  * struct_size = sizeof(it), then fill it. A library with a longer struct reads the
  * fields your struct_size covers and takes 0 for the rest; a struct_size outside
  * [the first release's size, this library's size] is refused (MHA_INVALID_ARGUMENT). */
+
+/* Head sharding for tensor parallelism (mha/head_shard.hpp): query heads
+ * [first_head, end_head) of the full layer, on key/value group boundaries. */
+typedef struct {
+  int64_t first_head, end_head;
+} mha_head_shard;
+
+/* Shard `rank` of `world_size`: the KV groups split as evenly as possible, the first
+ * num_kv_heads % world_size ranks taking one group more. Needs 0 <= rank <
+ * world_size <= num_kv_heads. */
+mha_status mha_even_head_shard(const mha_config* config, int64_t rank,
+                               int64_t world_size, mha_head_shard* shard);
+
+typedef struct {
+  size_t struct_size;
+  const mha_config* config;         /* the full layer's */
+  const mha_weights* weights;       /* the full layer's (copied, as mha_layer_create) */
+  const mha_head_shard* head_shard; /* NULL: the whole layer */
+} mha_layer_create_args;
+
+/* mha_layer_create with its arguments in a struct. With head_shard, the layer of
+ * those heads only: its caches hold only their KV heads, and the outputs of every
+ * shard of a layer, summed (MPI_Allreduce), are the full layer's output (the output
+ * bias is added by the shard of head 0). */
+mha_status mha_layer_create_ex(const mha_layer_create_args* args, mha_layer** layer);
 typedef struct {
   size_t struct_size;
   int64_t batch, new_tokens;

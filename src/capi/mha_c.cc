@@ -201,6 +201,36 @@ mha_status mha_layer_create(const mha_config* config, const mha_weights* weights
   });
 }
 
+mha_status mha_even_head_shard(const mha_config* config, int64_t rank, int64_t world_size,
+                               mha_head_shard* shard) {
+  return Guard([&] {
+    Require(config, "config");
+    Require(shard, "shard");
+    const mha::HeadShard heads = mha::EvenHeadShard(ToConfig(*config), rank, world_size);
+    *shard = {heads.first_head, heads.end_head};
+  });
+}
+
+mha_status mha_layer_create_ex(const mha_layer_create_args* versioned,
+                               mha_layer** layer) {
+  return Guard([&] {
+    const mha_layer_create_args args = VersionedArgs(versioned);
+    Require(args.config, "args.config");
+    Require(args.weights, "args.weights");
+    Require(layer, "layer");
+    const mha::AttentionConfig config = ToConfig(*args.config);
+    mha::internal::ValidateConfig(config);  // before sizes are multiplied below
+    const mha::AttentionWeights weights = ToWeights(config, *args.weights);
+    if (!args.head_shard) {
+      *layer = new mha_layer{mha::MultiheadAttention(config, weights)};
+      return;
+    }
+    const mha::AttentionShard shard = mha::ShardHeads(
+        config, weights, {args.head_shard->first_head, args.head_shard->end_head});
+    *layer = new mha_layer{mha::MultiheadAttention(shard.config, shard.weights)};
+  });
+}
+
 void mha_layer_destroy(mha_layer* layer) { delete layer; }
 
 int64_t mha_layer_output_dim(const mha_layer* layer) {

@@ -17,7 +17,8 @@ void BindConfig(py::module_& module);
 void BindLayer(py::module_& module);
 // scaled_dot_product_attention (core_bindings.cc).
 void BindCore(py::module_& module);
-// PagedKvCache, OutOfBlocksError (paged_bindings.cc).
+// PagedKvCache, OutOfBlocksError and MultiheadAttention.forward_packed, after
+// BindLayer (paged_bindings.cc).
 void BindPagedCache(py::module_& module);
 
 // A class whose keyword constructor sets the fields of the same names.

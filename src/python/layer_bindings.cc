@@ -10,6 +10,7 @@
 
 #include "src/projection/weight_layout.h"
 #include "src/python/bindings.h"
+#include "src/python/docstrings.h"
 #include "src/python/layer_source.h"
 #include "src/python/layer_types.h"
 
@@ -192,6 +193,35 @@ py::object ForwardWithCache(const PyLayer<MultiheadAttention>& self,
   return SequenceOutput(output.object, self.batch_first, output_shape.rank());
 }
 
+void ProjectMemory(const PyLayer<MultiheadAttention>& self, py::handle memory_object,
+                   PyKvCache& cache, py::handle memory_lengths_object) {
+  const Input memory = SequenceInput(memory_object, "memory", self.batch_first);
+  const Input memory_lengths = IndexInput(memory_lengths_object, "memory_lengths");
+  cache.Locked([&](KvCache& locked) {
+    self.engine.ProjectMemory(memory.view, memory_lengths.view, locked);
+  });
+}
+
+py::object ForwardCrossAttention(const PyLayer<MultiheadAttention>& self,
+                                 py::handle query_object, PyKvCache& cache,
+                                 int num_threads, bool batch_invariant, py::handle out) {
+  const Input query = SequenceInput(query_object, "query", self.batch_first);
+  const Shape& shape = query.view.shape;
+  if (shape.rank() != 3) {
+    throw py::value_error("mha: query: expected [B, Sq, query_dim], got " +
+                          shape.ToString());
+  }
+  const Shape output_shape{shape[0], shape[1], self.engine.output_dim()};
+  const Output output = LayerOutput(self.batch_first, output_shape, query, out);
+  ForwardOptions options;
+  options.num_threads = num_threads;
+  options.batch_invariant = batch_invariant;
+  cache.Locked([&](KvCache& locked) {
+    self.engine.ForwardCrossAttention(query.view, locked, output.view, options);
+  });
+  return SequenceOutput(output.object, self.batch_first, output_shape.rank());
+}
+
 template <class Engine>
 py::class_<PyLayer<Engine>> BindEngine(py::module_& m, const char* name,
                                        const char* doc) {
@@ -219,7 +249,7 @@ py::class_<PyLayer<Engine>> BindEngine(py::module_& m, const char* name,
            py::arg("out_proj_bias") = py::none(), py::arg("sinks") = py::none(),
            py::arg("q_norm_weight") = py::none(), py::arg("k_norm_weight") = py::none(),
            py::arg("layout") = WeightLayout::kOutIn, py::arg("head_shard") = py::none(),
-           py::arg("batch_first") = true)
+           py::arg("batch_first") = true, docs::kLayerInit)
       .def_static(
           "from_state_dict",
           [](const py::dict& state_dict, int64_t num_heads, int64_t num_kv_heads,
@@ -231,7 +261,8 @@ py::class_<PyLayer<Engine>> BindEngine(py::module_& m, const char* name,
           },
           py::arg("state_dict"), py::arg("num_heads"), py::arg("num_kv_heads") = 0,
           py::kw_only(), py::arg("config") = py::none(),
-          py::arg("head_shard") = py::none(), py::arg("batch_first") = true)
+          py::arg("head_shard") = py::none(), py::arg("batch_first") = true,
+          docs::kFromStateDict)
       .def_property_readonly("config",
                              [](const Layer& self) { return self.engine.config(); })
       .def_property_readonly("output_dim",
@@ -260,8 +291,7 @@ py::class_<PyLayer<Engine>> BindEngine(py::module_& m, const char* name,
         py::arg("mask_convention") = MaskConvention::kTorch,
         py::arg("causal_alignment") = CausalAlignment::kTopLeft,
         py::arg("num_threads") = 0, py::arg("batch_invariant") = false,
-        py::arg("out") = py::none(),
-        "Returns (output, attn_weights or None), as nn.MultiheadAttention.forward.");
+        py::arg("out") = py::none(), docs::kForward);
   }
   return layer;
 }
@@ -269,16 +299,20 @@ py::class_<PyLayer<Engine>> BindEngine(py::module_& m, const char* name,
 }  // namespace
 
 void BindLayer(py::module_& m) {
-  py::class_<PyKvCache>(m, "KvCache",
-                        "One layer's keys and values for max_batch sequences "
-                        "(kv_cache.hpp). Calls from several threads run one at a time.")
+  // Both classes are registered before either's methods, so that every signature
+  // names the other by its Python name.
+  py::class_<PyKvCache> kv_cache(m, "KvCache", "A contiguous KV cache (kv_cache.hpp).");
+  py::class_<PyLayer<MultiheadAttention>> layer = BindEngine<MultiheadAttention>(
+      m, "MultiheadAttention", "The attention layer: built once, run many times.");
+  kv_cache
       .def(py::init([](const PyLayer<MultiheadAttention>& layer, int64_t max_batch,
                        int64_t max_seq_len, DType storage, KvScales scales) {
              return std::make_unique<PyKvCache>(layer.engine.config(), max_batch,
                                                 max_seq_len, storage, scales);
            }),
            py::arg("layer"), py::arg("max_batch"), py::arg("max_seq_len"),
-           py::arg("storage") = DType::kFloat32, py::arg("scales") = KvScales::kPerToken)
+           py::arg("storage") = DType::kFloat32, py::arg("scales") = KvScales::kPerToken,
+           docs::kKvCache)
       .def_property_readonly(
           "bytes_per_token",
           [](PyKvCache& c) {
@@ -311,31 +345,18 @@ void BindLayer(py::module_& m) {
             c.Locked([&](KvCache& k) { k.Truncate(sequence, length); });
           },
           py::arg("sequence"), py::arg("length"));
-  BindEngine<MultiheadAttention>(m, "MultiheadAttention",
-                                 "The attention layer: built once, run many times.")
-      .def(
-          "forward_with_cache", &ForwardWithCache, py::arg("query"), py::arg("cache"),
-          py::kw_only(), py::arg("new_lengths") = py::none(),
-          py::arg("position_ids") = py::none(), py::arg("num_threads") = 0,
-          py::arg("kv_shared") = false, py::arg("batch_invariant") = false,
-          py::arg("out") = py::none(),
-          "Appends the new tokens to `cache` and attends causally over it. "
-          "kv_shared=True (Gemma 3n's KV-shared layers): the tokens' keys and values are "
-          "already in `cache`, appended in this step by the layer this one shares "
-          "with; only queries are projected and nothing is appended.")
-      .def("forward_packed", &ForwardPacked, py::arg("query"), py::arg("sequence_ids"),
-           py::arg("query_start_loc"), py::arg("cache"), py::arg("layer_index") = 0,
-           py::kw_only(), py::arg("position_ids") = py::none(),
-           py::arg("tree_parents") = py::none(), py::arg("num_threads") = 0,
+  layer
+      .def("forward_with_cache", &ForwardWithCache, py::arg("query"), py::arg("cache"),
+           py::kw_only(), py::arg("new_lengths") = py::none(),
+           py::arg("position_ids") = py::none(), py::arg("num_threads") = 0,
+           py::arg("kv_shared") = false, py::arg("batch_invariant") = false,
+           py::arg("out") = py::none(), docs::kForwardWithCache)
+      .def("project_memory", &ProjectMemory, py::arg("memory"), py::arg("cache"),
+           py::kw_only(), py::arg("memory_lengths") = py::none(), docs::kProjectMemory)
+      .def("forward_cross_attention", &ForwardCrossAttention, py::arg("query"),
+           py::arg("cache"), py::kw_only(), py::arg("num_threads") = 0,
            py::arg("batch_invariant") = false, py::arg("out") = py::none(),
-           "One step of continuous batching over a PagedKvCache: query [T, query_dim] "
-           "packs the new tokens of sequences sequence_ids [N], sequence i's rows "
-           "query_start_loc[i] .. query_start_loc[i + 1] - 1 ([N + 1], starting at 0), "
-           "any mix of prefill chunks and decodes, after cache.append_slots made room "
-           "for them. Their keys and values are written into layer layer_index of the "
-           "cache and they attend causally over their sequence. position_ids [T] "
-           "overrides the rotary positions; tree_parents [T] verifies a token tree. "
-           "Returns [T, output_dim].");
+           docs::kForwardCrossAttention);
   BindEngine<NaiveLayer>(m, "NaiveMultiheadAttention",
                          "The double-precision loop baseline, for checking.");
 }

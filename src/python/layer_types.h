@@ -42,11 +42,4 @@ class Guarded {
   std::mutex mutex_;
 };
 
-// layer.forward_packed (paged_bindings.cc): one packed step over a paged cache.
-py::object ForwardPacked(const PyLayer<MultiheadAttention>& self, py::handle query,
-                         py::handle sequence_ids, py::handle query_start_loc,
-                         Guarded<PagedKvCache>& cache, int64_t layer,
-                         py::handle position_ids, py::handle tree_parents,
-                         int num_threads, bool batch_invariant, py::handle out);
-
 }  // namespace mha::python

@@ -9,6 +9,7 @@
 
 #include "src/python/arrays.h"
 #include "src/python/bindings.h"
+#include "src/python/docstrings.h"
 #include "src/python/layer_types.h"
 
 namespace mha::python {
@@ -45,8 +46,6 @@ py::dict StatsOf(const PagedKvCacheStats& stats) {
   return out;
 }
 
-}  // namespace
-
 py::object ForwardPacked(const PyLayer<MultiheadAttention>& self, py::handle query_object,
                          py::handle sequence_ids_object,
                          py::handle query_start_loc_object, Guarded<PagedKvCache>& cache,
@@ -76,19 +75,16 @@ py::object ForwardPacked(const PyLayer<MultiheadAttention>& self, py::handle que
   return output.object;
 }
 
+}  // namespace
+
 void BindPagedCache(py::module_& m) {
   py::register_exception<OutOfBlocksError>(m, "OutOfBlocksError", PyExc_ValueError);
-  py::class_<PyPagedKvCache>(
-      m, "PagedKvCache",
-      "A pool of num_blocks blocks of block_size tokens for max_sequences sequence ids "
-      "and num_layers layers of `layer`'s shape (paged_kv_cache.hpp): add, fork, "
-      "truncate and remove sequences; append_slots before each packed step. Calls from "
-      "several threads run one at a time.")
+  py::class_<PyPagedKvCache>(m, "PagedKvCache", "A paged KV cache (paged_kv_cache.hpp).")
       .def(py::init(&NewPagedCache), py::arg("layer"), py::arg("num_blocks"),
            py::arg("max_sequences"), py::kw_only(), py::arg("block_size") = 16,
            py::arg("num_layers") = 1, py::arg("storage") = DType::kFloat32,
            py::arg("scales") = KvScales::kPerToken, py::arg("sliding_window") = 0,
-           py::arg("attention_chunk_size") = 0)
+           py::arg("attention_chunk_size") = 0, docs::kPagedKvCache)
       .def(
           "add_sequence",
           [](PyPagedKvCache& c, int64_t sequence) {
@@ -162,6 +158,14 @@ void BindPagedCache(py::module_& m) {
           },
           "num_blocks, free_blocks, used_blocks, shared_blocks, sequences and "
           "bytes_per_block (every layer's K, V and scales).");
+  py::reinterpret_borrow<py::class_<PyLayer<MultiheadAttention>>>(
+      m.attr("MultiheadAttention"))
+      .def("forward_packed", &ForwardPacked, py::arg("query"), py::arg("sequence_ids"),
+           py::arg("query_start_loc"), py::arg("cache"), py::arg("layer_index") = 0,
+           py::kw_only(), py::arg("position_ids") = py::none(),
+           py::arg("tree_parents") = py::none(), py::arg("num_threads") = 0,
+           py::arg("batch_invariant") = false, py::arg("out") = py::none(),
+           docs::kForwardPacked);
 }
 
 }  // namespace mha::python

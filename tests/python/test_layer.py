@@ -335,3 +335,29 @@ def test_one_cache_shared_by_threads_is_never_overrun():
         thread.join()
     assert cache.length(0) == 40 and sum(landed) == 40
     assert len(errors) == 80 and all("max_seq_len" in e for e in errors)
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_cross_attention_over_a_projected_memory(batch_first):
+    rng = np.random.default_rng(11)
+    layer = mha.MultiheadAttention.from_state_dict(random_state_dict(rng, 32, 4, 2), 4, 2,
+                                                   batch_first=batch_first)
+    memory = rng.standard_normal((3, 9, 32)).astype(np.float32)
+    query = rng.standard_normal((3, 4, 32)).astype(np.float32)
+    lengths = np.array([9, 5, 1])
+    cache = mha.KvCache(layer, max_batch=3, max_seq_len=9)
+
+    def sequence_first(x):
+        return x if batch_first else np.ascontiguousarray(x.swapaxes(0, 1))
+
+    layer.project_memory(sequence_first(memory), cache, memory_lengths=lengths)
+    assert [cache.length(b) for b in range(3)] == [9, 5, 1]
+    padded = np.arange(9)[None, :] >= lengths[:, None]
+    expected, _ = layer(sequence_first(query), sequence_first(memory),
+                        sequence_first(memory), key_padding_mask=padded)
+    for _ in range(2):  # the memory is projected once and read by every step
+        output = layer.forward_cross_attention(sequence_first(query), cache)
+        assert_close(output, expected, "cross-attention")
+    with pytest.raises(ValueError, match=r"memory_lengths\[1\]: must be in \[0, 9\], got 10"):
+        layer.project_memory(sequence_first(memory), cache, memory_lengths=[9, 10, 1])
+    assert [cache.length(b) for b in range(3)] == [9, 5, 1]  # unchanged by the failure

@@ -1,0 +1,134 @@
+"""mha.pyi, installed beside the module, against the module itself: every public
+name is in the stubs, and every function's parameters (names, order, keyword-only,
+which have defaults) are the module's; help() describes every argument of the main
+calls."""
+import ast
+import os
+import re
+
+import pytest
+
+import mha
+
+STUBS = os.path.join(os.path.dirname(mha.__file__), "mha.pyi")
+
+
+def stub_tree():
+    with open(STUBS) as file:
+        return ast.parse(file.read())
+
+
+def stub_scopes():
+    """{name: node} at the top level and {class: {member: node}}, bases folded in."""
+    top, classes = {}, {}
+    for node in stub_tree().body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+            top[node.name] = node
+    for name, node in top.items():
+        if isinstance(node, ast.ClassDef):
+            members = {}
+            for base in node.bases:
+                if isinstance(base, ast.Name) and base.id in classes:
+                    members.update(classes[base.id])
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef):
+                    members.setdefault(item.name, item)
+                elif isinstance(item, ast.AnnAssign):
+                    members[item.target.id] = item
+            classes[name] = members
+    return top, classes
+
+
+def split_top_level(text):
+    parts, depth, current = [], 0, ""
+    for char in text:
+        depth += char in "[(<" and 1 or (char in "])>" and -1 or 0)
+        if char == "," and depth == 0:
+            parts.append(current.strip())
+            current = ""
+        else:
+            current += char
+    if current.strip():
+        parts.append(current.strip())
+    return parts
+
+
+def runtime_parameters(function):
+    """[(name, keyword_only, has_default)] from pybind11's signature line."""
+    first = function.__doc__.split("\n")[0]
+    inside = first[first.index("(") + 1:first.rindex(") ->")]
+    parameters, keyword_only = [], False
+    for part in split_top_level(inside):
+        if part == "*":
+            keyword_only = True
+            continue
+        name = part.split(":")[0].strip()
+        if name != "self":
+            parameters.append((name, keyword_only, "=" in part))
+    return parameters
+
+
+def stub_parameters(node):
+    args = node.args
+    positional = [a.arg for a in args.args if a.arg != "self"]
+    defaults = [False] * (len(positional) - len(args.defaults)) + [True] * len(args.defaults)
+    result = [(name, False, d) for name, d in zip(positional, defaults)]
+    result += [(a.arg, True, d is not None) for a, d in zip(args.kwonlyargs, args.kw_defaults)]
+    return result
+
+
+def public(names):
+    return [n for n in names if not n.startswith("__") or n in ("__init__", "__call__",
+                                                                 "__contains__")]
+
+
+def module_callables():
+    top, classes = stub_scopes()
+    for name in public(dir(mha)):
+        value = getattr(mha, name)
+        if isinstance(value, type):
+            for member in public(vars(value)):
+                attribute = getattr(value, member)
+                yield f"{name}.{member}", attribute, classes.get(name, {}).get(member)
+        else:
+            yield name, value, top.get(name)
+
+
+def test_every_public_name_has_a_stub():
+    top, classes = stub_scopes()
+    missing = [name for name in public(dir(mha)) if name not in top]
+    missing += [f"{c}.{m}" for c in classes for m in public(vars(getattr(mha, c, object)))
+                if c in dir(mha) and isinstance(getattr(mha, c), type)
+                and m not in classes[c] and not m.startswith("_")]
+    assert not missing, f"not in mha.pyi: {missing}"
+
+
+def signature_cases():
+    """Every function and method with one pybind11 signature (not overloaded, not
+    the **kwargs constructors of the config structs)."""
+    for name, function, stub in module_callables():
+        first = (function.__doc__ or "").split("\n")[0]
+        if callable(function) and not isinstance(function, type) and "(" in first \
+                and "Overloaded" not in (function.__doc__ or "") and "**kwargs" not in first:
+            yield pytest.param(function, stub, id=name)
+
+
+@pytest.mark.parametrize("function,stub", signature_cases())
+def test_stub_parameters_match_the_module(function, stub):
+    assert isinstance(stub, ast.FunctionDef), "no stub"
+    name = function.__qualname__
+    assert stub_parameters(stub) == runtime_parameters(function), name
+
+
+@pytest.mark.parametrize("function", [
+    mha.MultiheadAttention.__init__, mha.MultiheadAttention.from_state_dict,
+    mha.MultiheadAttention.forward, mha.MultiheadAttention.forward_with_cache,
+    mha.MultiheadAttention.forward_packed, mha.MultiheadAttention.project_memory,
+    mha.MultiheadAttention.forward_cross_attention, mha.KvCache.__init__,
+    mha.PagedKvCache.__init__], ids=lambda f: f.__qualname__)
+def test_help_describes_every_argument(function):
+    doc = function.__doc__
+    described = doc[doc.index("Args:"):]
+    for name, _, _ in runtime_parameters(function):
+        assert re.search(rf"^    (\w+, )*{name}(, \w+)*:", described, re.M), \
+            f"{function.__qualname__}: argument {name} is not described"
