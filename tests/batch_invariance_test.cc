@@ -103,7 +103,9 @@ std::vector<float> AloneThroughKvCache(const MultiheadAttention& attention,
 }
 
 TEST_P(BatchInvariance, ContinuousBatchingGivesEachSequenceItsAloneBits) {
-  const std::vector<int64_t> lengths = {37, 5, 80, 16, 1, 130, 23};
+  // 300: decodes past 256 keys, which alone would be split (flash-decoding), inside
+  // the packed steps' chunks.
+  const std::vector<int64_t> lengths = {37, 5, 80, 16, 1, 130, 23, 300};
   const int64_t count = static_cast<int64_t>(lengths.size());
   std::vector<std::vector<float>> tokens, expected, outputs(lengths.size());
   for (int64_t s = 0; s < count; ++s) {
@@ -111,7 +113,7 @@ TEST_P(BatchInvariance, ContinuousBatchingGivesEachSequenceItsAloneBits) {
     expected.push_back(AloneThroughKvCache(attention_, tokens[s], invariant_));
   }
   PagedKvCacheOptions options;
-  options.num_blocks = 64;
+  options.num_blocks = 96;
   options.max_sequences = count;
   PagedKvCache cache(layer_.config, options);
   for (int64_t s = 0; s < count; ++s) cache.AddSequence(s);

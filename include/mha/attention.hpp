@@ -52,8 +52,9 @@ struct ForwardOptions {
   // row's products in the same order whatever the call's row count, so a token's
   // output bits do not depend on which tokens share its call (a request gives the same
   // bits alone or in any continuous batch, whole or in prefill chunks; the attention
-  // core already does). Costs decode-sized calls their depth-split projections
-  // (docs/errors.md, Determinism). Needs fp32 or bf16 weights: int8 weights quantise
+  // core already does for prefill chunks). Costs decode-sized calls their
+  // depth-split projections and long decodes their key splits (docs/errors.md,
+  // Determinism). Needs fp32 or bf16 weights: int8 weights quantise
   // each call's input with one scale.
   bool batch_invariant = false;
 };

@@ -126,7 +126,7 @@ void MultiheadAttention::Impl::ForwardCrossAttention(
   const auto pages = [&cache](int64_t b, int64_t kv_head) {
     return cache.Pages(b, kv_head);
   };
-  AttentionParams params = BaseParams(problem, {});
+  AttentionParams params = BaseParams(problem, {}, options);
   params.pages = pages;
   params.page_size = cache.page_size;
   RunQueries({&query, 0, problem.batch_size * problem.query_len, problem.query_len,

@@ -94,7 +94,7 @@ void MultiheadAttention::Impl::ForwardWithCache(const TensorView& query,
   write.counts = counts;
   write.first_positions = workspace->positions.data();
   write.pages = pages;
-  AttentionParams params = BaseParams(problem, rotary_rows);
+  AttentionParams params = BaseParams(problem, rotary_rows, options);
   params.pages = pages;
   params.page_size = cache.page_size;
   params.query_counts = counts;

@@ -53,7 +53,8 @@ struct MultiheadAttention::Impl {
   // keys, values and context laid out as projections are: [B, S, heads * head_dim]
   // rows of the given widths.
   internal::AttentionParams BaseParams(const internal::Problem& problem,
-                                       const RotaryRows& rotary_rows) const;
+                                       const RotaryRows& rotary_rows,
+                                       const ForwardOptions& options) const;
   // Rotary rows of the query tokens ([B, Sq], in workspace.rotary_positions): at
   // offsets[b] + i by default (offsets null: i). counts: the real rows of each
   // sequence (null: all), whose positions set a dynamic table's lengths.

@@ -87,8 +87,10 @@ MultiheadAttention::Impl::Impl(const AttentionConfig& layer_config,
 }
 
 AttentionParams MultiheadAttention::Impl::BaseParams(
-    const Problem& problem, const RotaryRows& rotary_rows) const {
+    const Problem& problem, const RotaryRows& rotary_rows,
+    const ForwardOptions& options) const {
   AttentionParams params;
+  params.split_decode_keys = !options.batch_invariant;
   params.num_heads = config.num_heads;
   params.num_kv_heads = config.resolved_num_kv_heads();
   params.head_dim = config.head_dim;
@@ -261,7 +263,8 @@ void MultiheadAttention::Impl::Forward(const AttentionInputs& inputs,
   workspace->tile_rule = tile_rule;
   const AttentionParams base = BaseParams(
       problem,
-      RotaryPositions(problem, options.position_ids, nullptr, nullptr, *workspace));
+      RotaryPositions(problem, options.position_ids, nullptr, nullptr, *workspace),
+      options);
   // Everything is checked: from here on outputs are written.
   const internal::ScopedThreadCount thread_count(ThreadsFor(problem, options));
   AttentionOutputs fp32_outputs = outputs;

@@ -168,7 +168,7 @@ void MultiheadAttention::Impl::ForwardPacked(const TensorView& query,
   write.counts = workspace->new_lengths.data();
   write.first_positions = workspace->positions.data();
   write.pages = pages;
-  AttentionParams params = BaseParams(problem, rotary_rows);
+  AttentionParams params = BaseParams(problem, rotary_rows, options);
   params.pages = pages;
   params.page_size = cache.options.block_size;
   params.query_counts = workspace->new_lengths.data();

@@ -136,7 +136,7 @@ void Split(const CoreTask& whole, int64_t key_begin, int64_t key_end, int64_t st
 // those ranges are split (flash-decoding). Where the cuts fall depends on the shape
 // alone, never on the thread count: every thread count gives the same bits.
 void SplitLongKeys(const AttentionParams& params, const MaskPlan& masks, TaskPlan& plan) {
-  if (params.probabilities) return;
+  if (params.probabilities || !params.split_decode_keys) return;
   const int64_t page = params.page_size;
   const int64_t step = (kSplitKeys + page - 1) / page * page;
   plan.unsplit.swap(plan.tasks);

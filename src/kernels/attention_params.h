@@ -53,6 +53,10 @@ struct AttentionParams {
   // QK-norm of each query row before its rotation (keys were normalised when
   // written).
   HeadNorm query_norm;
+  // Decoding rows over long key ranges are split and merged (flash-decoding,
+  // task_plan.h). Batch-invariant calls keep them whole: a row must give the bits it
+  // gives inside a prefill chunk, which is never split.
+  bool split_decode_keys = true;
 };
 
 // One task: a tile of queries of `heads` query heads (one, or every query head of a

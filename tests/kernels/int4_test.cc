@@ -18,7 +18,6 @@
 #include "src/cache/contiguous_pages.h"
 #include "src/kernels/channel_keys.h"
 #include "src/kernels/int4_codes.h"
-#include "src/kernels/kv_append.h"
 #include "src/kernels/tile_matmul-inl.h"
 #include "src/kernels/value_groups.h"
 #include "src/kernels/zero_points-inl.h"
@@ -84,6 +83,7 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 #include "hwy/tests/hwy_gtest.h"
+#include "tests/kernels/append_rows.h"
 #include "tests/test_util.h"
 
 namespace mha {
@@ -236,16 +236,8 @@ TEST_P(Int4, CacheQuantisesKeysPerChannelAndValuesPerGroup) {
   keys[9 * kHeadDim + 4] = std::numeric_limits<float>::quiet_NaN();
   values[20 * kHeadDim + 35] = std::numeric_limits<float>::infinity();
   for (const auto& [first, end] : {std::pair<int64_t, int64_t>{0, 20}, {20, kRows}}) {
-    mha::internal::PanelAppend append;
-    append.keys = keys.data() + first * kHeadDim;
-    append.values = values.data() + first * kHeadDim;
-    append.key_stride = append.value_stride = kHeadDim;
-    append.rows = end - first;
-    append.head_dim = kHeadDim;
-    append.pages = &pages;
-    append.first = first;
-    append.pad_to = end;
-    mha::internal::AppendToPages(append);
+    mha::testing::AppendRows(pages, keys.data() + first * kHeadDim,
+                             values.data() + first * kHeadDim, kHeadDim, first, end);
   }
   std::vector<float> key(kHeadDim);
   for (int64_t t = 0; t < kRows; ++t) {

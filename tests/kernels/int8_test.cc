@@ -19,7 +19,6 @@
 #include "src/cache/contiguous_pages.h"
 #include "src/kernels/channel_keys.h"
 #include "src/kernels/int8_quantize.h"
-#include "src/kernels/kv_append.h"
 #include "src/kernels/tile_matmul-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -60,6 +59,7 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 #include "hwy/tests/hwy_gtest.h"
+#include "tests/kernels/append_rows.h"
 #include "tests/test_util.h"
 
 namespace mha {
@@ -104,18 +104,11 @@ TEST_P(Int8, CacheRowsQuantiseWithOneScalePerToken) {
   std::fill(values.begin() + 5 * kHeadDim, values.begin() + 6 * kHeadDim, 0.0f);
   keys[9 * kHeadDim + 4] = std::numeric_limits<float>::quiet_NaN();
   const mha::internal::KvPages p = pages(0, 0);
-  mha::internal::PanelAppend append;
-  append.keys = keys.data();
-  append.values = values.data();
-  append.key_stride = append.value_stride = kHeadDim;
-  append.rows = kRows;
-  append.head_dim = kHeadDim;
-  append.pages = &p;
-  append.first = 3;
-  append.pad_to = append.first + kRows;
-  mha::internal::AppendToPages(append);
+  constexpr int64_t kFirst = 3;
+  mha::testing::AppendRows(p, keys.data(), values.data(), kHeadDim, kFirst,
+                           kFirst + kRows);
   for (int64_t r = 0; r < kRows; ++r) {
-    const int64_t t = r + append.first, page = t / kPage, offset = t % kPage;
+    const int64_t t = r + kFirst, page = t / kPage, offset = t % kPage;
     const float key_scale = p.KeyScales(page)[offset];
     const float value_scale = p.ValueScales(page)[offset];
     const auto* k = reinterpret_cast<const int8_t*>(p.KeyPage(page));
@@ -220,15 +213,8 @@ class ChannelKeyPages {
 
   // Appends keys rows [first, end) (values alike).
   void Append(const std::vector<float>& keys, int64_t first, int64_t end) const {
-    mha::internal::PanelAppend append;
-    append.keys = append.values = keys.data() + first * kHeadDim;
-    append.key_stride = append.value_stride = kHeadDim;
-    append.rows = end - first;
-    append.head_dim = kHeadDim;
-    append.pages = &pages_;
-    append.first = first;
-    append.pad_to = end;
-    mha::internal::AppendToPages(append);
+    const float* rows = keys.data() + first * kHeadDim;
+    mha::testing::AppendRows(pages_, rows, rows, kHeadDim, first, end);
   }
 
   // Page `page` holds keys rows [page * kPage, page * kPage + count), quantised per

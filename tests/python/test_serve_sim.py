@@ -14,8 +14,8 @@ from model import AttentionModel  # noqa: E402
 from workload import poisson_requests  # noqa: E402
 
 TINY = ["--hidden", "256", "--heads", "4", "--kv-heads", "2", "--layers", "2",
-        "--requests", "40", "--rate", "1000", "--num-blocks", "40", "--max-running", "16",
-        "--prompt-len", "8:120", "--output-len", "4:40", "--fork-fraction", "0.2"]
+        "--requests", "40", "--rate", "1000", "--num-blocks", "48", "--max-running", "16",
+        "--prompt-len", "8:300", "--output-len", "4:40", "--fork-fraction", "0.2"]
 
 
 @pytest.mark.parametrize("storage", ["float32", "bfloat16"])
