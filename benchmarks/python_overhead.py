@@ -54,7 +54,7 @@ def python_step_seconds(repeats):
 
 def cpp_step_seconds(bench):
     result = subprocess.run(
-        [bench, "--benchmark_filter=BM_Serve/decode_64x512$", "--benchmark_format=json",
+        [bench, "--benchmark_filter=BM_Serve/decode_64x512/", "--benchmark_format=json",
          "--benchmark_min_time=0.5"], check=True, capture_output=True, text=True)
     run = json.loads(result.stdout)["benchmarks"][0]
     return run["real_time"] * {"ms": 1e-3, "us": 1e-6, "ns": 1e-9}[run["time_unit"]]

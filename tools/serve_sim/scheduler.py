@@ -2,8 +2,9 @@
 decoding request and prefill chunks of others, up to a token budget. Requests are
 admitted in arrival order while blocks last; when append_slots runs out of blocks,
 the newest running request is preempted (its blocks freed, its prompt and generated
-tokens recomputed later). A request with samples > 1 forks its continuations from
-the prompt's blocks once its prefill ends."""
+tokens recomputed later). Admission keeps `watermark` blocks free for the running
+requests' next tokens, which makes preemptions rarer. A request with samples > 1 forks
+its continuations from the prompt's blocks once its prefill ends."""
 import collections
 import copy
 import hashlib
@@ -25,8 +26,10 @@ class Running:
 
 
 class Scheduler:
-    def __init__(self, model, cache, block_size, max_batched_tokens, max_running):
+    def __init__(self, model, cache, block_size, max_batched_tokens, max_running,
+                 watermark=0):
         self.model, self.cache, self.block_size = model, cache, block_size
+        self.watermark = watermark
         self.max_batched_tokens, self.max_running = max_batched_tokens, max_running
         self.waiting = collections.deque()   # Running entries, front first
         self.running = []                    # in admission order: newest last
@@ -54,7 +57,8 @@ class Scheduler:
             width = entry.request.samples if entry.request.parent < 0 and \
                 not entry.request.generated else 1
             chunk = min(len(entry.tokens), budget)
-            if len(self.running) + width > self.max_running or self._blocks(chunk) > free:
+            if len(self.running) + width > self.max_running or \
+                    self._blocks(chunk) + self.watermark > free:
                 break
             self.waiting.popleft()
             entry.slot = self.free_slots.pop()

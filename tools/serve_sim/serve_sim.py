@@ -61,6 +61,8 @@ def parse_args(argv=None):
                    help="KV cache storage (kinds that round keep the bitwise check)")
     s.add_argument("--max-batched-tokens", type=int, default=256)
     s.add_argument("--max-running", type=int, default=32)
+    s.add_argument("--watermark", type=float, default=0.05,
+                   help="share of the blocks admission leaves free for running requests")
     s.add_argument("--threads", type=int, default=0)
     o = p.add_argument_group("output")
     o.add_argument("--verify", action="store_true",
@@ -94,7 +96,7 @@ def serve(model, requests, args):
                              block_size=args.block_size, num_layers=len(model.layers),
                              storage=getattr(mha.DType, args.storage))
     scheduler = Scheduler(model, cache, args.block_size, args.max_batched_tokens,
-                          args.max_running)
+                          args.max_running, int(args.watermark * args.num_blocks))
     pending = list(requests)
     clock, usage, expected = 0.0, [], sum(r.samples for r in requests)
     while pending or scheduler.busy():
