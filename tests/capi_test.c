@@ -463,6 +463,40 @@ static void CheckLatent(void) {
   mha_latent_layer_destroy(layer);
 }
 
+/* batch_invariant reaches the library through mha_packed_forward_args: a packed step
+ * of two sequences gives the first sequence's rows bitwise as it alone. (At this
+ * layer's size the default gives them too; batch_invariance_test shows where the
+ * option matters.) */
+static void CheckBatchInvariantStep(const mha_layer* layer, const float* x) {
+  float together[2 * S * E], alone[S * E];
+  for (int run = 0; run < 2; ++run) {
+    const int count = run == 0 ? 2 : 1;
+    mha_paged_kv_cache_options options;
+    memset(&options, 0, sizeof options);
+    options.num_blocks = 2;
+    options.max_sequences = 2;
+    mha_paged_kv_cache* cache = NULL;
+    Check(mha_paged_kv_cache_create(layer, &options, &cache) == MHA_OK, "create paged");
+    const int64_t ids[2] = {0, 1}, counts[2] = {S, S}, starts[3] = {0, S, 2 * S};
+    for (int s = 0; s < count; ++s) mha_paged_kv_cache_add_sequence(cache, s);
+    Check(mha_paged_kv_cache_append_slots(cache, ids, counts, count) == MHA_OK, "slots");
+    mha_packed_forward_args args;
+    memset(&args, 0, sizeof args);
+    args.struct_size = sizeof args;
+    args.num_tokens = count * S;
+    args.query = x;
+    args.num_sequences = count;
+    args.sequence_ids = ids;
+    args.query_start_loc = starts;
+    args.output = run == 0 ? together : alone;
+    args.batch_invariant = 1;
+    Check(mha_forward_packed_ex(layer, cache, &args) == MHA_OK, "batch-invariant step");
+    mha_paged_kv_cache_destroy(cache);
+  }
+  Check(memcmp(together, alone, sizeof alone) == 0,
+        "batch-invariant: a sequence's bits alone and beside another");
+}
+
 /* Two head shards made through mha_layer_create_ex: their outputs sum to the whole
  * layer's; bad shards and struct sizes are refused, naming them. */
 static void CheckHeadShards(const mha_config* config, const mha_weights* w,
@@ -606,6 +640,7 @@ int main(void) {
   }
 
   CheckHeadShards(&config, &w, layer, x);
+  CheckBatchInvariantStep(layer, x);
 
   /* Errors are status codes with messages naming the argument. */
   mha_config bad = config;

@@ -232,6 +232,8 @@ typedef struct {
    * values another layer appended in this step, appending nothing
    * (ForwardOptions::kv_shared). */
   int kv_shared;
+  /* Since 0.5: non-zero: ForwardOptions::batch_invariant. */
+  int batch_invariant;
 } mha_cache_forward_args;
 
 /* mha_forward_with_cache with its arguments in a struct. */
@@ -320,6 +322,9 @@ typedef struct {
   /* Since 0.4: [num_tokens] or NULL: each token's parent among its sequence's new
    * tokens, or -1 (a token tree: PackedBatch::tree_parents). */
   const int64_t* tree_parents;
+  /* Since 0.5: non-zero: each token's output bits do not depend on the other tokens
+   * of the step (ForwardOptions::batch_invariant; fp32 or bf16 weights). */
+  int batch_invariant;
 } mha_packed_forward_args;
 
 /* mha_forward_packed with its arguments in a struct. */

@@ -320,6 +320,7 @@ mha_status mha_forward_with_cache(const mha_layer* layer, mha_kv_cache* cache,
                                        position_ids,
                                        output,
                                        num_threads,
+                                       0,
                                        0};
   return mha_forward_with_cache_ex(layer, cache, &args);
 }
@@ -335,6 +336,7 @@ mha_status mha_forward_with_cache_ex(const mha_layer* layer, mha_kv_cache* cache
     mha::ForwardOptions options;
     options.num_threads = a.num_threads;
     options.kv_shared = a.kv_shared != 0;
+    options.batch_invariant = a.batch_invariant != 0;
     if (a.position_ids) {
       options.position_ids = mha::TensorView(a.position_ids, mha::DType::kInt64,
                                              mha::Shape{a.batch, a.new_tokens});
@@ -485,7 +487,8 @@ mha_status mha_forward_packed(const mha_layer* layer, mha_paged_kv_cache* cache,
                                         output,
                                         num_threads,
                                         0,
-                                        nullptr};
+                                        nullptr,
+                                        0};
   return mha_forward_packed_ex(layer, cache, &args);
 }
 
@@ -504,6 +507,7 @@ mha_status mha_forward_packed_ex(const mha_layer* layer, mha_paged_kv_cache* cac
     mha::ForwardOptions options;
     options.num_threads = a.num_threads;
     options.kv_shared = a.kv_shared != 0;
+    options.batch_invariant = a.batch_invariant != 0;
     if (a.position_ids) {
       options.position_ids =
           mha::TensorView(a.position_ids, mha::DType::kInt64, mha::Shape{a.num_tokens});
