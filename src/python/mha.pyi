@@ -10,99 +10,62 @@ ArrayLike = Any
 # What a call returns: a torch tensor for a torch query (of its dtype), else numpy.
 Output = Any
 
+class _Enum:
+    """What every enum below has (pybind11 enums)."""
+    def __init__(self, value: int) -> None: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def value(self) -> int: ...
+
 class FileError(ValueError): ...
 class OutOfBlocksError(ValueError): ...
 
-class DType:
+class DType(_Enum):
     float32: DType
     bfloat16: DType
     int8: DType
     float8_e4m3fn: DType
     float8_e5m2: DType
     int4: DType
-    def __init__(self, value: int) -> None: ...
-    @property
-    def name(self) -> str: ...
-    @property
-    def value(self) -> int: ...
 
-class KvScales:
+class KvScales(_Enum):
     per_token: KvScales
     none: KvScales
     per_channel_keys: KvScales
-    def __init__(self, value: int) -> None: ...
-    @property
-    def name(self) -> str: ...
-    @property
-    def value(self) -> int: ...
 
-class WeightLayout:
+class WeightLayout(_Enum):
     out_in: WeightLayout
     in_out: WeightLayout
     heads_in_head_dim: WeightLayout
-    def __init__(self, value: int) -> None: ...
-    @property
-    def name(self) -> str: ...
-    @property
-    def value(self) -> int: ...
 
-class RotaryPairing:
+class RotaryPairing(_Enum):
     none: RotaryPairing
     half_split: RotaryPairing
     interleaved: RotaryPairing
-    def __init__(self, value: int) -> None: ...
-    @property
-    def name(self) -> str: ...
-    @property
-    def value(self) -> int: ...
 
-class RopeScalingType:
+class RopeScalingType(_Enum):
     none: RopeScalingType
     linear: RopeScalingType
     llama3: RopeScalingType
     dynamic: RopeScalingType
     longrope: RopeScalingType
-    def __init__(self, value: int) -> None: ...
-    @property
-    def name(self) -> str: ...
-    @property
-    def value(self) -> int: ...
 
-class MaskConvention:
+class MaskConvention(_Enum):
     torch: MaskConvention
     zero_means_masked: MaskConvention
-    def __init__(self, value: int) -> None: ...
-    @property
-    def name(self) -> str: ...
-    @property
-    def value(self) -> int: ...
 
-class CausalAlignment:
+class CausalAlignment(_Enum):
     top_left: CausalAlignment
     bottom_right: CausalAlignment
-    def __init__(self, value: int) -> None: ...
-    @property
-    def name(self) -> str: ...
-    @property
-    def value(self) -> int: ...
 
-class QkNormScope:
+class QkNormScope(_Enum):
     per_head: QkNormScope
     across_heads: QkNormScope
-    def __init__(self, value: int) -> None: ...
-    @property
-    def name(self) -> str: ...
-    @property
-    def value(self) -> int: ...
 
-class HeadLayout:
+class HeadLayout(_Enum):
     bhsd: HeadLayout
     bshd: HeadLayout
-    def __init__(self, value: int) -> None: ...
-    @property
-    def name(self) -> str: ...
-    @property
-    def value(self) -> int: ...
 
 class RopeScaling:
     type: RopeScalingType
