@@ -2,7 +2,8 @@
 // that share its call. Checked where oneDNN's kernels change (rows left over after
 // its blocks of rows, tiles of several row groups, one row alone) and through a
 // continuous-batching schedule against each sequence alone through a contiguous
-// KvCache, with fp32 and bf16 weights, on every ISA CI runs (MHA_MAX_ISA=avx2 too).
+// KvCache, with fp32 and bf16 weights, and with a sliding window, soft-capping and
+// sinks, on every ISA CI runs (MHA_MAX_ISA=avx2 too).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@ constexpr int64_t kEmbed = 256, kHeads = 4, kKvHeads = 2, kHeadDim = 64;
 struct WeightCase {
   const char* name;
   DType weight_dtype;
+  bool decoder_features;  // a 40-key sliding window, soft-cap 30 and sinks
 };
 void PrintTo(const WeightCase& c, std::ostream* os) { *os << c.name; }
 
@@ -37,6 +39,11 @@ class BatchInvariance : public ::testing::TestWithParam<WeightCase> {
     OwnedLayer layer = MakeLayer(spec, 5);
     layer.config.rotary.pairing = RotaryPairing::kHalfSplit;
     layer.config.weight_dtype = GetParam().weight_dtype;
+    if (GetParam().decoder_features) {
+      layer.config.features.sliding_window = 40;
+      layer.config.features.softcap = 30.0f;
+      layer.weights.sinks = TensorView(sinks_.data(), Shape{kHeads});
+    }
     return layer;
   }
   // Rows [first, first + count) of `tokens`, each a one-token sequence, in one call.
@@ -60,6 +67,7 @@ class BatchInvariance : public ::testing::TestWithParam<WeightCase> {
     return rows;
   }
 
+  std::vector<float> sinks_ = RandomFloats(kHeads, 9);
   OwnedLayer layer_;
   MultiheadAttention attention_;
   ForwardOptions invariant_;
@@ -143,8 +151,10 @@ TEST_P(BatchInvariance, ContinuousBatchingGivesEachSequenceItsAloneBits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Weights, BatchInvariance,
-                         ::testing::Values(WeightCase{"fp32", DType::kFloat32},
-                                           WeightCase{"bf16", DType::kBFloat16}),
+                         ::testing::Values(WeightCase{"fp32", DType::kFloat32, false},
+                                           WeightCase{"bf16", DType::kBFloat16, false},
+                                           WeightCase{"fp32_window_softcap_sinks",
+                                                      DType::kFloat32, true}),
                          [](const auto& info) { return info.param.name; });
 
 TEST(BatchInvarianceOptions, Int8WeightsAreRefusedNamingTheOption) {

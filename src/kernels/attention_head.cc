@@ -108,21 +108,28 @@ class QueryBlock {
     // Key ranges grow with the query, so the first row starts and the last row ends
     // the keys the block can see; pages before and after are never read (a paged
     // cache may have freed those before a window).
-    const int64_t block = static_cast<int64_t>(layout_.key_block);
     const int64_t key_limit = KeyEnd(rows_ - 1);
     const int64_t key_start = KeyBegin(0) / pages_.page_size * pages_.page_size;
-    for (int64_t first_key = key_start; first_key < key_limit; first_key += block) {
-      if (token_scales_) PrefetchScales(first_key + block, key_limit);
-      KeyBlock(d, query, first_key, std::min<int64_t>(block, key_limit - first_key),
-               first_key + block < key_limit
-                   ? KeyTile((first_key + block) / pages_.page_size)
-                   : nullptr);
+    for (int64_t first_key = key_start; first_key < key_limit;
+         first_key = NextKeyBlock(first_key)) {
+      const int64_t next = NextKeyBlock(first_key);
+      if (token_scales_) PrefetchScales(next, key_limit);
+      KeyBlock(d, query, first_key, std::min(next, key_limit) - first_key,
+               next < key_limit ? KeyTile(next / pages_.page_size) : nullptr);
     }
     Finish();
     if (task_rows_.Probabilities(0)) WriteProbabilities(d, query, key_start, key_limit);
   }
 
  private:
+  // Softmax steps end at multiples of key_block, wherever a window makes the first
+  // one start: every page size then groups the keys alike (a KvCache's 128-token
+  // pages and a paged cache's 16-token blocks give the same bits).
+  int64_t NextKeyBlock(int64_t first_key) const {
+    const int64_t block = static_cast<int64_t>(layout_.key_block);
+    return (first_key / block + 1) * block;
+  }
+
   // Position in the sequence of the block's row i, as the masks see it.
   int64_t Absolute(size_t i) const { return positions_[i]; }
   // Row i's key range: the masks' and the task's split.
@@ -458,9 +465,9 @@ class QueryBlock {
       float* probs = Probabilities(i);
       std::fill(probs, probs + params_.key_len, std::isnan(sums_[i]) ? sums_[i] : 0.0f);
     }
-    const int64_t block = static_cast<int64_t>(layout_.key_block);
-    for (int64_t first_key = key_start; first_key < key_limit; first_key += block) {
-      const int64_t count = std::min<int64_t>(block, key_limit - first_key);
+    for (int64_t first_key = key_start; first_key < key_limit;
+         first_key = NextKeyBlock(first_key)) {
+      const int64_t count = std::min(NextKeyBlock(first_key), key_limit) - first_key;
       const size_t padded = RoundUp(static_cast<size_t>(count), kPanelWidth);
       Logits(d, query, first_key, count, padded);
       for (size_t i = 0; i < rows_; ++i) {
