@@ -74,6 +74,16 @@ struct Step {
       cache.Truncate(ids[i], cache.length(ids[i]) - counts[i]);
     }
   }
+  // The benchmark's loop: each iteration times Run, then undoes it untimed.
+  void Time(benchmark::State& state, const MultiheadAttention& layer,
+            PagedKvCache& cache) {
+    for (auto _ : state) {
+      Run(layer, cache);
+      state.PauseTiming();
+      Undo(cache);
+      state.ResumeTiming();
+    }
+  }
 };
 
 // Fills sequence `id` with `length` tokens through the windowed layer.
@@ -109,12 +119,7 @@ void BM_ServeMixed(benchmark::State& state, MixedPart part, DType storage) {
   Step step(work);
   int64_t kv_tokens = 0;  // keys each step reads: a query block reads its sequence
   for (const auto& [id, count] : work) kv_tokens += cache.length(id) + count;
-  for (auto _ : state) {
-    step.Run(*layer.layer, cache);
-    state.PauseTiming();
-    step.Undo(cache);
-    state.ResumeTiming();
-  }
+  step.Time(state, *layer.layer, cache);
   const double kv_bytes = 2.0 * kv_tokens * kKvHeads * kHeadDim * DTypeSize(storage);
   state.counters["tokens_per_s"] =
       benchmark::Counter(static_cast<double>(step.starts.back()),
@@ -150,12 +155,7 @@ void BM_OverCache(benchmark::State& state, DType storage, KvScales scales, int64
   Fill(filler, cache, 0, cached);
   Step step({{0, count}});
   if (draft) step.tree_parents = DraftTree();
-  for (auto _ : state) {
-    step.Run(*layer.layer, cache);
-    state.PauseTiming();
-    step.Undo(cache);
-    state.ResumeTiming();
-  }
+  step.Time(state, *layer.layer, cache);
   const double token_bytes = static_cast<double>(cache.stats().bytes_per_block) / kBlock;
   const double kv_bytes = static_cast<double>(cached + count) * token_bytes;
   state.counters["bytes_per_token"] = token_bytes;
@@ -182,12 +182,7 @@ void BM_PrefixShared(benchmark::State& state) {
   Step step(work);
   step.Run(*layer.layer, cache);  // each fork copies its partial last block once
   const PagedKvCacheStats stats = cache.stats();
-  for (auto _ : state) {
-    step.Run(*layer.layer, cache);
-    state.PauseTiming();
-    step.Undo(cache);
-    state.ResumeTiming();
-  }
+  step.Time(state, *layer.layer, cache);
   const double block_mb = stats.bytes_per_block / 1e6;
   state.counters["shared_MB"] = stats.used_blocks * block_mb;
   state.counters["private_MB"] = 16.0 * ((2001 + kBlock - 1) / kBlock) * block_mb;
@@ -210,12 +205,7 @@ void BM_Decode64(benchmark::State& state) {
     work.emplace_back(i, 1);
   }
   Step step(work);
-  for (auto _ : state) {
-    step.Run(*layer.layer, cache);
-    state.PauseTiming();
-    step.Undo(cache);
-    state.ResumeTiming();
-  }
+  step.Time(state, *layer.layer, cache);
 }
 
 }  // namespace

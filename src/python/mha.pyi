@@ -206,17 +206,7 @@ class _Layer:
                 causal_alignment: CausalAlignment = ..., num_threads: int = 0,
                 batch_invariant: bool = False,
                 out: Optional[ArrayLike] = None) -> Tuple[Output, Optional[Output]]: ...
-    def __call__(self, query: ArrayLike, key: Optional[ArrayLike] = None,
-                 value: Optional[ArrayLike] = None, *,
-                 key_padding_mask: Optional[ArrayLike] = None,
-                 attn_mask: Optional[ArrayLike] = None, is_causal: bool = False,
-                 need_weights: bool = False, average_attn_weights: bool = True,
-                 position_ids: Optional[ArrayLike] = None,
-                 key_lengths: Optional[ArrayLike] = None,
-                 mask_convention: MaskConvention = ...,
-                 causal_alignment: CausalAlignment = ..., num_threads: int = 0,
-                 batch_invariant: bool = False,
-                 out: Optional[ArrayLike] = None) -> Tuple[Output, Optional[Output]]: ...
+    __call__ = forward
 
 class MultiheadAttention(_Layer):
     @staticmethod

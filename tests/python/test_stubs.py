@@ -35,6 +35,8 @@ def stub_scopes():
                     members.setdefault(item.name, item)
                 elif isinstance(item, ast.AnnAssign):
                     members[item.target.id] = item
+                elif isinstance(item, ast.Assign):  # an alias: __call__ = forward
+                    members[item.targets[0].id] = members[item.value.id]
             classes[name] = members
     return top, classes
 
