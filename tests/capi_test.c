@@ -1,7 +1,8 @@
 /* The C API from C: a forward checked against a naive C implementation, errors as
  * status codes with messages, KV-cache decoding against a causal forward, the paged
  * cache's packed steps (and running out of blocks), the cross-attention cache, head
- * shards (tensor parallelism), and the attention core (GQA, BSHD, sinks, log-sum-exp, rotary table) against naive C. */
+ * shards (tensor parallelism), and the attention core (GQA, BSHD, sinks, log-sum-exp,
+ * rotary table) against naive C. */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -650,6 +651,20 @@ int main(void) {
         "bad config refused");
   Check(strstr(mha_last_error(), "num_heads") != NULL, "bad config message");
   Check(mha_forward(layer, NULL) == MHA_INVALID_ARGUMENT, "NULL args refused");
+  /* The query serves as key and value only at its own length. */
+  {
+    float out[B * S * E];
+    mha_forward_args args;
+    memset(&args, 0, sizeof(args));
+    args.batch = B;
+    args.query_len = S;
+    args.key_len = S - 1;
+    args.query = x;
+    args.output = out;
+    Check(mha_forward(layer, &args) == MHA_INVALID_ARGUMENT, "key_len != query_len");
+    Check(strstr(mha_last_error(), "args.key_len: must equal args.query_len") != NULL,
+          "key_len message");
+  }
   Check(strstr(mha_last_error(), "args") != NULL, "NULL args message");
   /* Sizes whose product overflows are refused before anything multiplies them. */
   bad = config;
@@ -740,9 +755,9 @@ int main(void) {
       mha_kv_cache* fp8_cache = NULL;
       Check(mha_kv_cache_create(layer, B, S, kinds[k], &fp8_cache) == MHA_OK,
             "create fp8 cache");
-      Check(mha_forward_with_cache(layer, fp8_cache, B, S, x, NULL, NULL, out, 0) ==
-                MHA_OK,
-            "fp8 prefill");
+      Check(
+          mha_forward_with_cache(layer, fp8_cache, B, S, x, NULL, NULL, out, 0) == MHA_OK,
+          "fp8 prefill");
       Check(Close(out, expected, B * S * E) < bounds[k], "fp8 prefill output");
       mha_kv_cache_destroy(fp8_cache);
     }

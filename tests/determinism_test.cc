@@ -1,5 +1,6 @@
 // Bitwise determinism (docs/errors.md, Determinism). The attention core gives the same
-// bits for every thread count, alone or in a batch, whole or in query chunks; the layer
+// bits for every thread count, alone or in a batch, whole or in query chunks, in fp32
+// and in bf16 (on every bf16 product path: tests/CMakeLists.txt); the layer
 // and its cache steps the same bits for every thread count and with or without
 // attention weights, call after call. (The projections' bits still depend on the
 // row count, as oneDNN picks its kernels by it: not asserted here.)
@@ -13,13 +14,16 @@
 namespace mha::testing {
 namespace {
 
-constexpr int64_t kEmbed = 32, kBatch = 3, kHeads = 4, kKvHeads = 2, kDim = 8;
+constexpr int64_t kEmbed = 64, kBatch = 3, kHeads = 4, kKvHeads = 2, kDim = 16;
 
 struct Scenario {
   const char* name;
   int64_t length;
   bool causal, rotary;
   int64_t sliding_window;  // 0: none
+  // bf16: attention on bf16 K/V with bf16 products where the CPU has them (AMX
+  // tiles, AVX512_BF16), whose bits must not follow a block's row count either.
+  DType compute_dtype = DType::kFloat32;
 };
 void PrintTo(const Scenario& s, std::ostream* os) { *os << s.name; }
 
@@ -55,6 +59,7 @@ TEST_P(Determinism, LayerWithAndWithoutAttentionWeights) {
   OwnedLayer layer = MakeLayer(spec, 11);
   if (s.rotary) layer.config.rotary.pairing = RotaryPairing::kHalfSplit;
   if (s.sliding_window > 0) layer.config.features.sliding_window = s.sliding_window;
+  layer.config.compute_dtype = s.compute_dtype;
   const MultiheadAttention attention(layer.config, layer.weights);
   const std::vector<float> input = RandomFloats(kBatch * s.length * kEmbed, 3);
   const std::vector<float> reference = LayerForward(attention, s, input, 1, false);
@@ -93,6 +98,7 @@ std::vector<float> Core(const Scenario& s, const std::vector<float>& q,
   masks.causal_alignment = CausalAlignment::kBottomRight;
   CoreOptions options;
   options.num_threads = run.threads;
+  options.compute_dtype = s.compute_dtype;
   if (s.sliding_window > 0) options.features.sliding_window = s.sliding_window;
   ScaledDotProductAttention(query, keys, keys, masks,
                             {output.data(), Shape{batch, kHeads, count, kDim}}, options);
@@ -200,12 +206,17 @@ INSTANTIATE_TEST_SUITE_P(WeightTypes, WideLayerDeterminism,
                                            WideCase{"int8", DType::kInt8}),
                          [](const auto& info) { return std::string(info.param.name); });
 
-INSTANTIATE_TEST_SUITE_P(Scenarios, Determinism,
-                         ::testing::Values(Scenario{"short_dense", 37, false, false, 0},
-                                           Scenario{"causal_rotary", 70, true, true, 0},
-                                           Scenario{"long_causal", 1300, true, false, 0},
-                                           Scenario{"window", 300, true, false, 50}),
-                         [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(
+    Scenarios, Determinism,
+    ::testing::Values(Scenario{"short_dense", 37, false, false, 0},
+                      Scenario{"causal_rotary", 70, true, true, 0},
+                      Scenario{"long_causal", 1300, true, false, 0},
+                      Scenario{"window", 300, true, false, 50},
+                      Scenario{"bf16_dense", 37, false, false, 0, DType::kBFloat16},
+                      Scenario{"bf16_causal_rotary", 70, true, true, 0, DType::kBFloat16},
+                      Scenario{"bf16_long_causal", 700, true, false, 0, DType::kBFloat16},
+                      Scenario{"bf16_window", 300, true, false, 50, DType::kBFloat16}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace mha::testing

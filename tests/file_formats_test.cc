@@ -7,11 +7,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "src/io/npy.h"
 #include "src/io/safetensors.h"
+#include "src/io/state_dict.h"
 
 namespace mha::io {
 namespace {
@@ -219,4 +221,36 @@ TEST(Safetensors, DeepOrHugeHeadersAreRefusedCheaply) {
 }
 
 }  // namespace
+// State-dict names: Hugging Face's o_proj is the output projection (a Llama layer
+// without it would silently have none); a name the layer does not read is refused,
+// naming it, and so is an ambiguous out_proj beside o_proj.
+TEST(StateDictNames, HuggingFaceOutputIsReadAndUnknownNamesAreRefused) {
+  const std::vector<float> square(8 * 8, 0.5f);
+  const auto layer = [&](const std::vector<std::string>& names) {
+    std::map<std::string, mha::TensorView> views;
+    for (const std::string& name : names) {
+      views[name] = mha::TensorView(square.data(), mha::Shape{8, 8});
+    }
+    return mha::io::LayerFromStateDict(
+        [&views](const std::string& name) {
+          const auto found = views.find(name);
+          return found == views.end() ? mha::TensorView() : found->second;
+        },
+        names, "dict", 2);
+  };
+  const mha::io::LayerFromNames llama =
+      layer({"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight"});
+  EXPECT_TRUE(llama.weights.output.weight.present());
+  EXPECT_EQ(
+      ErrorOf([&] {
+        layer({"q_proj.weight", "k_proj.weight", "v_proj.weight", "out_proj.wieght"});
+      }).find("dict: unknown tensor 'out_proj.wieght'"),
+      0u);
+  EXPECT_NE(ErrorOf([&] {
+              layer({"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight",
+                     "out_proj.weight"});
+            }).find("ambiguous"),
+            std::string::npos);
+}
+
 }  // namespace mha::io

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <string>
 
 #include "tests/test_util.h"
 
@@ -317,15 +318,30 @@ TEST(KvCache, CrossAttentionLayerIsRejected) {
 
 // Cross-attention: the memory projected once into a cache, then decoder steps of one
 // or several queries, equal one Forward over (query, memory, memory) with the
-// memory's lengths as key_lengths, for every storage type.
-TEST(CrossAttentionCache, StepsMatchForwardOverTheMemory) {
+// memory's lengths as key_lengths, for every storage type, with and without QK-norm
+// (per head, and OLMo 2's across heads, which the memory's keys must get too).
+class CrossAttentionCache : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CrossAttentionCache, StepsMatchForwardOverTheMemory) {
   LayerSpec spec;
   spec.num_heads = 4;
   spec.num_kv_heads = 2;
   spec.head_dim = 8;
   spec.query_dim = 24;
   spec.key_dim = spec.value_dim = 40;
-  const OwnedLayer layer = MakeLayer(spec, 61);
+  OwnedLayer layer = MakeLayer(spec, 61);
+  const std::string norm = GetParam();
+  const bool across = norm == "qk_norm_across_heads";
+  const std::vector<float> query_norm = RandomFloats(across ? 32 : 8, 66, 0.5f),
+                           key_norm = RandomFloats(across ? 16 : 8, 67, 0.5f);
+  if (norm != "no_qk_norm") {
+    layer.config.features.qk_norm =
+        QkNorm{1e-5, false, across ? QkNormScope::kAcrossHeads : QkNormScope::kPerHead};
+    layer.weights.query_norm_weight =
+        TensorView(query_norm.data(), Shape{static_cast<int64_t>(query_norm.size())});
+    layer.weights.key_norm_weight =
+        TensorView(key_norm.data(), Shape{static_cast<int64_t>(key_norm.size())});
+  }
   const MultiheadAttention attention(layer.config, layer.weights);
   const int64_t batch = 2, memory_len = 150;
   const std::vector<float> memory = RandomFloats(batch * memory_len * 40, 62);
@@ -353,7 +369,12 @@ TEST(CrossAttentionCache, StepsMatchForwardOverTheMemory) {
   }
 }
 
-TEST(CrossAttentionCache, RefusesRotaryLayersAndWrongShapes) {
+INSTANTIATE_TEST_SUITE_P(QkNorms, CrossAttentionCache,
+                         ::testing::Values("no_qk_norm", "qk_norm_per_head",
+                                           "qk_norm_across_heads"),
+                         [](const auto& info) { return std::string(info.param); });
+
+TEST(CrossAttentionCacheErrors, RefusesRotaryLayersAndWrongShapes) {
   LayerSpec spec;
   spec.num_heads = 2;
   spec.head_dim = 8;

@@ -135,6 +135,38 @@ TEST(KvSharing, PagedCacheMatchesReference) {
   }
 }
 
+// Slots the source layer has not written read as zeros (docs/serving.md), also in a
+// block an earlier request used: its keys must not steer the next request's output.
+TEST(KvSharing, UnwrittenSlotsOfAReusedBlockReadAsZeros) {
+  const SharingLayers layers;
+  const MultiheadAttention source(layers.source.config, layers.source.weights);
+  const MultiheadAttention shared(layers.shared.config, layers.shared.weights);
+  ForwardOptions sharing;
+  sharing.kv_shared = true;
+  const std::vector<float> x_shared = RandomFloats(3 * kEmbed, 52);
+  for (const DType storage : {DType::kFloat32, DType::kBFloat16, DType::kInt8,
+                              DType::kFloat8E5M2, DType::kInt4}) {
+    PagedKvCacheOptions options;
+    options.num_blocks = 1;
+    options.max_sequences = 2;
+    options.storage = storage;
+    if (storage == DType::kInt4) options.scales = KvScales::kPerChannelKeys;
+    const auto unwritten = [&](bool reused) {
+      PagedKvCache cache(layers.source.config, options);
+      if (reused) {
+        cache.AddSequence(0);
+        PackedStep(source, cache, {{0, RandomFloats(16 * kEmbed, 53, 4.0f)}});
+        cache.RemoveSequence(0);
+      }
+      cache.AddSequence(1);
+      const int64_t count = 3;
+      cache.AppendSlots(std::vector<int64_t>{1}.data(), &count, 1);
+      return PackedForward(shared, cache, {{1, x_shared}}, 0, sharing)[0];
+    };
+    EXPECT_EQ(unwritten(true), unwritten(false)) << DTypeName(storage);
+  }
+}
+
 TEST(KvSharing, RefusedWhereItCannotApply) {
   const SharingLayers layers;
   const MultiheadAttention shared(layers.shared.config, layers.shared.weights);

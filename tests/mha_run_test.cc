@@ -324,6 +324,12 @@ TEST_F(MhaRun, SafetensorsTensorOffsets) {
                        R"({"other":{"dtype":"F32","shape":[48],"data_offsets":[0,192]}})",
                        data),
            query_),
+      1, {"unknown tensor 'other'"});
+  ExpectFailure(
+      Args(Safetensors("sinks_only.safetensors",
+                       R"({"sinks":{"dtype":"F32","shape":[48],"data_offsets":[0,192]}})",
+                       data),
+           query_),
       1, {"no in_proj_weight, q_proj_weight or q_proj.weight"});
 }
 

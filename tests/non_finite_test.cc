@@ -165,5 +165,45 @@ TEST(MaskSums, TwoLargestNegativeFillsGiveAUniformRowNotAMaskedOne) {
   }
 }
 
+// Keys and values far below 1 but finite (down to subnormals): every quantised cache
+// stores them (or zeros) and gives finite outputs, as the fp32 cache does; no code of
+// 0 x an infinite inverse scale (NaN), no NaN cast to int8.
+TEST(TinyKeysAndValues, EveryCacheStorageGivesFiniteOutputsNearTheFp32Ones) {
+  LayerSpec spec;
+  spec.qkv_bias = false;  // keys and values as tiny as the hidden states
+  const OwnedLayer layer = MakeLayer(spec, 4);
+  const MultiheadAttention attention(layer.config, layer.weights);
+  struct Kind {
+    DType dtype;
+    KvScales scales;
+  };
+  const Kind kinds[] = {{DType::kFloat32, KvScales::kPerToken},
+                        {DType::kBFloat16, KvScales::kPerToken},
+                        {DType::kInt8, KvScales::kPerToken},
+                        {DType::kInt8, KvScales::kPerChannelKeys},
+                        {DType::kInt4, KvScales::kPerChannelKeys},
+                        {DType::kFloat8E4M3, KvScales::kPerToken},
+                        {DType::kFloat8E5M2, KvScales::kPerToken},
+                        {DType::kFloat8E4M3, KvScales::kNone},
+                        {DType::kFloat8E5M2, KvScales::kNone}};
+  for (const float magnitude : {1e-40f, 1e-37f, 1e-35f, 1e-30f}) {
+    std::vector<float> x = RandomFloats(3 * kEmbed, 5);
+    for (float& v : x) v *= magnitude;
+    const auto run = [&](const Kind& kind) {
+      KvCache cache(layer.config, 1, 8, kind.dtype, kind.scales);
+      std::vector<float> out(x.size());
+      attention.ForwardWithCache(TensorView(x.data(), Shape{1, 3, kEmbed}), {}, cache,
+                                 MutableTensorView(out.data(), Shape{1, 3, kEmbed}));
+      return out;
+    };
+    const std::vector<float> expected = run(kinds[0]);
+    for (const Kind& kind : kinds) {
+      const std::vector<float> out = run(kind);
+      for (float v : out) ASSERT_TRUE(std::isfinite(v)) << DTypeName(kind.dtype);
+      ExpectClose(out, expected, DTypeName(kind.dtype), 1e-5);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mha::testing

@@ -48,6 +48,10 @@ struct PagedKvCacheStats {
   int64_t shared_blocks = 0;  // used by more than one sequence (after Fork)
   int64_t sequences = 0;
   int64_t bytes_per_block = 0;  // over every layer, with int8 scales
+  // Keys per channel (int8 kPerChannelKeys, int4): the fp32 keys of each sequence's
+  // partial last block, held from AddSequence (or Fork) to RemoveSequence, outside
+  // the pool: num_layers x num_kv_heads x block_size x head_dim floats a sequence.
+  int64_t residual_bytes = 0;
 };
 
 // Thrown when the pool has too few free blocks for a call; the cache is left exactly

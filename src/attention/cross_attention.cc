@@ -73,8 +73,7 @@ void MultiheadAttention::Impl::ProjectMemory(const TensorView& memory,
                 head_dim = config.head_dim;
   float* keys = Workspace::Reserve(workspace->projections, 2 * rows * kv_dim);
   float* values = keys + rows * kv_dim;
-  Linear(kKeyLinear, memory, 0, rows, keys, *workspace);
-  Linear(kValueLinear, memory, 0, rows, values, *workspace);
+  ProjectKeyRows(memory, memory, 0, rows, keys, values, *workspace);
   for (int64_t b = 0; b < batch; ++b) cache.Truncate(b, 0);
   const auto pages = [&cache](int64_t b, int64_t kv_head) {
     return cache.Pages(b, kv_head);

@@ -141,6 +141,12 @@ struct MultiheadAttention::Impl {
     internal::PageSource pages;
   };
   void ProjectKeys(const KeyPass& pass, internal::Workspace& workspace) const;
+  // The one way keys and values are projected apart from queries (ProjectKeys,
+  // ProjectMemory): rows [first_row, first_row + count) of key and value, into
+  // [count, kv_dim] rows, keys normed across heads where the layer does so.
+  void ProjectKeyRows(const TensorView& key, const TensorView& value, int64_t first_row,
+                      int64_t count, float* keys, float* values,
+                      internal::Workspace& workspace) const;
   // QK-norm across heads (OLMo 2) of `count` projected rows, in place: `queries`
   // and `keys` point at their first row's query or key columns (null: none).
   void NormAcrossHeads(float* queries, float* keys, int64_t count, int64_t stride) const;

@@ -56,11 +56,12 @@ PackedSequences CheckPackedBatch(const PackedBatch& batch, int64_t tokens,
   for (int64_t i = 0; i < n; ++i) {
     ids[i] = IntegerAt(batch.sequence_ids, i);
     rows[i + 1] = IntegerAt(batch.query_start_loc, i + 1);
-    counts[i] = rows[i + 1] - rows[i];
-    if (counts[i] < 0 || rows[i + 1] > tokens) {
+    // Compared before subtracting: INT64_MIN - rows[i] would overflow.
+    if (rows[i + 1] < rows[i] || rows[i + 1] > tokens) {
       Fail("batch.query_start_loc[", i + 1, "]: must be in [", rows[i], ", ", tokens,
            "], got ", rows[i + 1]);
     }
+    counts[i] = rows[i + 1] - rows[i];
     if (ids[i] < 0 || ids[i] >= cache.options.max_sequences ||
         !cache.sequences[ids[i]].active) {
       Fail("batch.sequence_ids[", i, "]: ", ids[i], " is not a sequence of the cache");

@@ -63,10 +63,8 @@ void MultiheadAttention::Impl::ProjectKeys(const KeyPass& pass,
     const int64_t count = pass.key_counts[b], input_row = b * pass.key_len;
     for (int64_t first = 0; first < count; first += pass.chunk_rows) {
       write.count = std::min(pass.chunk_rows, count - first);
-      Linear(kKeyLinear, *pass.key, input_row + first, write.count, keys, workspace);
-      NormAcrossHeads(nullptr, keys, write.count, kv_dim);
-      Linear(kValueLinear, *pass.value, input_row + first, write.count, values,
-             workspace);
+      ProjectKeyRows(*pass.key, *pass.value, input_row + first, write.count, keys, values,
+                     workspace);
       write.batch_begin = b;
       write.batch_end = b + 1;
       write.first_position = first;
@@ -75,6 +73,15 @@ void MultiheadAttention::Impl::ProjectKeys(const KeyPass& pass,
       internal::WriteKvPages(write, workspace.core.rotation_scratch);
     }
   }
+}
+
+void MultiheadAttention::Impl::ProjectKeyRows(const TensorView& key,
+                                              const TensorView& value, int64_t first_row,
+                                              int64_t count, float* keys, float* values,
+                                              Workspace& workspace) const {
+  Linear(kKeyLinear, key, first_row, count, keys, workspace);
+  NormAcrossHeads(nullptr, keys, count, config.kv_dim());
+  Linear(kValueLinear, value, first_row, count, values, workspace);
 }
 
 void MultiheadAttention::Impl::NormAcrossHeads(float* queries, float* keys, int64_t count,

@@ -239,6 +239,7 @@ void PagedKvCache::Impl::Grow(Sequence& s, int64_t count) {
   if (s.length % options.block_size != 0) Unshare(s, s.length / options.block_size);
   while (s.end_page() < PagesFor(s.length + count, options.block_size)) {
     const int32_t block = pool.Allocate();
+    ZeroKeys(block);
     ZeroValueRows(block, 0);
     s.pages.push_back(block);
   }
@@ -265,6 +266,13 @@ void PagedKvCache::Impl::CopyBlock(int32_t from, int32_t to) {
                   layer_values + from * layout.block_value_bytes(),
                   layout.block_value_bytes());
     }
+  }
+}
+
+void PagedKvCache::Impl::ZeroKeys(int32_t block) {
+  for (int64_t layer = 0; layer < options.num_layers; ++layer) {
+    std::memset(keys.data() + layer * layer_keys_bytes + block * layout.block_key_bytes(),
+                0, layout.block_key_bytes());
   }
 }
 
@@ -350,6 +358,8 @@ PagedKvCacheStats PagedKvCache::stats() const {
   stats.sequences = impl_->active_sequences;
   stats.bytes_per_block = impl_->options.num_layers * (impl_->layout.block_key_bytes() +
                                                        impl_->layout.block_value_bytes());
+  stats.residual_bytes = impl_->active_sequences * impl_->ResidualFloats() *
+                         static_cast<int64_t>(sizeof(float));
   return stats;
 }
 
@@ -386,6 +396,8 @@ void PagedKvCache::RemoveSequence(int64_t sequence) {
   Impl::Sequence& s = impl_->Active("RemoveSequence", sequence);
   for (const int32_t block : s.pages) impl_->pool.Release(block);
   s.pages.clear();
+  // Ids may be named by request: an id seen once must not keep megabytes.
+  std::vector<float>().swap(s.key_residual);
   s.active = false;
   --impl_->active_sequences;
 }

@@ -71,6 +71,10 @@ struct PagedKvCache::Impl {
   // `length`; Truncate then cannot fail.
   void CheckTruncate(const char* what, const Sequence& s, int64_t length) const;
   void Truncate(Sequence& s, int64_t length);
+  // Zeroes a block's K pages, scales included, in every layer: all-zero bytes are key
+  // 0 in every storage, so a kv_shared layer that reads slots its source layer has
+  // not written yet sees zeros, never an earlier request's keys.
+  void ZeroKeys(int32_t block);
   // Zeroes V rows [first_row, block_size) of a block in every layer and KV head:
   // values past a sequence's length are multiplied by 0, so they must be finite
   // (values in keys: their int8 scales).

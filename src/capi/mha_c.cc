@@ -9,6 +9,7 @@
 #include <string>
 
 #include "mha/mha.hpp"
+#include "src/base/check.h"
 #include "src/capi/c_support.h"
 #include "src/validation/problem.h"
 
@@ -243,6 +244,12 @@ mha_status mha_forward(const mha_layer* layer, const mha_forward_args* args) {
     Require(args, "args");
     const mha::AttentionConfig& config = layer->attention.config();
     const int64_t b = args->batch, sq = args->query_len, sk = args->key_len;
+    if ((!args->key || !args->value) && sk != sq) {
+      mha::internal::Fail("args.key_len: must equal args.query_len (", sq,
+                          ") where args.key or args.value is NULL (the query serves "
+                          "as them), got ",
+                          sk);
+    }
     mha::AttentionInputs inputs;
     inputs.query = mha::TensorView(args->query, mha::Shape{b, sq, config.query_dim});
     if (args->key) {

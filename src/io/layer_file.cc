@@ -8,7 +8,7 @@ LoadedLayer LoadLayer(const std::string& path, int64_t num_heads, int64_t num_kv
   const Safetensors& file = layer.file;
   LayerFromNames named =
       LayerFromStateDict([&file](const std::string& name) { return file.Find(name); },
-                         path, num_heads, num_kv_heads);
+                         file.Names(), path, num_heads, num_kv_heads);
   layer.config = named.config;
   layer.weights = named.weights;
   return layer;

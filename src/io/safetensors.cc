@@ -201,4 +201,10 @@ TensorView Safetensors::Find(const std::string& name) const {
   return it == tensors_.end() ? TensorView() : it->second.view();
 }
 
+std::vector<std::string> Safetensors::Names() const {
+  std::vector<std::string> names;
+  for (const auto& entry : tensors_) names.push_back(entry.first);
+  return names;
+}
+
 }  // namespace mha::io

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "src/io/array.h"
 
@@ -18,6 +19,7 @@ class Safetensors {
   // The tensor, or an absent view when it is not in the file.
   TensorView Find(const std::string& name) const;
   const std::string& path() const { return path_; }
+  std::vector<std::string> Names() const;
 
  private:
   std::string path_;

@@ -59,6 +59,44 @@ AttentionWeights FindInputWeights(const Lookup& file) {
                   ": no in_proj_weight, q_proj_weight or q_proj.weight tensor found");
 }
 
+// Every name the layer reads: nn.MultiheadAttention's, nn.Linear's (out_proj, or
+// Hugging Face's o_proj), sinks and the QK-norm weights.
+constexpr const char* kKnownNames[] = {
+    "in_proj_weight", "in_proj_bias",  "q_proj_weight", "k_proj_weight",
+    "v_proj_weight",  "q_proj.weight", "q_proj.bias",   "k_proj.weight",
+    "k_proj.bias",    "v_proj.weight", "v_proj.bias",   "out_proj.weight",
+    "out_proj.bias",  "o_proj.weight", "o_proj.bias",   "sinks",
+    "q_norm.weight",  "k_norm.weight"};
+
+void CheckNamesKnown(const std::vector<std::string>& names, const std::string& source) {
+  for (const std::string& name : names) {
+    bool known = false;
+    for (const char* accepted : kKnownNames) known = known || name == accepted;
+    if (known) continue;
+    std::string list;
+    for (const char* accepted : kKnownNames)
+      list += (list.empty() ? "" : ", ") + std::string(accepted);
+    throw FileError(source + ": unknown tensor '" + name + "' (a layer's tensors are " +
+                    list + ")");
+  }
+}
+
+// The output projection: out_proj (PyTorch) or o_proj (Llama, Mistral, Qwen).
+Projection FindOutput(const Lookup& file) {
+  const bool out = file.Has("out_proj.weight") || file.Has("out_proj.bias");
+  const bool o = file.Has("o_proj.weight") || file.Has("o_proj.bias");
+  if (out && o) {
+    throw FileError(file.path() +
+                    ": both out_proj and o_proj tensors given; which is "
+                    "the output projection is ambiguous");
+  }
+  const std::string name = o ? "o_proj" : "out_proj";
+  Projection output;
+  output.weight = file.Find(name + ".weight");
+  output.bias = file.Find(name + ".bias");
+  return output;
+}
+
 int64_t Columns(const Lookup& file, const char* what, const TensorView& weight) {
   if (!weight.present()) throw FileError(file.path() + ": missing " + what + " weight");
   if (weight.shape.rank() != 2) {
@@ -70,13 +108,15 @@ int64_t Columns(const Lookup& file, const char* what, const TensorView& weight) 
 
 }  // namespace
 
-LayerFromNames LayerFromStateDict(const TensorLookup& find, const std::string& source,
-                                  int64_t num_heads, int64_t num_kv_heads) {
+LayerFromNames LayerFromStateDict(const TensorLookup& find,
+                                  const std::vector<std::string>& names,
+                                  const std::string& source, int64_t num_heads,
+                                  int64_t num_kv_heads) {
+  CheckNamesKnown(names, source);
   const Lookup file{find, source};
   LayerFromNames layer;
   layer.weights = FindInputWeights(file);
-  layer.weights.output.weight = file.Find("out_proj.weight");
-  layer.weights.output.bias = file.Find("out_proj.bias");
+  layer.weights.output = FindOutput(file);
   layer.weights.sinks = file.Find("sinks");
   layer.weights.query_norm_weight = file.Find("q_norm.weight");
   layer.weights.key_norm_weight = file.Find("k_norm.weight");

@@ -375,8 +375,11 @@ class QueryBlock {
       const T* after = column + keys < padded ? ValueTile(page + 1) : next_keys;
       const size_t page_size = static_cast<size_t>(pages_.page_size);
       // The padding keys after the tile's last have probability 0: P V stops there
-      // (a small call's 6 keys in a 16-key tile: 6 rows of V, not 16).
-      const size_t depth = std::min(keys, static_cast<size_t>(count) - column);
+      // (a small call's 6 keys in a 16-key tile: 6 rows of V, not 16). bf16 products
+      // run to the page's padded end: AMX groups a row's products by depth, and the
+      // tile's key count depends on the block's last row (causal).
+      const size_t depth =
+          bf16_dot_ ? keys : std::min(keys, static_cast<size_t>(count) - column);
       const T* values = Values(page, depth);
       if (bf16_dot_) {
         Bf16TileMatMul(rows_, dim, depth, probability_bits_ + column, stride,
@@ -510,17 +513,15 @@ class QueryBlock {
   int64_t positions_[kQueryBlock], heads_[kQueryBlock];  // of each row
 };
 
-// Whether a block of `rows` query rows over bfloat16 pages runs bf16 products
-// (bf16_tile_matmul.h): only from an AVX-512 target (so MHA_MAX_ISA caps it) of a
-// CPU with AVX512_BF16; where AMX tiles run, only blocks of a whole tile of rows.
-// There (Intel) vdpbf16ps issues once per cycle against two fp32 FMAs, so shorter
-// blocks (decode's query heads of one KV group) run fp32 on the widened pages: a
-// paged bf16 decode step 1.09x faster.
-bool Bf16DotProducts(size_t rows) {
+// Whether query blocks over bfloat16 pages run bf16 products (bf16_tile_matmul.h):
+// only from an AVX-512 target (so MHA_MAX_ISA caps it) of a CPU with AVX512_BF16.
+// Never chosen by a block's row count: that depends on the thread count, the
+// chunking of a prompt and the other sequences of a step, and the two paths round
+// q and P differently (docs/errors.md promises the same bits for all of them).
+bool Bf16DotProducts() {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  return CpuHasAvx512Bf16() && (rows >= kAmxMinRows || !AmxTileProducts());
+  return CpuHasAvx512Bf16();
 #else
-  (void)rows;
   return false;
 #endif
 }
@@ -532,7 +533,7 @@ void AttendRows(D d, const AttentionParams& params, const CoreTask& task,
   const int64_t count = KernelRows(task);
   for (int64_t first = 0; first < count; first += static_cast<int64_t>(kQueryBlock)) {
     const size_t block = std::min<size_t>(kQueryBlock, count - first);
-    const bool bf16_dot = std::is_same_v<T, hwy::bfloat16_t> && Bf16DotProducts(block);
+    const bool bf16_dot = std::is_same_v<T, hwy::bfloat16_t> && Bf16DotProducts();
     QueryBlock<T>(params, task, rows, masks, layout, scratch, pages, first, block,
                   bf16_dot)
         .Run(d);

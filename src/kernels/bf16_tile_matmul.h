@@ -20,9 +20,9 @@ namespace mha::internal {
 // bfloat16 tile of b_rows rows (src/kernels/kv_pages.h). Rows go in pairs: for an
 // odd depth, A's element depth must be 0 and B's row depth finite (a tile's zero
 // row). `after`: the tile read next, whose start the last strip prefetches.
-// Runs on AMX tiles when AmxTileProducts() and the product is big enough to pay for
-// configuring them (kAmxMinTileProducts); the depth past whole kAmxDepth / 2 runs
-// on vdpbf16ps.
+// Runs on AMX tiles wherever AmxTileProducts(), whatever the product's size (AMX
+// and vdpbf16ps round differently: the kernel must not pick by row count); the depth
+// past whole kAmxDepth runs on vdpbf16ps.
 void Bf16TileMatMul(size_t rows, size_t n, size_t depth, const uint16_t* a, size_t lda,
                     const uint16_t* b, size_t b_rows, float* c, size_t ldc,
                     bool accumulate, const uint16_t* after);
@@ -30,20 +30,14 @@ void Bf16TileMatMul(size_t rows, size_t n, size_t depth, const uint16_t* a, size
 // Whether Bf16TileMatMul may use AMX: the CPU has it and the ISA cap allows it.
 bool AmxTileProducts();
 
-// The depth of one AMX tile product: 16 pairs of bfloat16 in a 64-byte tile row;
-// depths of an odd number of kAmxDepth / 2 run in half-depth products.
-constexpr size_t kAmxDepth = 32;
-// Configuring the tiles and releasing them costs about as much as a few tile
-// products: smaller products run on vdpbf16ps. (A decode step over a paged cache's
-// 16-token pages, 4 query heads x 16 keys x 128: 4 tile products, 1.11x slower on
-// AMX; over 128-token pages, 1 x 128 x 64: 16, 1.15x faster.)
-constexpr size_t kAmxMinTileProducts = 8;
-// Where AMX tiles run, the attention kernel gives bf16 products only to blocks of at
-// least one tile of query rows (attention_head.cc).
-constexpr size_t kAmxMinRows = 16;
+// The depth of one AMX tile product as mha runs it: 16 bfloat16, half a 64-byte
+// tile row. AMX sums one product's terms otherwise than in sequence, so the bits of
+// a row depend on how its depth is cut: always in 16s from depth 0, one 16-token
+// page of a paged cache or a sixteenth of a contiguous cache's 128-token page alike.
+constexpr size_t kAmxDepth = 16;
 
-// The two kernels, as Bf16TileMatMul; the AMX one takes depth % (kAmxDepth / 2) == 0
-// and needs AmxTileProducts().
+// The two kernels, as Bf16TileMatMul; the AMX one takes depth % kAmxDepth == 0 and
+// needs AmxTileProducts().
 void Bf16TileMatMulAvx512(size_t rows, size_t n, size_t depth, const uint16_t* a,
                           size_t lda, const uint16_t* b, size_t b_rows, float* c,
                           size_t ldc, bool accumulate, const uint16_t* after);

@@ -1,7 +1,7 @@
-// Bf16TileMatMulAmx on AMX (bf16_tile_matmul.h): tdpbf16ps multiplies a 16 x 32
-// bfloat16 tile of A by a 32 x 16 one of B into a 16 x 16 fp32 tile of C, 16 times
-// the multiply-adds of vdpbf16ps per instruction (16 x 16 by 16 x 16 for depths of
-// an odd number of 16s: a paged cache's 16-token V pages). A B tile is 16 pair-rows
+// Bf16TileMatMulAmx on AMX (bf16_tile_matmul.h): tdpbf16ps multiplies a 16 x 16
+// bfloat16 tile of A by a 16 x 16 one of B into a 16 x 16 fp32 tile of C, 8 times
+// the multiply-adds of vdpbf16ps per instruction (kAmxDepth: half of what a tile
+// row holds, so that every cache groups a row's products alike). A B tile is 8 pair-rows
 // of one paired panel, 16 consecutive 64-byte lines: the layout the KV pages already
 // have (kv_pages.h), so it loads in place. The eight tile registers hold a 2 x 2
 // block of C (32 rows x 2 panels), the two A tiles and the two B tiles it needs.
@@ -31,7 +31,7 @@ struct TileConfig {
 };
 
 // The tiles' shapes: row blocks of rows[0] and rows[1] (0: none) rows, products
-// `chunk` deep (kAmxDepth, or half of it: a paged cache's 16-token V page).
+// `chunk` (kAmxDepth) deep.
 struct Shape {
   size_t rows[2];
   size_t chunk;
@@ -125,7 +125,7 @@ MHA_AMX_TARGET void Bf16TileMatMulAmx(size_t rows, size_t n, size_t depth,
   // for a last row block of another height (48 rows: 16 + 16, then 16 on the same
   // tiles). The tiles are released on return: oneDNN's AMX kernels on the same
   // thread configure their own.
-  const size_t chunk = depth % kAmxDepth == 0 ? kAmxDepth : kAmxDepth / 2;
+  const size_t chunk = kAmxDepth;
   Shape configured{{0, 0}, 0};
   for (size_t first = 0; first < rows; first += 2 * kAmxTileRows) {
     const size_t first_rows = std::min(kAmxTileRows, rows - first);

@@ -34,11 +34,12 @@ void QuantizeInt8Channel(const KvPages& pages, int64_t page, const float* rows,
     if (coded[t]) max_abs = std::max(max_abs, std::fabs(rows[t * head_dim + c]));
   }
   pages.KeyChannelScales(page)[c] = max_abs / kInt8Max;
-  const float inverse = max_abs > 0.0f ? kInt8Max / max_abs : 0.0f;
+  // In double: a float kInt8Max / max_abs is infinite for channels below 3.7e-37.
+  const double inverse = max_abs > 0.0f ? kInt8Max / double{max_abs} : 0.0;
   for (int64_t t = 0; t < pages.page_size; ++t) {
     codes[PanelOffset(static_cast<size_t>(c), static_cast<size_t>(t),
                       static_cast<size_t>(head_dim))] =
-        coded[t] ? Code(rows[t * head_dim + c] * inverse) : int8_t{0};
+        coded[t] ? Code(static_cast<float>(rows[t * head_dim + c] * inverse)) : int8_t{0};
   }
 }
 

@@ -35,15 +35,18 @@ struct ZeroPointRange {
   ZeroPointRange(float low, float high)
       : scale(static_cast<float>((double{high} - double{low}) / kInt4Max)),
         min(low),
-        inverse_(scale > 0.0f ? 1.0f / scale : 0.0f) {}
+        inverse_(high > low ? kInt4Max / (double{high} - double{low}) : 0.0) {}
 
   uint8_t Code(float x) const {
     return static_cast<uint8_t>(
-        std::clamp(std::nearbyint((x - min) * inverse_), 0.0f, kInt4Max));
+        std::clamp(std::nearbyint(static_cast<float>((double{x} - min) * inverse_)), 0.0f,
+                   kInt4Max));
   }
 
  private:
-  float inverse_ = 0.0f;
+  // In double: 1 / scale is infinite for ranges below about 4e-38, and a code of the
+  // minimum would be 0 * inf = NaN.
+  double inverse_ = 0.0;
 };
 
 }  // namespace mha::internal

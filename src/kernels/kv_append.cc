@@ -112,8 +112,12 @@ float Quantize(const float* row, size_t n, bool scaled, typename Code::Type* out
     max_abs = std::max(max_abs, std::fabs(row[k]));
   }
   const float scale = max_abs / Code::kMax / Code::kWidened;
-  const float inverse = max_abs > 0.0f ? Code::kMax / max_abs : 0.0f;
-  for (size_t k = 0; k < n; ++k) out[index(k)] = Code::Encode(row[k] * inverse);
+  // In double: kMax / max_abs overflows a float for rows below about 1e-34, and a
+  // zero entry times an infinite factor would code NaN.
+  const double inverse = max_abs > 0.0f ? Code::kMax / double{max_abs} : 0.0;
+  for (size_t k = 0; k < n; ++k) {
+    out[index(k)] = Code::Encode(static_cast<float>(row[k] * inverse));
+  }
   return scale;
 }
 

@@ -1,6 +1,7 @@
 // Conversions between numpy arrays or torch tensors and mha tensor views.
 #include "src/python/arrays.h"
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -147,7 +148,25 @@ Input MaskInput(py::handle object, const char* name) {
 Input IndexInput(py::handle object, const char* name) {
   if (object.is_none()) return {};
   const py::array array = py::array::ensure(AsNumpy(object));
-  if (array && array.dtype().is(py::dtype::of<int32_t>())) {
+  // Integers only: a float would be truncated, a string parsed, a uint64 above
+  // INT64_MAX wrapped to a negative index.
+  const char kind = array ? array.dtype().kind() : '?';
+  if (kind != 'i' && kind != 'u') {
+    throw ArgumentError(name, "expected integers, got " +
+                                  (array ? "dtype " + std::string(py::str(array.dtype()))
+                                         : std::string("no array")));
+  }
+  if (kind == 'u' && array.itemsize() == 8) {
+    const auto values =
+        py::array_t<uint64_t, py::array::c_style | py::array::forcecast>::ensure(array);
+    for (py::ssize_t i = 0; i < values.size(); ++i) {
+      if (values.data()[i] > static_cast<uint64_t>(INT64_MAX)) {
+        throw ArgumentError(name, "expected integers up to 2^63 - 1, got " +
+                                      std::to_string(values.data()[i]));
+      }
+    }
+  }
+  if (array.dtype().is(py::dtype::of<int32_t>())) {
     return Viewed(Ensure<int32_t>(array, object, name), DType::kInt32, name);
   }
   return Viewed(Ensure<int64_t>(AsNumpy(object), object, name), DType::kInt64, name);

@@ -41,17 +41,19 @@ LayerSource FromStateDict(const py::dict& state_dict, int64_t num_heads,
                           int64_t num_kv_heads, const AttentionConfig& config) {
   LayerSource source;
   std::map<std::string, TensorView> views;
+  std::vector<std::string> names;
   for (const auto& [key, value] : state_dict) {
     const std::string name = py::str(key);
     source.arrays.push_back(FloatInput(value, name.c_str()));
     views[name] = source.arrays.back().view;
+    names.push_back(name);
   }
   const io::LayerFromNames named = io::LayerFromStateDict(
       [&views](const std::string& name) {
         const auto found = views.find(name);
         return found == views.end() ? TensorView() : found->second;
       },
-      "state_dict", num_heads, num_kv_heads);
+      names, "state_dict", num_heads, num_kv_heads);
   source.config = config;
   for (auto size : {&AttentionConfig::num_heads, &AttentionConfig::head_dim,
                     &AttentionConfig::query_dim, &AttentionConfig::key_dim,

@@ -43,6 +43,7 @@ py::dict StatsOf(const PagedKvCacheStats& stats) {
   out["shared_blocks"] = stats.shared_blocks;
   out["sequences"] = stats.sequences;
   out["bytes_per_block"] = stats.bytes_per_block;
+  out["residual_bytes"] = stats.residual_bytes;
   return out;
 }
 
@@ -157,7 +158,8 @@ void BindPagedCache(py::module_& m) {
             return StatsOf(c.Locked([](PagedKvCache& p) { return p.stats(); }));
           },
           "num_blocks, free_blocks, used_blocks, shared_blocks, sequences and "
-          "bytes_per_block (every layer's K, V and scales).");
+          "bytes_per_block (every layer's K, V and scales), residual_bytes (keys per "
+          "channel: the fp32 partial blocks the sequences hold outside the pool).");
   py::reinterpret_borrow<py::class_<PyLayer<MultiheadAttention>>>(
       m.attr("MultiheadAttention"))
       .def("forward_packed", &ForwardPacked, py::arg("query"), py::arg("sequence_ids"),

@@ -107,8 +107,7 @@ TEST_P(Bf16TileMatMul, MatchesDoubleProductOfTheBf16Values) {
   for (size_t rows : {1, 5, 6, 7, 8, 13, 16, 17, 32, 33, 48}) {
     for (size_t n : {16, 32, 48, 80, 144}) {
       for (size_t depth : {1, 3, 16, 17, 32, 33, 48, 64, 128}) {
-        if (GetParam() == Kernel::kAmxTiles &&
-            depth % (mha::internal::kAmxDepth / 2) != 0) {
+        if (GetParam() == Kernel::kAmxTiles && depth % mha::internal::kAmxDepth != 0) {
           continue;
         }
         for (size_t extra_rows : {0, 5}) {
@@ -158,6 +157,46 @@ TEST_P(Bf16TileMatMul, NaNInAnInputItReadsReachesTheProduct) {
   for (size_t i = 0; i < rows; ++i) {
     for (size_t j = 0; j < n; ++j) {
       EXPECT_EQ(std::isnan(c[i * n + j]), j == 20) << i << "," << j;
+    }
+  }
+}
+
+// What the attention kernel's bitwise promises rest on (docs/errors.md): a row of
+// Bf16TileMatMul has the same bits whatever rows share its call (the thread count,
+// a prompt's chunking and a step's other sequences set them) and whatever zero
+// products follow its last nonzero one, from the next multiple of 16 on (a causal
+// block's key count, a page's padding), on whichever kernels this CPU and cap run.
+TEST(Bf16TileMatMulBits, ARowIgnoresTheRowsBesideItAndTrailingZeroProducts) {
+  if (!mha::internal::CpuHasAvx512Bf16()) GTEST_SKIP() << "no AVX512_BF16";
+  const size_t n = 48, max_rows = 40, max_depth = 128;
+  const PairedTile b(max_depth, n, 7);
+  const std::vector<float> a_random = RandomFloats(max_rows * max_depth, 8, 3.0f);
+  for (size_t depth : {16, 40, 64, 80, 128}) {  // the row's nonzero products
+    std::vector<uint16_t> a(max_rows * max_depth, 0);
+    for (size_t i = 0; i < max_rows; ++i) {
+      for (size_t k = 0; k < depth; ++k) {
+        a[i * max_depth + k] =
+            mha::internal::RoundToBf16Bits(a_random[i * max_depth + k]);
+      }
+    }
+    const auto product = [&](size_t row, size_t rows, size_t run_depth) {
+      std::vector<float> c = RandomFloats(rows * n, 9);
+      mha::internal::Bf16TileMatMul(rows, n, run_depth, a.data() + row * max_depth,
+                                    max_depth, b.bits.data(), max_depth, c.data(), n,
+                                    /*accumulate=*/true, nullptr);
+      return std::vector<float>(c.begin(), c.begin() + n);  // the first row's
+    };
+    // The kernel cuts depths in 16s (AMX): a run past the last nonzero product starts
+    // at the next multiple of 16, as the attention kernel's pages do.
+    const size_t padded = mha::internal::RoundUp(depth, 16);
+    const std::vector<float> alone = product(0, 1, padded);
+    for (size_t rows : {2, 5, 16, 17, 33, 40}) {
+      EXPECT_EQ(product(0, rows, padded), alone)
+          << "depth " << depth << ", rows " << rows;
+    }
+    for (size_t run_depth = padded; run_depth <= max_depth; run_depth += 16) {
+      EXPECT_EQ(product(0, 1, run_depth), alone)
+          << "depth " << depth << " run to " << run_depth;
     }
   }
 }

@@ -122,7 +122,12 @@ def test_errors_are_value_errors_with_the_library_message():
     with pytest.raises(ValueError, match="not divisible by num_heads 3"):
         mha.MultiheadAttention.from_state_dict(random_state_dict(rng, 8, 2), 3)
     with pytest.raises(ValueError, match="no in_proj_weight"):
-        mha.MultiheadAttention.from_state_dict({"bias": np.zeros(3)}, 2)
+        mha.MultiheadAttention.from_state_dict({"sinks": np.zeros(3)}, 2)
+    # A name the layer does not read (here a typo) is refused, naming it.
+    typo = random_state_dict(rng, 8, 2)
+    typo["out_proj.wieght"] = typo.pop("out_proj.weight")
+    with pytest.raises(ValueError, match="unknown tensor 'out_proj.wieght'"):
+        mha.MultiheadAttention.from_state_dict(typo, 2)
     with pytest.raises(TypeError, match="no field 'heads'"):
         mha.AttentionConfig(heads=2)
 

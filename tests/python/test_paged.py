@@ -1,6 +1,8 @@
 """mha.PagedKvCache and layer.forward_packed: packed steps of mixed prefill and
 decode against each sequence run alone through a contiguous cache, forks, the pool
 running out (mha.OutOfBlocksError, the cache unchanged), and bad arguments."""
+import re
+
 import numpy as np
 import pytest
 
@@ -107,3 +109,19 @@ def test_bad_arguments_raise_value_error_naming_them():
         layer.forward_packed(np.zeros((1, 1, 32), np.float32), [0], [0, 1], cache)
     with pytest.raises(ValueError, match="block_size"):
         mha.PagedKvCache(layer, num_blocks=4, max_sequences=2, block_size=17)
+
+
+@pytest.mark.parametrize("bad,what", [
+    (np.array([0.0, 1.0]), "expected integers, got dtype float64"),
+    (["0", "1"], "expected integers, got dtype <U1"),
+    (np.array([0, 2**64 - 1], np.uint64), "up to 2^63 - 1, got 18446744073709551615"),
+])
+def test_index_arguments_take_integers_only(bad, what):
+    layer = make_layer()
+    cache = mha.PagedKvCache(layer, num_blocks=4, max_sequences=2)
+    cache.add_sequence(0)
+    cache.append_slots([0], [1])
+    query = np.zeros((1, 32), np.float32)
+    with pytest.raises(ValueError, match="query_start_loc.*" + re.escape(what)):
+        layer.forward_packed(query, [0], bad, cache)
+    assert cache.length(0) == 1
