@@ -104,6 +104,10 @@ TEST_F(MhaRun, UsageErrors) {
       {"--weights", weights_, "--num-heads", "x", "--query", query_, "--output", output_},
       2, {"--num-heads", "'x'"});
   ExpectFailure({"--weights"}, 2, {"missing value after --weights"});
+  ExpectFailure(
+      {"--weights", weights_, "--query", query_, "--output", output_, "--threads",
+       "99999999999"},
+      2, {"--threads: expected at most 4096 threads, got '99999999999'"});
 }
 
 TEST_F(MhaRun, DecoderFeatureFlags) {

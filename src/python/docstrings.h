@@ -33,7 +33,9 @@ inline constexpr const char* kFromStateDict =
     "    config: an mha.AttentionConfig for everything the weights do not give "
     "(features, rotary, dtypes).\n"
     "    head_shard: mha.HeadShard: only these heads (tensor parallelism).\n"
-    "    batch_first: True: inputs are [B, S, E]; False: [S, B, E].\n";
+    "    batch_first: True: inputs are [B, S, E]; False: [S, B, E]. None (the "
+    "default) follows PyTorch for the names given: False for nn.MultiheadAttention's "
+    "(in_proj_weight, q_proj_weight), True for Hugging Face's (q_proj.weight).\n";
 
 inline constexpr const char* kForward =
     "Attention over query, key and value, as nn.MultiheadAttention.forward.\n\n"
@@ -134,7 +136,10 @@ inline constexpr const char* kKvCache =
 inline constexpr const char* kPagedKvCache =
     "A pool of blocks shared by a server's sequences and layers (paged_kv_cache.hpp): "
     "add, fork, truncate and remove sequences; append_slots before each packed step. "
-    "Calls from several threads run one at a time.\n\n"
+    "Calls from several threads run one at a time: a forward_packed over this cache "
+    "holds it for the whole call, so stats() or another sequence's step waits for a "
+    "long prefill (C++'s PagedKvCache locks only its bookkeeping; serve one step at a "
+    "time per cache from Python).\n\n"
     "Args:\n"
     "    layer: an mha.MultiheadAttention of the shape every layer stored has.\n"
     "    num_blocks: blocks in the pool.\n"

@@ -254,14 +254,18 @@ py::class_<PyLayer<Engine>> BindEngine(py::module_& m, const char* name,
           "from_state_dict",
           [](const py::dict& state_dict, int64_t num_heads, int64_t num_kv_heads,
              std::optional<AttentionConfig> config, std::optional<HeadShard> head_shard,
-             bool batch_first) {
+             std::optional<bool> batch_first) {
+            // PyTorch's default for its own names: nn.MultiheadAttention is
+            // sequence-first; Hugging Face's layers are batch-first.
+            const bool torch_names = state_dict.contains("in_proj_weight") ||
+                                     state_dict.contains("q_proj_weight");
             return Build<Engine>(FromStateDict(state_dict, num_heads, num_kv_heads,
                                                config.value_or(AttentionConfig())),
-                                 head_shard, batch_first);
+                                 head_shard, batch_first.value_or(!torch_names));
           },
           py::arg("state_dict"), py::arg("num_heads"), py::arg("num_kv_heads") = 0,
           py::kw_only(), py::arg("config") = py::none(),
-          py::arg("head_shard") = py::none(), py::arg("batch_first") = true,
+          py::arg("head_shard") = py::none(), py::arg("batch_first") = py::none(),
           docs::kFromStateDict)
       .def_property_readonly("config",
                              [](const Layer& self) { return self.engine.config(); })

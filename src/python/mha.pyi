@@ -7,7 +7,8 @@ import numpy as np
 
 # numpy arrays, torch tensors (float32 and bfloat16 read in place) or nested lists.
 ArrayLike = Any
-# What a call returns: a torch tensor for a torch query (of its dtype), else numpy.
+# What a call returns: a torch tensor for a torch query (of its dtype: float32 or
+# bfloat16; float32 for a float16 or float64 query), else numpy.
 Output = Any
 
 class _Enum:
@@ -213,7 +214,7 @@ class MultiheadAttention(_Layer):
     def from_state_dict(state_dict: Dict[str, ArrayLike], num_heads: int,
                         num_kv_heads: int = 0, *, config: Optional[AttentionConfig] = None,
                         head_shard: Optional[HeadShard] = None,
-                        batch_first: bool = True) -> MultiheadAttention: ...
+                        batch_first: Optional[bool] = None) -> MultiheadAttention: ...
     def forward_with_cache(self, query: ArrayLike, cache: KvCache, *,
                            new_lengths: Optional[ArrayLike] = None,
                            position_ids: Optional[ArrayLike] = None, num_threads: int = 0,
@@ -236,7 +237,7 @@ class NaiveMultiheadAttention(_Layer):
     def from_state_dict(state_dict: Dict[str, ArrayLike], num_heads: int,
                         num_kv_heads: int = 0, *, config: Optional[AttentionConfig] = None,
                         head_shard: Optional[HeadShard] = None,
-                        batch_first: bool = True) -> NaiveMultiheadAttention: ...
+                        batch_first: Optional[bool] = None) -> NaiveMultiheadAttention: ...
 
 def scaled_dot_product_attention(
         query: ArrayLike, key: ArrayLike, value: ArrayLike,

@@ -36,8 +36,9 @@ def random_state_dict(rng, embed_dim, num_heads, num_kv_heads=0, head_dim=None, 
 @pytest.mark.parametrize("case", layer_cases())
 def test_pytorch_fixture(case):
     state_dict, num_heads, num_kv_heads, config, forward, inputs = layer_case(case)
+    # The fixtures' inputs are [B, S, E] whatever names their weights have.
     layer = mha.MultiheadAttention.from_state_dict(state_dict, num_heads, num_kv_heads,
-                                                   config=config)
+                                                   config=config, batch_first=True)
     expected_weights = DATA / case / "expected_attn_weights.npy"
     output, weights = layer(*inputs, need_weights=expected_weights.exists(), **forward)
     assert_close(output, np.load(DATA / case / "expected_output.npy"), case)
@@ -108,7 +109,8 @@ def test_torch_tensors_when_torch_is_present():
     reference = torch.nn.MultiheadAttention(16, 4, batch_first=True).eval()
     x = torch.randn(2, 6, 16)
     expected, _ = reference(x, x, x, need_weights=False)
-    layer = mha.MultiheadAttention.from_state_dict(reference.state_dict(), num_heads=4)
+    layer = mha.MultiheadAttention.from_state_dict(reference.state_dict(), num_heads=4,
+                                                   batch_first=True)
     assert_close(layer(x)[0], expected.detach().numpy(), "torch")
 
 
@@ -366,3 +368,18 @@ def test_cross_attention_over_a_projected_memory(batch_first):
     with pytest.raises(ValueError, match=r"memory_lengths\[1\]: must be in \[0, 9\], got 10"):
         layer.project_memory(sequence_first(memory), cache, memory_lengths=[9, 10, 1])
     assert [cache.length(b) for b in range(3)] == [9, 5, 1]  # unchanged by the failure
+
+
+def test_from_state_dict_follows_pytorchs_batch_first_for_its_names():
+    rng = np.random.default_rng(7)
+    torch_names = {"in_proj_weight": rng.standard_normal((24, 8), np.float32),
+                   "out_proj.weight": rng.standard_normal((8, 8), np.float32)}
+    layer = mha.MultiheadAttention.from_state_dict(torch_names, 2)
+    assert layer.batch_first is False  # nn.MultiheadAttention's default
+    x = rng.standard_normal((5, 3, 8), np.float32)  # [S, B, E]
+    explicit = mha.MultiheadAttention.from_state_dict(torch_names, 2, batch_first=True)
+    np.testing.assert_allclose(layer(x)[0],
+                               explicit(x.transpose(1, 0, 2))[0].transpose(1, 0, 2),
+                               rtol=1e-5, atol=1e-6)
+    assert mha.MultiheadAttention.from_state_dict(random_state_dict(rng, 8, 2),
+                                                  2).batch_first is True

@@ -44,3 +44,34 @@ def test_without_batch_invariance_requests_differ_from_alone():
 def test_requests_larger_than_the_pool_are_refused():
     with pytest.raises(SystemExit, match="needs .* blocks .* the pool has 4"):
         serve_sim.main(TINY + ["--num-blocks", "4"])
+
+
+@pytest.mark.parametrize("rows,message", [
+    ("arrival,prompt_len,output_len\n", "no requests"),
+    ("arrival,prompt_len,output_len\nnan,8,4\n", "row 2: lengths and samples"),
+    ("arrival,prompt_len,output_len\ninf,8,4\n", "row 2: lengths and samples"),
+    ("arrival,prompt_len,output_len\n0,8\n", "row 2: TypeError"),
+    ("arrival,prompt_len,output_len\n0,1000000000000,4\n", "row 2: needs"),
+    ("arrival,prompt_len,output_len,samples\n0,8,4,17\n", "row 2: 17 samples"),
+    (b"arrival,prompt_len,output_len\n\xff\xfe,8,4\n", "not UTF-8"),
+])
+def test_bad_trace_rows_are_refused_naming_the_row(tmp_path, rows, message):
+    trace = tmp_path / "trace.csv"
+    if isinstance(rows, bytes):
+        trace.write_bytes(rows)
+    else:
+        trace.write_text(rows)
+    with pytest.raises(SystemExit, match=message):
+        serve_sim.main(["--trace", str(trace), "--max-running", "16", "--layers", "1",
+                        "--hidden", "64", "--heads", "2", "--kv-heads", "1"])
+
+
+def test_admission_reserves_the_slots_a_prompt_forks_into(tmp_path):
+    summary_path = tmp_path / "summary.json"
+    status = serve_sim.main(["--hidden", "64", "--heads", "2", "--kv-heads", "1",
+                             "--layers", "1", "--requests", "30", "--rate", "1000",
+                             "--max-running", "4", "--samples", "3",
+                             "--fork-fraction", "0.5", "--prompt-len", "4:20",
+                             "--output-len", "2:6", "--json", str(summary_path)])
+    summary = json.loads(summary_path.read_text())
+    assert status == 0 and summary["forks"] > 0

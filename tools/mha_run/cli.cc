@@ -192,7 +192,11 @@ bool ParseValueFlag(const std::string& flag, const std::string& value, Options& 
   } else if (flag == "--num-kv-heads") {
     options.num_kv_heads = ParseCount(flag, value);
   } else if (flag == "--threads") {
-    options.threads = static_cast<int>(std::min<int64_t>(ParseCount(flag, value), 4096));
+    const int64_t threads = ParseCount(flag, value);
+    if (threads > 4096) {
+      throw UsageError(flag + ": expected at most 4096 threads, got '" + value + "'");
+    }
+    options.threads = static_cast<int>(threads);
   } else if (flag == "--weight-dtype") {
     ExpectOneOf(flag, value, {"float32", "bfloat16", "int8"});
     options.weight_dtype = value == "float32"    ? DType::kFloat32

@@ -52,12 +52,13 @@ class Scheduler:
     def _admit(self, budget):
         """Admits waiting requests while sequences, blocks and the budget allow."""
         free = self.cache.stats()["free_blocks"]
+        # Slots the running prompts will fork into once their prefill ends.
+        reserved = sum(self._width(e) - 1 for e in self.running)
         while self.waiting and budget > 0:
             entry = self.waiting[0]
-            width = entry.request.samples if entry.request.parent < 0 and \
-                not entry.request.generated else 1
+            width = self._width(entry)
             chunk = min(len(entry.tokens), budget)
-            if len(self.running) + width > self.max_running or \
+            if len(self.running) + reserved + width > self.max_running or \
                     self._blocks(chunk) + self.watermark > free:
                 break
             self.waiting.popleft()
@@ -66,6 +67,13 @@ class Scheduler:
             self.running.append(entry)
             free -= self._blocks(chunk)
             budget -= chunk
+            reserved += width - 1
+
+    @staticmethod
+    def _width(entry):
+        """Sequences an entry will run as: a prompt not yet forked, its samples."""
+        request = entry.request
+        return request.samples if request.parent < 0 and not request.generated else 1
 
     def _plan(self):
         """(entry, count) for this step: decodes and running prefills first."""

@@ -79,14 +79,19 @@ def progress(text, done, total):
         sys.stderr.flush()
 
 
-def check_fits(requests, num_blocks, block_size):
-    for r in requests:
-        blocks = -(-len(r.prompt) // block_size) + \
-            r.samples * (-(-r.max_tokens // block_size) + 1)
-        if blocks > num_blocks:
-            raise SystemExit(f"serve_sim: request {r.id} needs {blocks} blocks "
-                             f"(prompt {len(r.prompt)}, {r.samples} x {r.max_tokens} "
-                             f"output tokens), the pool has {num_blocks}: raise --num-blocks")
+def fits_checker(args):
+    """Raises for a request the pool or the running limit cannot hold."""
+    def fits(where, prompt_len, output_len, samples):
+        blocks = -(-prompt_len // args.block_size) + \
+            samples * (-(-output_len // args.block_size) + 1)
+        if blocks > args.num_blocks:
+            raise SystemExit(f"{where}: needs {blocks} blocks (prompt {prompt_len}, "
+                             f"{samples} x {output_len} output tokens), the pool has "
+                             f"{args.num_blocks}: raise --num-blocks")
+        if samples > args.max_running:
+            raise SystemExit(f"{where}: {samples} samples run at once, above "
+                             f"--max-running {args.max_running}")
+    return fits
 
 
 def serve(model, requests, args):
@@ -135,13 +140,15 @@ def verify(model, finished, storage="float32"):
 
 def main(argv=None):
     args = parse_args(argv)
+    fits = fits_checker(args)
     if args.trace:
-        requests = csv_requests(args.trace, args.vocab, args.seed)
+        requests = csv_requests(args.trace, args.vocab, args.seed, fits)
     else:
         requests = poisson_requests(args.requests, args.rate, args.prompt_len,
                                     args.output_len, args.fork_fraction, args.samples,
                                     args.vocab, args.seed)
-    check_fits(requests, args.num_blocks, args.block_size)
+        for r in requests:
+            fits(f"serve_sim: request {r.id}", len(r.prompt), r.max_tokens, r.samples)
     model = AttentionModel(args.layers, args.hidden, args.heads, args.kv_heads,
                            args.vocab, args.seed, getattr(mha.DType, args.weight_dtype),
                            args.threads)
