@@ -552,6 +552,7 @@ void AttendHead(const AttentionParams& params, const CoreTask& task, const KvPag
               (params.value_offset % static_cast<int64_t>(kPanelWidth) == 0 &&
                params.value_offset + params.ValueHeadDim() <= params.head_dim));
   const TaskRows rows(params, task, partials);
+  const AmxTileSession tiles;  // one tile configuration for the task's products
   switch (pages.storage) {
     case KvStorage::kFloat32:
       return AttendRows<float>(d, params, task, rows, masks, layout, scratch, pages);

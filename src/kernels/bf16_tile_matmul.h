@@ -30,6 +30,18 @@ void Bf16TileMatMul(size_t rows, size_t n, size_t depth, const uint16_t* a, size
 // Whether Bf16TileMatMul may use AMX: the CPU has it and the ISA cap allows it.
 bool AmxTileProducts();
 
+// While one lives, the AMX products on this thread keep their tile configuration from
+// call to call (a decode step's many small products would each pay one) and release
+// it when it ends. Open one around a run of Bf16TileMatMul calls with no oneDNN call
+// between them (oneDNN's AMX kernels configure the tiles their own way).
+class AmxTileSession {
+ public:
+  AmxTileSession();
+  ~AmxTileSession();
+  AmxTileSession(const AmxTileSession&) = delete;
+  AmxTileSession& operator=(const AmxTileSession&) = delete;
+};
+
 // The depth of one AMX tile product as mha runs it: 16 bfloat16, half a 64-byte
 // tile row. AMX sums one product's terms otherwise than in sequence, so the bits of
 // a row depend on how its depth is cut: always in 16s from depth 0, one 16-token

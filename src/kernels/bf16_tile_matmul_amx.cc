@@ -41,6 +41,15 @@ struct Shape {
   }
 };
 
+// The configuration this thread's tiles hold inside an AmxTileSession.
+struct Session {
+  bool open = false;
+  Shape configured{{0, 0}, 0};
+};
+thread_local Session session;
+
+MHA_AMX_TARGET void ReleaseTiles() { _tile_release(); }
+
 // C tiles 0-3 (C[block][panel] is tile 2 block + panel), A tiles 4-5, B tiles 6-7.
 MHA_AMX_TARGET void Configure(const Shape& shape) {
   TileConfig config;
@@ -121,12 +130,13 @@ MHA_AMX_TARGET void Bf16TileMatMulAmx(size_t rows, size_t n, size_t depth,
                                       size_t b_rows, float* c, size_t ldc,
                                       bool accumulate) {
   const size_t stored_rows = RoundUp(b_rows, 2), panels = n / kPanelWidth;
-  // Configuring costs as much as a few tile products: once per call, and again only
-  // for a last row block of another height (48 rows: 16 + 16, then 16 on the same
-  // tiles). The tiles are released on return: oneDNN's AMX kernels on the same
-  // thread configure their own.
+  // Configuring costs as much as a few tile products: once per call (once per
+  // AmxTileSession), and again only for a row block of another height (48 rows:
+  // 16 + 16, then 16 on the same tiles). Outside a session the tiles are released on
+  // return: oneDNN's AMX kernels on the same thread configure their own.
   const size_t chunk = kAmxDepth;
-  Shape configured{{0, 0}, 0};
+  Shape unshared{{0, 0}, 0};
+  Shape& configured = session.open ? session.configured : unshared;
   for (size_t first = 0; first < rows; first += 2 * kAmxTileRows) {
     const size_t first_rows = std::min(kAmxTileRows, rows - first);
     const Shape shape{{first_rows, std::min(kAmxTileRows, rows - first - first_rows)},
@@ -151,7 +161,14 @@ MHA_AMX_TARGET void Bf16TileMatMulAmx(size_t rows, size_t n, size_t depth,
       StoreC(block);
     }
   }
-  _tile_release();
+  if (!session.open) ReleaseTiles();
+}
+
+AmxTileSession::AmxTileSession() { session.open = true; }
+
+AmxTileSession::~AmxTileSession() {
+  if (session.configured.rows[0] != 0) ReleaseTiles();
+  session = Session();
 }
 
 }  // namespace mha::internal
@@ -162,6 +179,8 @@ namespace mha::internal {
 
 void Bf16TileMatMulAmx(size_t, size_t, size_t, const uint16_t*, size_t, const uint16_t*,
                        size_t, float*, size_t, bool) {}
+AmxTileSession::AmxTileSession() = default;
+AmxTileSession::~AmxTileSession() = default;
 
 }  // namespace mha::internal
 
