@@ -13,6 +13,31 @@
 
 enum { B = 2, S = 5, E = 8, H = 2, D = 4 };
 
+/* Growing structs as their first release declared them (a caller built then passes
+ * these sizeofs). */
+typedef struct {
+  size_t struct_size;
+  int64_t batch, new_tokens;
+  const float* query;
+  const int64_t* new_lengths;
+  const int64_t* position_ids;
+  float* output;
+  int num_threads;
+} cache_args_first_release;
+
+typedef struct {
+  size_t struct_size;
+  int64_t layer_index;
+  int64_t num_tokens;
+  const float* query;
+  int64_t num_sequences;
+  const int64_t* sequence_ids;
+  const int64_t* query_start_loc;
+  const int64_t* position_ids;
+  float* output;
+  int num_threads;
+} packed_args_first_release;
+
 static int g_passed, g_failed;
 
 static void Check(int ok, const char* what) {
@@ -163,7 +188,8 @@ static void CheckCore(void) {
   Check(mha_scaled_dot_product_attention_ex(&ex) == MHA_OK, "core with QK-norm");
   Check(Close(out_ex, normed, S * 2 * D) < 1e-5f, "QK-norm: as normalised first");
   Check(Close(out_ex, out, S * 2 * D) > 1e-3f, "QK-norm changes the output");
-  /* The first release's struct_size is taken, and reads no weights past it. */
+  /* The first release's struct_size (sizeof a struct holding only `call`) is taken,
+   * and reads no weights past it. */
   ex.struct_size = offsetof(mha_attention_ex_args, query_norm_weight);
   Check(mha_scaled_dot_product_attention_ex(&ex) == MHA_INVALID_ARGUMENT &&
             strstr(mha_last_error(), "query_norm_weight: required by features.qk_norm"),
@@ -287,6 +313,19 @@ static void CheckPaged(const mha_layer* layer, const float* x, const float* expe
                                out, 0) == MHA_OK,
             "packed step");
     } else { /* the same call through the growing struct */
+      /* First as its first release declared it, padding not zeroed: the padding is
+       * not read as 0.4's kv_shared, so this step's keys are written (checked below
+       * against the step done again). */
+      float first_out[2 * S * E];
+      packed_args_first_release first;
+      memset(&first, 0xA5, sizeof first);
+      first.struct_size = sizeof first;
+      first.layer_index = 0, first.num_tokens = starts[2], first.query = packed;
+      first.num_sequences = 2, first.sequence_ids = ids, first.query_start_loc = starts;
+      first.position_ids = NULL, first.output = first_out, first.num_threads = 0;
+      Check(mha_forward_packed_ex(layer, cache, (const mha_packed_forward_args*)&first) ==
+                MHA_OK,
+            "packed step, first-release struct");
       mha_packed_forward_args args;
       memset(&args, 0, sizeof args);
       args.struct_size = sizeof args;
@@ -297,6 +336,8 @@ static void CheckPaged(const mha_layer* layer, const float* x, const float* expe
       args.query_start_loc = starts;
       args.output = out;
       Check(mha_forward_packed_ex(layer, cache, &args) == MHA_OK, "packed step, _ex");
+      Check(memcmp(first_out, out, sizeof(float) * starts[2] * E) == 0,
+            "first-release struct: the same bits, its keys written");
       /* The layer KV-shared with itself reads the keys and values it just wrote: the
        * same output (its queries projected alone), nothing appended. */
       float shared_out[2 * S * E];
@@ -326,14 +367,18 @@ static void CheckPaged(const mha_layer* layer, const float* x, const float* expe
                     MHA_INVALID_ARGUMENT &&
                 strstr(mha_last_error(), "count must be in [0, 0]") != NULL,
             "keep_tokens past the sequence refused");
-      args.struct_size = offsetof(mha_packed_forward_args, kv_shared);
-      Check(mha_forward_packed_ex(layer, cache, &args) == MHA_OK,
-            "the first release's struct_size");
+      args.struct_size = offsetof(mha_packed_forward_args, batch_invariant);
+      Check(mha_forward_packed_ex(layer, cache, &args) == MHA_OK, "0.4's struct_size");
       args.output = out;
-      args.struct_size = 0;
-      Check(mha_forward_packed_ex(layer, cache, &args) == MHA_INVALID_ARGUMENT &&
-                strstr(mha_last_error(), "struct_size") != NULL,
-            "packed struct_size refused");
+      const size_t refused[] = {0, offsetof(mha_packed_forward_args, kv_shared),
+                                offsetof(mha_packed_forward_args, tree_parents) + 4,
+                                sizeof args + 8};
+      for (int i = 0; i < 4; ++i) {
+        args.struct_size = refused[i]; /* 84 would copy half of tree_parents */
+        Check(mha_forward_packed_ex(layer, cache, &args) == MHA_INVALID_ARGUMENT &&
+                  strstr(mha_last_error(), "release (80, 88, 96)") != NULL,
+              "packed struct_size off the release sizes refused");
+      }
     }
     Check(Close(out, want, (int)starts[2] * E) < 1e-2f, "packed output (int8 bound)");
   }
@@ -612,6 +657,28 @@ int main(void) {
           Check(mha_forward_with_cache(layer, cache, B, 1, token, NULL, NULL, step, 0) ==
                     MHA_OK,
                 "decode step");
+        } else if (t == 1) { /* the struct as its first release declared it */
+          cache_args_first_release first;
+          memset(&first, 0xA5, sizeof first); /* its padding is 0.4's kv_shared */
+          first.struct_size = sizeof first;
+          first.batch = B, first.new_tokens = 1, first.query = token;
+          first.new_lengths = first.position_ids = NULL;
+          first.output = step, first.num_threads = 0;
+          const mha_cache_forward_args* as_new = (const mha_cache_forward_args*)&first;
+          Check(mha_forward_with_cache_ex(layer, cache, as_new) == MHA_INVALID_ARGUMENT &&
+                    strstr(mha_last_error(), "args.kv_shared: must be 0 or 1") != NULL &&
+                    mha_kv_cache_length(cache, 0) == t,
+                "a first-release struct's unzeroed padding refused, nothing appended");
+          first.struct_size =
+              offsetof(cache_args_first_release, num_threads) + sizeof(int);
+          Check(mha_forward_with_cache_ex(layer, cache, as_new) == MHA_INVALID_ARGUMENT &&
+                    strstr(mha_last_error(), "sizeof the struct of a release (64, 72)"),
+                "a struct_size off the release sizes refused, naming them");
+          memset(&first, 0, sizeof first);
+          first.struct_size = sizeof first;
+          first.batch = B, first.new_tokens = 1, first.query = token, first.output = step;
+          Check(mha_forward_with_cache_ex(layer, cache, as_new) == MHA_OK,
+                "decode step, first-release struct");
         } else { /* the same call through the growing struct */
           mha_cache_forward_args args;
           memset(&args, 0, sizeof args);

@@ -192,9 +192,11 @@ mha_status mha_forward_with_cache(const mha_layer* layer, mha_kv_cache* cache,
                                   float* output, int num_threads);
 
 /* Argument structs that may grow (the _ex entry points): zero the struct, set
- * struct_size = sizeof(it), then fill it. A library with a longer struct reads the
- * fields your struct_size covers and takes 0 for the rest; a struct_size outside
- * [the first release's size, this library's size] is refused (MHA_INVALID_ARGUMENT). */
+ * struct_size = sizeof(it), then fill it. The library keeps each struct's sizeof in
+ * every release: a struct_size of an older release reads that release's fields and
+ * takes 0 for the rest; any other struct_size is refused (MHA_INVALID_ARGUMENT).
+ * mha_cache_forward_args of the first release and of 0.4 are both 64 bytes: 0.4's
+ * kv_shared sits in the first one's padding, so that struct must be zeroed. */
 
 /* Head sharding for tensor parallelism (mha/head_shard.hpp): query heads
  * [first_head, end_head) of the full layer, on key/value group boundaries. */

@@ -49,20 +49,41 @@ mha_status Guard(const F& body) noexcept {
 
 void Require(const void* pointer, const char* name);
 
-// A copy of a growing argument struct: the fields the caller's struct_size covers,
-// zeros after them. first_release: the struct's size in its first release.
-template <class Args>
-Args VersionedArgs(const Args* args, size_t first_release = sizeof(Args)) {
+// A copy of a growing argument struct. fields_end lists, per release, where that
+// release's last field ends (the last entry: sizeof(Args)); a caller's struct_size
+// must be the sizeof of one of them, and the copy holds that release's fields, zeros
+// after them. Where two releases share a sizeof the later is read, so the field it
+// added over padding must be checked by the caller.
+template <class Args, size_t kReleases>
+Args VersionedArgs(const Args* args, const size_t (&fields_end)[kReleases]) {
+  static_assert(kReleases >= 1, "a struct has a first release");
   Require(args, "args");
-  if (args->struct_size < first_release || args->struct_size > sizeof(Args)) {
-    throw mha::Error("mha: args.struct_size: must be in [" +
-                     std::to_string(first_release) + ", " + std::to_string(sizeof(Args)) +
-                     "] (sizeof the struct), got " + std::to_string(args->struct_size));
+  const auto release_size = [](size_t end) {
+    return (end + alignof(Args) - 1) / alignof(Args) * alignof(Args);
+  };
+  size_t copied = 0, last_size = 0;
+  std::string sizes;
+  for (const size_t end : fields_end) {
+    const size_t size = release_size(end);
+    if (size == args->struct_size) copied = end;
+    if (size != last_size) sizes += (sizes.empty() ? "" : ", ") + std::to_string(size);
+    last_size = size;
+  }
+  if (copied == 0) {
+    throw mha::Error("mha: args.struct_size: must be sizeof the struct of a release (" +
+                     sizes + "), got " + std::to_string(args->struct_size));
   }
   Args copy;
   std::memset(&copy, 0, sizeof copy);
-  std::memcpy(&copy, args, args->struct_size);
+  std::memcpy(&copy, args, copied);
   return copy;
+}
+
+// A struct with one release so far.
+template <class Args>
+Args VersionedArgs(const Args* args) {
+  const size_t fields_end[] = {sizeof(Args)};
+  return VersionedArgs(args, fields_end);
 }
 
 // The integer a C caller stored in an enum: read as bytes, because loading a value

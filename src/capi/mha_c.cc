@@ -337,8 +337,19 @@ mha_status mha_forward_with_cache_ex(const mha_layer* layer, mha_kv_cache* cache
   return Guard([&] {
     Require(layer, "layer");
     Require(cache, "cache");
-    const mha_cache_forward_args a =
-        VersionedArgs(versioned, offsetof(mha_cache_forward_args, kv_shared));
+    // Releases: the first (to num_threads), 0.4 (kv_shared), 0.5 (batch_invariant).
+    const size_t releases[] = {offsetof(mha_cache_forward_args, kv_shared),
+                               offsetof(mha_cache_forward_args, batch_invariant),
+                               sizeof(mha_cache_forward_args)};
+    const mha_cache_forward_args a = VersionedArgs(versioned, releases);
+    // The first and 0.4 share sizeof 64: kv_shared lies in the first one's padding, which
+    // the header says to zero; anything but a flag there is refused rather than read as
+    // one.
+    if (a.kv_shared != 0 && a.kv_shared != 1) {
+      throw mha::Error("mha: args.kv_shared: must be 0 or 1, got " +
+                       std::to_string(a.kv_shared) +
+                       " (a struct from before 0.4 must be zeroed)");
+    }
     const int64_t dim = layer->attention.config().query_dim;
     mha::ForwardOptions options;
     options.num_threads = a.num_threads;
@@ -504,8 +515,12 @@ mha_status mha_forward_packed_ex(const mha_layer* layer, mha_paged_kv_cache* cac
   return Guard([&] {
     Require(layer, "layer");
     Require(cache, "cache");
-    const mha_packed_forward_args a =
-        VersionedArgs(versioned, offsetof(mha_packed_forward_args, kv_shared));
+    // Releases: the first (to num_threads), 0.4 (kv_shared, tree_parents), 0.5
+    // (batch_invariant).
+    const size_t releases[] = {offsetof(mha_packed_forward_args, kv_shared),
+                               offsetof(mha_packed_forward_args, batch_invariant),
+                               sizeof(mha_packed_forward_args)};
+    const mha_packed_forward_args a = VersionedArgs(versioned, releases);
     // Checked before num_sequences + 1 is formed.
     if (a.num_sequences < 0 || a.num_sequences == INT64_MAX) {
       throw mha::Error("mha: num_sequences: must be in [0, 2^63 - 1), got " +
@@ -558,8 +573,10 @@ mha_status mha_scaled_dot_product_attention(const mha_attention_args* args) {
 
 mha_status mha_scaled_dot_product_attention_ex(const mha_attention_ex_args* versioned) {
   return Guard([&] {
-    const mha_attention_ex_args copy =
-        VersionedArgs(versioned, offsetof(mha_attention_ex_args, query_norm_weight));
+    // Releases: the first (call), 0.4 (QK-norm weights).
+    const size_t releases[] = {offsetof(mha_attention_ex_args, query_norm_weight),
+                               sizeof(mha_attention_ex_args)};
+    const mha_attention_ex_args copy = VersionedArgs(versioned, releases);
     const mha_attention_args* args = &copy.call;
     const mha::AttentionTensor query = ToTensor(args->query, "query");
     const mha::AttentionTensor key = ToTensor(args->key, "key");
