@@ -322,12 +322,14 @@ TEST(FeatureErrors, NameTheArgumentAndWriteNothing) {
                         config.features.attention_chunk_size = 0;
                       });
   expect_config_error(
-      "features.temperature_tuning.floor_scale: must be finite and > 0",
+      "features.temperature_tuning.floor_scale: must be in [2.71051e-20, 3.40282e+38] (a "
+      "finite temperature in float32), got 0",
       [](AttentionConfig& config, AttentionWeights&) {
         config.features.temperature_tuning = AttentionTemperature{0.0, 0.1};
       });
   expect_config_error(
-      "features.temperature_tuning.attn_scale: must be finite, got nan",
+      "features.temperature_tuning.attn_scale: must be in [-3.8234e+36, 3.8234e+36] (a "
+      "finite temperature in float32), got nan",
       [](AttentionConfig& config, AttentionWeights&) {
         config.features.temperature_tuning = AttentionTemperature{8.0, std::nan("")};
       });
@@ -379,6 +381,41 @@ TEST(FeatureErrors, NameTheArgumentAndWriteNothing) {
                       [](AttentionConfig& config, AttentionWeights&) {
                         config.rotary.attention_factor = 1e39;
                       });
+  // Derived values that leave float: LongRoPE's scale over ln(1), a product past
+  // FLT_MAX, a temperature that overflows or a floor_scale that rounds to 0.
+  const auto long_rope = [](AttentionConfig& config) {
+    config.rotary.scaling.type = RopeScalingType::kLongRope;
+    config.rotary.scaling.factor = 4.0;
+    config.rotary.scaling.short_factor = config.rotary.scaling.long_factor = {1, 1, 1, 1};
+  };
+  expect_config_error(
+      "rotary.scaling.original_max_position_embeddings: must be >= 2 for LongRoPE",
+      [&](AttentionConfig& config, AttentionWeights&) {
+        long_rope(config);
+        config.rotary.scaling.original_max_position_embeddings = 1;
+      });
+  expect_config_error(
+      "rotary.attention_factor: 3.3e+38 times LongRoPE's scaling attention factor",
+      [&](AttentionConfig& config, AttentionWeights&) {
+        long_rope(config);
+        config.rotary.attention_factor = 3.3e38;
+      });
+  expect_config_error(
+      "times LongRoPE's scaling attention factor 1e+300 must be finite as a float",
+      [&](AttentionConfig& config, AttentionWeights&) {
+        long_rope(config);
+        config.rotary.scaling.attention_factor = 1e300;
+      });
+  expect_config_error(
+      "features.temperature_tuning.attn_scale: must be in [-3.8",
+      [](AttentionConfig& config, AttentionWeights&) {
+        config.features.temperature_tuning = AttentionTemperature{8192.0, 1e39};
+      });
+  expect_config_error(
+      "features.temperature_tuning.floor_scale: must be in [2.7",
+      [](AttentionConfig& config, AttentionWeights&) {
+        config.features.temperature_tuning = AttentionTemperature{1e-300, 0.1};
+      });
   const std::vector<float> norm8(8, 1.0f), norm7(7, 1.0f),
       norm_nan = {1, 1, NAN, 1, 1, 1, 1, 1};
   expect_config_error("features.qk_norm.eps: must be finite and >= 0, got -1",

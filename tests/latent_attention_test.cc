@@ -8,6 +8,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -421,6 +424,37 @@ TEST(LatentLayer, BadArgumentsNameThemselvesAndChangeNothing) {
                                MutableTensorView(out.data(), Shape{1, 1, kHidden}));
       },
       "cache: made for kv_lora_rank 48");
+}
+
+// Sizes near INT64_MAX are refused before any sum of them overflows (UBSan watches),
+// and an eps that is not a positive finite float is refused, not rounded to 0 or inf.
+TEST(LatentLayer, ConfigEdgesAreRefusedByName) {
+  const LatentAttentionConfig config = Config({});
+  const int64_t huge = std::numeric_limits<int64_t>::max() - 8;
+  const std::vector<std::pair<std::function<void(LatentAttentionConfig&)>, std::string>>
+      cases = {
+          {[&](LatentAttentionConfig& c) { c.kv_lora_rank = huge; },
+           "config.kv_lora_rank: must be in [1, 2^45], got 9223372036854775799"},
+          {[&](LatentAttentionConfig& c) { c.qk_rope_head_dim = huge - 7; },
+           "config.qk_rope_head_dim: must be in [0, 2^45]"},
+          {[&](LatentAttentionConfig& c) { c.qk_nope_head_dim = huge; },
+           "config.qk_nope_head_dim: must be in [1, 2^45]"},
+          {[&](LatentAttentionConfig& c) { c.hidden_size = huge; },
+           "config.hidden_size: must be in [1, 2^45]"},
+          {[&](LatentAttentionConfig& c) { c.q_lora_rank = huge; },
+           "config.q_lora_rank: must be in [0, 2^45]"},
+          {[&](LatentAttentionConfig& c) { c.v_head_dim = -8; },
+           "config.v_head_dim: must be in [1, 2^45], got -8"},
+          {[&](LatentAttentionConfig& c) { c.rms_norm_eps = 1e300; },
+           "config.rms_norm_eps: must be finite and > 0 as a float, got 1e+300"},
+          {[&](LatentAttentionConfig& c) { c.rms_norm_eps = 1e-300; },
+           "config.rms_norm_eps: must be finite and > 0 as a float, got 1e-300"},
+      };
+  for (const auto& [edit, message] : cases) {
+    LatentAttentionConfig bad = config;
+    edit(bad);
+    ExpectErrorMentioning([&] { LatentKvCache(bad, 1, 8); }, message);
+  }
 }
 
 }  // namespace

@@ -104,10 +104,9 @@ TEST_F(MhaRun, UsageErrors) {
       {"--weights", weights_, "--num-heads", "x", "--query", query_, "--output", output_},
       2, {"--num-heads", "'x'"});
   ExpectFailure({"--weights"}, 2, {"missing value after --weights"});
-  ExpectFailure(
-      {"--weights", weights_, "--query", query_, "--output", output_, "--threads",
-       "99999999999"},
-      2, {"--threads: expected at most 4096 threads, got '99999999999'"});
+  ExpectFailure({"--weights", weights_, "--query", query_, "--output", output_,
+                 "--threads", "99999999999"},
+                2, {"--threads: expected at most 4096 threads, got '99999999999'"});
 }
 
 TEST_F(MhaRun, DecoderFeatureFlags) {
@@ -211,6 +210,56 @@ TEST_F(MhaRun, LatentModeTakesItsOwnFlags) {
   theta.insert(theta.end(), {"--rope-theta", "10"});
   ExpectFailure(theta, 2, {"--rope-theta applies only with --rope"});
   ExpectFailure(latent, 1, {"no tensor 'kv_a_layernorm.weight'"});  // an MHA file
+}
+
+// A latent layer's file whose tensors have the given shapes (zeros: the sizes fail
+// before any value is read).
+std::string LatentFile(const std::string& name,
+                       const std::vector<std::pair<std::string, Shape>>& tensors) {
+  std::string header = "{", data;
+  for (const auto& [tensor, shape] : tensors) {
+    const size_t bytes =
+        static_cast<size_t>(shape[0] * (shape.rank() == 2 ? shape[1] : 1)) * 4;
+    header += (header.size() > 1 ? "," : "") + ("\"" + tensor + "\":{\"dtype\":\"F32\"") +
+              ",\"shape\":[" + std::to_string(shape[0]) +
+              (shape.rank() == 2 ? "," + std::to_string(shape[1]) : "") +
+              "],\"data_offsets\":[" + std::to_string(data.size()) + "," +
+              std::to_string(data.size() + bytes) + "]}";
+    data.append(bytes, '\0');
+  }
+  return Safetensors(name, header + "}", data);
+}
+
+TEST_F(MhaRun, LatentFilesNameTheTensorBehindABadSize) {
+  // hidden 4, 2 heads, rank 32, rope 16, nope 8, v 8.
+  std::vector<std::pair<std::string, Shape>> tensors = {
+      {"kv_a_layernorm.weight", Shape{32}},
+      {"kv_a_proj_with_mqa.weight", Shape{48, 4}},
+      {"kv_b_proj.weight", Shape{32, 32}},
+      {"o_proj.weight", Shape{4, 16}},
+      {"q_proj.weight", Shape{48, 4}}};
+  const auto run = [&](const std::string& name) {
+    std::vector<std::string> args = Args(LatentFile(name, tensors), query_);
+    args.insert(args.begin(), "--latent");
+    return args;
+  };
+  tensors[1].second = Shape{24, 4};
+  ExpectFailure(run("short_kv_a.safetensors"), 1,
+                {"'kv_a_proj_with_mqa.weight' of shape [24, 4] gives qk_rope_head_dim = "
+                 "its rows 24 - kv_lora_rank 32 (kv_a_layernorm.weight's length) = -8"});
+  tensors[1].second = Shape{48, 4};
+  tensors[4].second = Shape{32, 4};
+  ExpectFailure(run("short_q.safetensors"), 1,
+                {"'q_proj.weight' of shape [32, 4] gives qk_nope_head_dim = its rows per "
+                 "head 16 - qk_rope_head_dim 16 = 0, must be >= 1"});
+  tensors[4].second = Shape{48, 4};
+  tensors[2].second = Shape{16, 32};
+  ExpectFailure(run("short_kv_b.safetensors"), 1,
+                {"'kv_b_proj.weight' of shape [16, 32] gives v_head_dim"});
+  tensors[2].second = Shape{32, 32};
+  tensors.push_back({"q_a_proj.weight", Shape{8, 4}});
+  ExpectFailure(run("two_query_forms.safetensors"), 1,
+                {"both 'q_proj.weight' and 'q_a_proj.weight'"});
 }
 
 TEST_F(MhaRun, MissingFile) {

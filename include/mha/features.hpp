@@ -14,8 +14,8 @@ namespace mha {
 // log(floor((p + 1) / floor_scale) + 1) * attn_scale + 1, as transformers'
 // Llama4TextAttention does (in float32), so logits stay sharp over long contexts.
 struct AttentionTemperature {
-  double floor_scale = 8192.0;  // > 0
-  double attn_scale = 0.1;      // finite
+  double floor_scale = 8192.0;  // in [2^63 / FLT_MAX, FLT_MAX]: finite in float32
+  double attn_scale = 0.1;      // |attn_scale| <= FLT_MAX / 89
 };
 
 // Which values one QK-norm RMSNorm spans.

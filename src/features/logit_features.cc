@@ -24,13 +24,19 @@ void ValidateFeatures(const AttentionFeatures& features, int64_t num_heads) {
          *features.attention_chunk_size);
   }
   if (features.temperature_tuning) {
+    // The kernel computes in float32; every position's temperature must stay finite
+    // there: (p + 1) / floor_scale below FLT_MAX for any int64 p, so its log is below
+    // 89, and attn_scale times that log below FLT_MAX.
     const AttentionTemperature& t = *features.temperature_tuning;
-    if (!(std::isfinite(t.floor_scale) && t.floor_scale > 0)) {
-      Fail("features.temperature_tuning.floor_scale: must be finite and > 0, got ",
-           t.floor_scale);
+    constexpr double kFloatMax = std::numeric_limits<float>::max();
+    const double min_floor_scale = 0x1p63 / kFloatMax, max_attn_scale = kFloatMax / 89;
+    if (!(t.floor_scale >= min_floor_scale && t.floor_scale <= kFloatMax)) {
+      Fail("features.temperature_tuning.floor_scale: must be in [", min_floor_scale, ", ",
+           kFloatMax, "] (a finite temperature in float32), got ", t.floor_scale);
     }
-    if (!std::isfinite(t.attn_scale)) {
-      Fail("features.temperature_tuning.attn_scale: must be finite, got ", t.attn_scale);
+    if (!(std::fabs(t.attn_scale) <= max_attn_scale)) {
+      Fail("features.temperature_tuning.attn_scale: must be in [-", max_attn_scale, ", ",
+           max_attn_scale, "] (a finite temperature in float32), got ", t.attn_scale);
     }
   }
   if (features.qk_norm &&

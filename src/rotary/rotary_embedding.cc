@@ -3,6 +3,7 @@
 // transformers' rope initialisation functions and dynamic_rope_update.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "mha/rotary.hpp"
 #include "src/base/check.h"
@@ -131,6 +132,18 @@ void CheckScaling(const RopeScaling& s) {
     Fail("rotary.scaling.attention_factor: must be finite and >= 0, got ",
          s.attention_factor);
   }
+  // LongRoPE's derived attention factor divides by ln(original): transformers fails
+  // there too (ZeroDivisionError).
+  if (s.type == RopeScalingType::kLongRope && s.attention_factor == 0.0 &&
+      s.factor > 1.0 && s.original_max_position_embeddings < 2) {
+    Fail(
+        "rotary.scaling.original_max_position_embeddings: must be >= 2 for LongRoPE "
+        "with factor ",
+        s.factor,
+        " > 1 and no attention_factor (its scale divides by "
+        "ln of it), got ",
+        s.original_max_position_embeddings);
+  }
   if (s.type != RopeScalingType::kLlama3) return;
   CheckPositiveFinite("scaling.low_freq_factor", s.low_freq_factor);
   CheckPositiveFinite("scaling.high_freq_factor", s.high_freq_factor);
@@ -215,6 +228,13 @@ RotaryEmbedding::RotaryEmbedding(const RotaryConfig& config, int64_t head_dim)
   int64_t rows = max_positions_;
   if (scaling_.type == RopeScalingType::kLongRope) {
     attention_factor_ *= LongRopeAttentionFactor(scaling_);
+    if (!(attention_factor_ <= std::numeric_limits<float>::max())) {
+      Fail("rotary.attention_factor: ", config.attention_factor,
+           " times LongRoPE's scaling attention factor ",
+           LongRopeAttentionFactor(scaling_),
+           " must be finite as a float (the table's cos and sin are float), got ",
+           attention_factor_);
+    }
     long_inv_freq_ =
         LongRopeInverseFrequencies(theta_, scaling_.long_factor, rotary_dim_);
     CheckFrequencies(long_inv_freq_, theta_);

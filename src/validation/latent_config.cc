@@ -11,20 +11,27 @@ namespace {
 // Widest cached token the kernel stages (as AttentionConfig's head_dim).
 constexpr int64_t kMaxKeyDim = 4096;
 
-void CheckPositive(const char* name, int64_t value) {
-  if (value < 1) Fail("config.", name, ": must be >= 1, got ", value);
+// Bounds each size before any sum of them: the product check below then refuses what
+// no machine can hold, without overflowing first.
+constexpr int64_t kMaxSize = int64_t{1} << 45;
+
+void CheckSize(const char* name, int64_t value, int64_t min = 1) {
+  if (value < min || value > kMaxSize) {
+    Fail("config.", name, ": must be in [", min, ", 2^45], got ", value);
+  }
 }
 
 }  // namespace
 
 void ValidateLatentConfig(const LatentAttentionConfig& c) {
-  CheckPositive("hidden_size", c.hidden_size);
-  CheckPositive("num_heads", c.num_heads);
-  CheckPositive("kv_lora_rank", c.kv_lora_rank);
-  CheckPositive("qk_nope_head_dim", c.qk_nope_head_dim);
-  CheckPositive("v_head_dim", c.v_head_dim);
-  if (c.q_lora_rank < 0) Fail("config.q_lora_rank: must be >= 0, got ", c.q_lora_rank);
-  if (c.qk_rope_head_dim < 0 || c.qk_rope_head_dim % 16 != 0) {
+  CheckSize("hidden_size", c.hidden_size);
+  CheckSize("num_heads", c.num_heads);
+  CheckSize("kv_lora_rank", c.kv_lora_rank);
+  CheckSize("qk_nope_head_dim", c.qk_nope_head_dim);
+  CheckSize("v_head_dim", c.v_head_dim);
+  CheckSize("q_lora_rank", c.q_lora_rank, 0);
+  CheckSize("qk_rope_head_dim", c.qk_rope_head_dim, 0);
+  if (c.qk_rope_head_dim % 16 != 0) {
     Fail(
         "config.qk_rope_head_dim: must be a multiple of 16 (the latent after it starts "
         "on a panel), got ",
@@ -43,8 +50,10 @@ void ValidateLatentConfig(const LatentAttentionConfig& c) {
     Fail("config: the weights of num_heads ", c.num_heads, " x hidden_size ",
          c.hidden_size, " need more than 2^47 bytes");
   }
-  if (!(c.rms_norm_eps > 0.0) || !std::isfinite(c.rms_norm_eps)) {
-    Fail("config.rms_norm_eps: must be finite and > 0, got ", c.rms_norm_eps);
+  // The norms add it in float32.
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  if (!(eps > 0.0f && std::isfinite(eps))) {
+    Fail("config.rms_norm_eps: must be finite and > 0 as a float, got ", c.rms_norm_eps);
   }
   if (c.rotary.enabled()) {
     if (c.qk_rope_head_dim == 0) {
