@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <optional>
 
 #include "tests/called_from_onednn.h"
 
@@ -18,19 +19,24 @@
 namespace {
 
 std::atomic<bool> g_counting{false};
-std::atomic<long> g_total{0}, g_outside_onednn{0};
+std::atomic<long> g_total{0}, g_outside_onednn{0}, g_bytes{0};
+// The sizes of the first allocations counted, in order.
+constexpr int kSizesKept = 64;
+std::atomic<size_t> g_sizes[kSizesKept];
 thread_local bool t_inside_hook = false;
 
-void Count() {
+void Count(size_t size) {
   if (!g_counting || t_inside_hook) return;
   t_inside_hook = true;
-  ++g_total;
+  const long index = g_total++;
+  if (index < kSizesKept) g_sizes[index] = size;
+  g_bytes += static_cast<long>(size);
   if (!mha::testing::CalledFromOneDnn()) ++g_outside_onednn;
   t_inside_hook = false;
 }
 
 void* Allocate(size_t size) {
-  Count();
+  Count(size);
   if (void* p = std::malloc(size ? size : 1)) return p;
   throw std::bad_alloc();
 }
@@ -40,11 +46,11 @@ void* Allocate(size_t size) {
 void* operator new(size_t size) { return Allocate(size); }
 void* operator new[](size_t size) { return Allocate(size); }
 void* operator new(size_t size, const std::nothrow_t&) noexcept {
-  Count();
+  Count(size);
   return std::malloc(size ? size : 1);
 }
 void* operator new(size_t size, std::align_val_t align) {
-  Count();
+  Count(size);
   const size_t alignment = static_cast<size_t>(align);
   if (void* p =
           std::aligned_alloc(alignment, (size + alignment - 1) / alignment * alignment)) {
@@ -229,6 +235,33 @@ TEST(Allocations, PackedStepsAllocateOnlyInsideOneDnn) {
                              TensorView(starts, DType::kInt64, Shape{3})},
                             cache, 0, MutableTensorView(out.data(), Shape{2, 64}));
   });
+}
+
+// Creating a paged cache allocates its pool first (one too big for memory fails
+// before any bookkeeping is filled), then 8 bytes per block and chunk pointers for
+// the ids: per-id state is made as ids are used, not 88 bytes x max_sequences.
+TEST(Allocations, PagedCacheCreationAllocatesThePoolFirstAndLittleElse) {
+  const OwnedLayer layer = DecoderLayer();
+  PagedKvCacheOptions options;
+  options.num_blocks = 1 << 16;
+  options.max_sequences = int64_t{1} << 24;
+  g_total = g_bytes = 0;
+  g_counting = true;
+  std::optional<PagedKvCache> cache(std::in_place, layer.config, options);
+  g_counting = false;
+  const long pool_bytes = static_cast<long>(options.num_blocks) *
+                          static_cast<long>(cache->stats().bytes_per_block);
+  EXPECT_LT(g_bytes, pool_bytes + (long{1} << 20) + 8 * options.num_blocks)
+      << "pool " << pool_bytes << " bytes";
+  // The bookkeeping's first vector is 4 bytes per block; the pool's are far larger.
+  const size_t bookkeeping = 4 * static_cast<size_t>(options.num_blocks);
+  int first_large = 0;
+  while (first_large < kSizesKept && first_large < g_total &&
+         g_sizes[first_large] < bookkeeping) {
+    ++first_large;
+  }
+  ASSERT_LT(first_large, g_total);
+  EXPECT_GT(g_sizes[first_large], 16 * bookkeeping) << "bookkeeping before the pool";
 }
 
 // A cross-attention decoder step over a projected memory, and projecting it again.

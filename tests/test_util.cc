@@ -35,12 +35,18 @@ Shape InputWeightShape(WeightLayout layout, int64_t in, int64_t heads, int64_t h
 std::vector<float> NaiveCausal(const OwnedLayer& layer, const std::vector<float>& x) {
   const int64_t embed = layer.config.query_dim;
   const int64_t tokens = static_cast<int64_t>(x.size()) / embed;
-  std::vector<float> out(x.size());
+  const TensorView& output_weight = layer.weights.output.weight;
+  const int64_t output_dim =
+      !output_weight.present() ? layer.config.num_heads * layer.config.head_dim
+      : layer.weights.output.layout == WeightLayout::kOutIn ? output_weight.shape[0]
+                                                            : output_weight.shape[1];
+  std::vector<float> out(tokens * output_dim);
   AttentionMasks causal;
   causal.is_causal = true;
-  NaiveMultiheadAttention(layer.config, layer.weights,
-                          {TensorView(x.data(), Shape{1, tokens, embed}), {}, {}}, causal,
-                          {MutableTensorView(out.data(), Shape{1, tokens, embed}), {}});
+  NaiveMultiheadAttention(
+      layer.config, layer.weights,
+      {TensorView(x.data(), Shape{1, tokens, embed}), {}, {}}, causal,
+      {MutableTensorView(out.data(), Shape{1, tokens, output_dim}), {}});
   return out;
 }
 

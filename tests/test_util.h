@@ -37,7 +37,7 @@ struct LayerSpec {
 OwnedLayer MakeLayer(const LayerSpec& spec, uint32_t seed);
 
 // The double-precision layer's causal self-attention outputs of x ([tokens,
-// query_dim], one sequence).
+// query_dim], one sequence): [tokens, output_dim].
 std::vector<float> NaiveCausal(const OwnedLayer& layer, const std::vector<float>& x);
 
 // int8 projections (dynamic quantisation), stated in docs/serving.md:

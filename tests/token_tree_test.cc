@@ -43,7 +43,7 @@ std::vector<float> AlongPath(const MultiheadAttention& attention,
                              const AttentionConfig& config, const TreeStorage& storage,
                              const std::vector<float>& prefix,
                              const std::vector<float>& path_tokens) {
-  KvCache cache(config, 1, 64, storage.storage, storage.scales);
+  KvCache cache(config, 1, 128, storage.storage, storage.scales);
   std::vector<float> out;
   for (const std::vector<float>* tokens : {&prefix, &path_tokens}) {
     const int64_t n = static_cast<int64_t>(tokens->size()) / kEmbed;
@@ -135,6 +135,59 @@ INSTANTIATE_TEST_SUITE_P(
                                   KvScales::kPerChannelKeys},
                       TreeStorage{"int4", DType::kInt4, KvScales::kPerChannelKeys}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// A 70-token forest (several roots, branches past the first 64 tokens): every token
+// as decoded along its own path.
+TEST(TokenTreeShapes, ForestsPastSixtyFourTokensMatchTheirPaths) {
+  const TreeStorage storage{"float32", DType::kFloat32, KvScales::kPerToken};
+  const OwnedLayer layer = TreeLayer();
+  const MultiheadAttention attention(layer.config, layer.weights);
+  PagedKvCacheOptions options;
+  options.num_blocks = 8, options.max_sequences = 1;
+  PagedKvCache cache(layer.config, options);
+  const std::vector<float> prefix = RandomFloats(kCached * kEmbed, 66);
+  const std::vector<float> draft = RandomFloats(70 * kEmbed, 67);
+  std::vector<int64_t> parents(70, -1);
+  for (int64_t i = 1; i < 70; ++i) {  // a root every 9 tokens, else a scattered parent
+    const uint64_t scatter = static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull >> 40;
+    parents[i] =
+        i % 9 == 0 ? -1 : static_cast<int64_t>(scatter % static_cast<uint64_t>(i));
+  }
+  cache.AddSequence(0);
+  PackedStep(attention, cache, {{0, prefix}});
+  const std::vector<float> outputs =
+      PackedStep(attention, cache, {{0, draft, parents}})[0];
+  for (int64_t i = 0; i < 70; ++i) {
+    std::vector<int64_t> path;
+    for (int64_t t = i; t >= 0; t = parents[t]) path.insert(path.begin(), t);
+    const std::string what = "forest token " + std::to_string(i);
+    ExpectClose(
+        Rows(outputs, i, 1),
+        AlongPath(attention, layer.config, storage, prefix, PathTokens(draft, path)),
+        what.c_str(), 1e-4);
+  }
+}
+
+// A 2048-token chain given as a tree: the ordinary step's outputs, and a mask of a
+// few numbers per token (ancestor bits would take 2048^2 / 8 = 512 KB).
+TEST(TokenTreeShapes, LongChainCostsLinearMemory) {
+  constexpr int64_t kTokens = 2048;
+  const OwnedLayer layer = TreeLayer();
+  const MultiheadAttention attention(layer.config, layer.weights);
+  PagedKvCacheOptions options;
+  options.num_blocks = 2 * kTokens / 16, options.max_sequences = 2;
+  PagedKvCache cache(layer.config, options);
+  const std::vector<float> tokens = RandomFloats(kTokens * kEmbed, 68);
+  std::vector<int64_t> chain(kTokens);
+  for (int64_t i = 0; i < kTokens; ++i) chain[i] = i - 1;
+  cache.AddSequence(0);
+  cache.AddSequence(1);
+  const std::vector<float> plain = PackedStep(attention, cache, {{0, tokens}})[0];
+  const size_t plain_bytes = attention.workspace_bytes();
+  const std::vector<float> tree = PackedStep(attention, cache, {{1, tokens, chain}})[0];
+  ExpectClose(tree, plain, "a chain as a tree", 1e-5);
+  EXPECT_LT(attention.workspace_bytes() - plain_bytes, size_t{32} * kTokens);
+}
 
 TEST(TokenTreeErrors, BadTreesAndPathsChangeNothing) {
   const OwnedLayer layer = TreeLayer();

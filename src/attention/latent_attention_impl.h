@@ -46,8 +46,7 @@ struct LatentWorkspace {
       head_outputs, rotation_scratch, latents, expanded, expanded_keys;
   std::vector<int64_t> positions, first_positions;        // per row, per sequence
   std::vector<int64_t> sequence_ids, batch_rows, counts;  // packed steps
-  std::vector<int64_t> tree_depths;                       // token trees
-  std::vector<uint64_t> tree_ancestors;
+  std::vector<int64_t> tree_depths, tree_intervals;       // token trees
   CoreWorkspace core;
   ContiguousPages expanded_pages;  // the expanded form's keys and values
 };

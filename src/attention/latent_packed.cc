@@ -47,16 +47,15 @@ LatentForm MultiHeadLatentAttention::Impl::ForwardPacked(
   const int64_t* rows = workspace.batch_rows.data();
   const internal::TokenTree tree =
       batch.tree_parents.present()
-          ? internal::BuildTokenTree(batch.tree_parents, tokens, sequences.count,
-                                     sequences.query_len, rows, workspace.tree_depths,
-                                     workspace.tree_ancestors)
+          ? internal::BuildTokenTree(batch.tree_parents, tokens, sequences.count, rows,
+                                     workspace.tree_depths, workspace.tree_intervals)
           : internal::TokenTree{};
   // A token's position: its sequence's cached length + its slot (in a tree, its depth).
   int64_t* positions = Workspace::Reserve(workspace.positions, tokens);
   for (int64_t b = 0; b < sequences.count; ++b) {
     for (int64_t row = rows[b]; row < rows[b + 1]; ++row) {
       positions[row] = workspace.first_positions[b] +
-                       (tree.ancestors ? workspace.tree_depths[row] : row - rows[b]);
+                       (tree.present() ? workspace.tree_depths[row] : row - rows[b]);
     }
   }
   if (rotary && sequences.key_len > rotary->max_positions()) {

@@ -109,7 +109,7 @@ struct MultiheadAttention::Impl {
                                    const TensorView& position_ids, const int64_t* depths,
                                    internal::Workspace& workspace) const;
   // Checks a packed step's token trees and fills workspace.tree_depths and
-  // tree_ancestors; the mask they make (none without trees).
+  // tree_intervals; the mask they make (none without trees).
   internal::TokenTree PackedTree(const internal::Problem& problem,
                                  const TensorView& tree_parents, int64_t tokens,
                                  internal::Workspace& workspace) const;

@@ -62,11 +62,13 @@ PackedSequences CheckPackedBatch(const PackedBatch& batch, int64_t tokens,
            "], got ", rows[i + 1]);
     }
     counts[i] = rows[i + 1] - rows[i];
-    if (ids[i] < 0 || ids[i] >= cache.options.max_sequences ||
-        !cache.sequences[ids[i]].active) {
+    const PagedKvCache::Impl::Sequence* found =
+        ids[i] >= 0 && ids[i] < cache.options.max_sequences ? cache.Find(ids[i])
+                                                            : nullptr;
+    if (!found) {
       Fail("batch.sequence_ids[", i, "]: ", ids[i], " is not a sequence of the cache");
     }
-    const PagedKvCache::Impl::Sequence& sequence = cache.sequences[ids[i]];
+    const PagedKvCache::Impl::Sequence& sequence = *found;
     first_positions[i] = sequence.length - counts[i];
     // Only the slots the last AppendSlots made are private to the sequence.
     if (first_positions[i] < sequence.appended_from) {
@@ -87,14 +89,13 @@ PackedSequences CheckPackedBatch(const PackedBatch& batch, int64_t tokens,
 }
 
 TokenTree BuildTokenTree(const TensorView& tree_parents, int64_t tokens,
-                         int64_t sequences, int64_t query_len, const int64_t* rows,
+                         int64_t sequences, const int64_t* rows,
                          std::vector<int64_t>& depth_buffer,
-                         std::vector<uint64_t>& ancestor_buffer) {
+                         std::vector<int64_t>& interval_buffer) {
   CheckIndexTensor("batch.tree_parents", tree_parents, tokens);
-  const int64_t words = (query_len + 63) / 64;
   int64_t* depths = Reserve(depth_buffer, tokens);
-  uint64_t* ancestors = Reserve(ancestor_buffer, tokens * words);
-  std::fill(ancestors, ancestors + tokens * words, uint64_t{0});
+  int64_t* preorder = Reserve(interval_buffer, 2 * tokens);
+  int64_t* subtree_end = preorder + tokens;
   for (int64_t b = 0; b < sequences; ++b) {
     for (int64_t row = rows[b]; row < rows[b + 1]; ++row) {
       const int64_t i = row - rows[b], parent = IntegerAt(tree_parents, row);
@@ -102,13 +103,27 @@ TokenTree BuildTokenTree(const TensorView& tree_parents, int64_t tokens,
         Fail("batch.tree_parents[", row, "]: must be in [-1, ", i,
              ") (a new token of the same sequence before it, or -1), got ", parent);
       }
-      uint64_t* bits = ancestors + row * words;
-      if (parent >= 0) std::copy_n(ancestors + (rows[b] + parent) * words, words, bits);
-      bits[i / 64] |= uint64_t{1} << (i % 64);
       depths[row] = parent < 0 ? 0 : depths[rows[b] + parent] + 1;
     }
+    // Subtree sizes, children (always later rows) first.
+    std::fill(subtree_end + rows[b], subtree_end + rows[b + 1], int64_t{1});
+    for (int64_t row = rows[b + 1] - 1; row >= rows[b]; --row) {
+      const int64_t parent = IntegerAt(tree_parents, row);
+      if (parent >= 0) subtree_end[rows[b] + parent] += subtree_end[row];
+    }
+    // Depth-first places, parents first: a node takes its parent's next free place
+    // and moves it past its subtree; its own next free place then lives in
+    // subtree_end, which ends at place + size once its children are placed.
+    int64_t next_root = 0;
+    for (int64_t row = rows[b]; row < rows[b + 1]; ++row) {
+      const int64_t parent = IntegerAt(tree_parents, row);
+      int64_t& next = parent < 0 ? next_root : subtree_end[rows[b] + parent];
+      preorder[row] = next;
+      next += subtree_end[row];
+      subtree_end[row] = preorder[row] + 1;
+    }
   }
-  return {ancestors, words, rows};
+  return {preorder, subtree_end, rows};
 }
 
 }  // namespace mha::internal

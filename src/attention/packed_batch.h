@@ -29,11 +29,11 @@ PackedSequences CheckPackedBatch(const PackedBatch& batch, int64_t tokens,
 
 // A packed step's token trees (PackedBatch::tree_parents, checked: each token's
 // parent is an earlier new token of its sequence, or -1): each row's depth in
-// depths[tokens] and its ancestor bits (itself included) over its sequence's new
-// tokens in ancestors[tokens][words], the mask MaskPlan::ForCache takes.
+// depths[tokens], and its depth-first place and subtree end in
+// intervals[2 * tokens], the mask MaskPlan::ForCache takes.
 TokenTree BuildTokenTree(const TensorView& tree_parents, int64_t tokens,
-                         int64_t sequences, int64_t query_len, const int64_t* rows,
-                         std::vector<int64_t>& depths, std::vector<uint64_t>& ancestors);
+                         int64_t sequences, const int64_t* rows,
+                         std::vector<int64_t>& depths, std::vector<int64_t>& intervals);
 
 // An int32 or int64 vector of `length` elements, or fails naming it.
 void CheckIndexTensor(const char* name, const TensorView& tensor, int64_t length);

@@ -102,8 +102,8 @@ internal::TokenTree MultiheadAttention::Impl::PackedTree(const Problem& problem,
         "sliding window, attention chunk, ALiBi or query temperature by slot");
   }
   return internal::BuildTokenTree(tree_parents, tokens, problem.batch_size,
-                                  problem.query_len, workspace.batch_rows.data(),
-                                  workspace.tree_depths, workspace.tree_ancestors);
+                                  workspace.batch_rows.data(), workspace.tree_depths,
+                                  workspace.tree_intervals);
 }
 
 // Rotary positions of the packed rows: options.position_ids, or each sequence's
@@ -150,7 +150,7 @@ void MultiheadAttention::Impl::ForwardPacked(const TensorView& query,
       PackedTree(problem, batch.tree_parents, tokens, *workspace);
   const RotaryRows rotary_rows = PackedRotaryPositions(
       problem, tokens, options.position_ids,
-      tree.ancestors ? workspace->tree_depths.data() : nullptr, *workspace);
+      tree.present() ? workspace->tree_depths.data() : nullptr, *workspace);
   const MutableTensorView staged = StageOutput(output, *workspace);
   if (tokens == 0) return;
   // Everything is checked: from here on the cache and output are written.

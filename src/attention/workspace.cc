@@ -9,7 +9,7 @@ size_t Workspace::bytes() const {
       linear_threads.partial_sums.capacity() * sizeof(float) +
       (positions.capacity() + new_lengths.capacity() + rotary_positions.capacity() +
        batch_rows.capacity() + sequence_ids.capacity() + rotary_lengths.capacity() +
-       rotary_starts.capacity() + tree_depths.capacity() + tree_ancestors.capacity()) *
+       rotary_starts.capacity() + tree_depths.capacity() + tree_intervals.capacity()) *
           sizeof(int64_t);
   for (const std::vector<float>* buffer :
        {&projections, &merged_heads, &per_head_weights, &chunks, &staged_output}) {

@@ -33,9 +33,9 @@ struct Workspace {
   std::vector<int64_t> rotary_positions;          // per query token, [B, Sq]
   // Dynamic rotary scaling: each row's sequence length and the call's own table.
   std::vector<int64_t> rotary_lengths, rotary_starts;
-  // Token trees: each packed row's depth and ancestor bits (masks/mask_plan.h).
-  std::vector<int64_t> tree_depths;
-  std::vector<uint64_t> tree_ancestors;
+  // Token trees: each packed row's depth, depth-first place and subtree end
+  // (masks/mask_plan.h).
+  std::vector<int64_t> tree_depths, tree_intervals;
   std::optional<RotaryEmbedding> call_rotary;
   CoreWorkspace core;  // the attention core's buffers
   // One per LinearPrimitive of the layer: query, key, value, fused QKV, output.

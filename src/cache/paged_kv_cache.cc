@@ -74,19 +74,17 @@ PagedKvCache::Impl::Impl(const internal::BlockLayout& block_layout,
       storage(block_layout.storage),
       latent(block_layout.values_in_keys),
       channel_keys(internal::HasChannelKeyScales(block_layout.storage)),
+      // Sizes checked by CheckPoolBytes before.
+      layer_keys_bytes(o.num_blocks * block_layout.block_key_bytes()),
+      layer_values_bytes(o.num_blocks * block_layout.block_value_bytes()),
+      keys(static_cast<size_t>(o.num_layers * layer_keys_bytes)),
+      values(static_cast<size_t>(o.num_layers * layer_values_bytes)),
       pool(o.num_blocks),
-      sequences(o.max_sequences),
-      id_stamps(o.max_sequences, 0) {
-  // Sizes checked by CheckPoolBytes before.
-  layer_keys_bytes = o.num_blocks * layout.block_key_bytes();
-  layer_values_bytes = o.num_blocks * layout.block_value_bytes();
-  keys.assign(static_cast<size_t>(o.num_layers * layer_keys_bytes), 0);
-  values.assign(static_cast<size_t>(o.num_layers * layer_values_bytes), 0);
-}
+      sequences(o.max_sequences) {}
 
 internal::KvPages PagedKvCache::Impl::Pages(int64_t sequence, int64_t layer,
                                             int64_t kv_head) {
-  Sequence& s = sequences[sequence];
+  Sequence& s = *sequences.Find(sequence);
   internal::KvPages pages =
       layout.Pages(keys.data() + layer * layer_keys_bytes,
                    values.data() + layer * layer_values_bytes, kv_head);
@@ -111,7 +109,7 @@ void PagedKvCache::Impl::RestoreKeyResiduals(int64_t sequence, int64_t old_lengt
 
 void PagedKvCache::Impl::KeepKeys(int64_t sequence, int64_t first, const int64_t* kept,
                                   int64_t count) {
-  const int64_t length = sequences[sequence].length;
+  const int64_t length = sequences.Find(sequence)->length;
   const int64_t base = first / options.block_size * options.block_size;
   keep_scratch.resize(static_cast<size_t>((length - base) * head_dim));
   for (int64_t layer = 0; layer < options.num_layers; ++layer) {
@@ -136,10 +134,14 @@ PagedKvCache::Impl::Sequence& PagedKvCache::Impl::Active(const char* what,
     Fail("PagedKvCache::", what, ": sequence must be in [0, ", options.max_sequences,
          "), got ", sequence);
   }
-  if (!sequences[sequence].active) {
-    Fail("PagedKvCache::", what, ": sequence ", sequence, " does not exist");
-  }
-  return sequences[sequence];
+  Sequence* s = Find(sequence);
+  if (!s) Fail("PagedKvCache::", what, ": sequence ", sequence, " does not exist");
+  return *s;
+}
+
+PagedKvCache::Impl::Sequence* PagedKvCache::Impl::Find(int64_t sequence) const {
+  Sequence* s = sequences.Find(sequence);
+  return s && s->active ? s : nullptr;
 }
 
 void PagedKvCache::Impl::CheckDistinct(const char* what, const int64_t* ids,
@@ -147,9 +149,9 @@ void PagedKvCache::Impl::CheckDistinct(const char* what, const int64_t* ids,
   ++id_stamp;
   for (int64_t i = 0; i < count; ++i) {
     // Ids are checked to lie in [0, max_sequences) before they come here.
-    if (id_stamps[ids[i]] == id_stamp)
-      Fail(what, ": sequence ", ids[i], " appears twice");
-    id_stamps[ids[i]] = id_stamp;
+    Sequence& s = *sequences.Find(ids[i]);
+    if (s.stamp == id_stamp) Fail(what, ": sequence ", ids[i], " appears twice");
+    s.stamp = id_stamp;
   }
 }
 
@@ -366,7 +368,7 @@ PagedKvCacheStats PagedKvCache::stats() const {
 bool PagedKvCache::contains(int64_t sequence) const {
   const std::lock_guard<std::mutex> lock(impl_->mutex);
   return sequence >= 0 && sequence < impl_->options.max_sequences &&
-         impl_->sequences[sequence].active;
+         impl_->Find(sequence) != nullptr;
 }
 
 int64_t PagedKvCache::length(int64_t sequence) const {
@@ -380,14 +382,14 @@ void PagedKvCache::AddSequence(int64_t sequence) {
     Fail("PagedKvCache::AddSequence: sequence must be in [0, ",
          impl_->options.max_sequences, "), got ", sequence);
   }
-  Impl::Sequence& s = impl_->sequences[sequence];
+  Impl::Sequence& s = impl_->sequences.Use(sequence);
   if (s.active) Fail("PagedKvCache::AddSequence: sequence ", sequence, " already exists");
   s.key_residual.resize(static_cast<size_t>(impl_->ResidualFloats()));
   s.active = true;
   s.length = 0;
   s.first_page = 0;
   s.appended_from = 0;
-  s.pages.clear();  // keeps its capacity for the next sequence with this id
+  s.pages.clear();
   ++impl_->active_sequences;
 }
 
@@ -395,8 +397,8 @@ void PagedKvCache::RemoveSequence(int64_t sequence) {
   const std::lock_guard<std::mutex> lock(impl_->mutex);
   Impl::Sequence& s = impl_->Active("RemoveSequence", sequence);
   for (const int32_t block : s.pages) impl_->pool.Release(block);
-  s.pages.clear();
-  // Ids may be named by request: an id seen once must not keep megabytes.
+  // Ids may be named by request: an id seen once keeps no block table or residual.
+  std::vector<int32_t>().swap(s.pages);
   std::vector<float>().swap(s.key_residual);
   s.active = false;
   --impl_->active_sequences;
@@ -409,7 +411,7 @@ void PagedKvCache::Fork(int64_t parent, int64_t child) {
     Fail("PagedKvCache::Fork: child must be in [0, ", impl_->options.max_sequences,
          "), got ", child);
   }
-  Impl::Sequence& to = impl_->sequences[child];
+  Impl::Sequence& to = impl_->sequences.Use(child);
   if (to.active) Fail("PagedKvCache::Fork: child ", child, " already exists");
   to.key_residual.assign(from.key_residual.begin(), from.key_residual.end());
   to.pages.assign(from.pages.begin(), from.pages.end());
@@ -540,17 +542,17 @@ void PagedKvCache::AppendSlots(const int64_t* sequences, const int64_t* counts,
   // Block tables get their room before anything changes: all or nothing holds when
   // memory runs out too.
   for (int64_t i = 0; i < num_sequences; ++i) {
-    Impl::Sequence& s = impl_->sequences[sequences[i]];
+    Impl::Sequence& s = *impl_->Find(sequences[i]);
     const int64_t end_page = PagesFor(s.length + counts[i], impl_->options.block_size);
     s.pages.reserve(static_cast<size_t>(std::max(end_page, s.end_page()) - s.first_page));
   }
   // Releases first, so that one sequence's window feeds another's growth.
   for (int64_t i = 0; i < num_sequences; ++i) {
-    Impl::Sequence& s = impl_->sequences[sequences[i]];
+    Impl::Sequence& s = *impl_->Find(sequences[i]);
     if (counts[i] > 0) impl_->ReleaseWindow(s, s.length);
   }
   for (int64_t i = 0; i < num_sequences; ++i) {
-    Impl::Sequence& s = impl_->sequences[sequences[i]];
+    Impl::Sequence& s = *impl_->Find(sequences[i]);
     if (counts[i] > 0) s.appended_from = s.length;
     impl_->Grow(s, counts[i]);
   }

@@ -12,6 +12,7 @@
 #include "mha/paged_kv_cache.hpp"
 #include "src/base/aligned_vector.h"
 #include "src/cache/block_pool.h"
+#include "src/cache/sequence_table.h"
 #include "src/kernels/kv_pages.h"
 
 namespace mha {
@@ -33,6 +34,7 @@ struct PagedKvCache::Impl {
     // Keys per channel: [layer, KV head, block_size, head_dim], the keys of the
     // partial last block in fp32 (channel_keys.h); sized once per id.
     std::vector<float> key_residual;
+    uint64_t stamp = 0;  // the CheckDistinct that saw this id last
     int64_t end_page() const { return first_page + static_cast<int64_t>(pages.size()); }
   };
 
@@ -42,8 +44,11 @@ struct PagedKvCache::Impl {
 
   // Requires the mutex. Checks `sequence` names an active sequence.
   Sequence& Active(const char* what, int64_t sequence);
+  // Requires the mutex. The sequence of an id in [0, max_sequences), or null when it
+  // is not active.
+  Sequence* Find(int64_t sequence) const;
   // Requires the mutex. Fails if ids[i] repeats an earlier id of the list (O(N):
-  // stamps per sequence id, no allocation).
+  // stamps per sequence, no allocation); the ids are active sequences.
   void CheckDistinct(const char* what, const int64_t* ids, int64_t count) const;
   // What AppendSlots of `count` tokens takes from the pool for one sequence: new
   // blocks (added to `needed`), the blocks its window gives back (`released`) and its
@@ -98,10 +103,10 @@ struct PagedKvCache::Impl {
   bool channel_keys;  // HasChannelKeyScales(storage)
   int64_t layer_keys_bytes, layer_values_bytes;  // one layer's storage
   // [layer, block, KV head, page]; scaled kinds end each page with its scales.
+  // Allocated first: a pool too big for memory fails before any bookkeeping.
   internal::AlignedVector<uint8_t> keys, values;
   internal::BlockPool pool;
-  std::vector<Sequence> sequences;          // by id
-  mutable std::vector<uint64_t> id_stamps;  // by id: the CheckDistinct that saw it last
+  internal::SequenceTable<Sequence> sequences;  // by id, made on first use
   mutable uint64_t id_stamp = 0;
   std::vector<int32_t> released_scratch, copied_scratch;  // AppendSlots' counts
   std::vector<float> keep_scratch;                        // KeepKeys' rows

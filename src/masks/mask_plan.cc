@@ -202,13 +202,14 @@ void MaskPlan::AddTensorMasks(int64_t batch, int64_t head, int64_t query,
     for (int64_t k = 0; k < count; ++k)
       row[k] += TensorMaskAt(batch, head, query, first_key + k);
   }
-  if (!tree_.ancestors) return;
+  if (!tree_.present()) return;
   // Cached keys are all visible; of the new ones, the query's ancestors.
   const int64_t first_new = first_positions_[batch];
-  const uint64_t* bits = tree_.ancestors + (tree_.rows[batch] + query) * tree_.words;
+  const int64_t* key_rows = tree_.rows[batch] + first_key - first_new + tree_.preorder;
+  const int64_t* key_ends = tree_.rows[batch] + first_key - first_new + tree_.subtree_end;
+  const int64_t place = tree_.preorder[tree_.rows[batch] + query];
   for (int64_t k = std::max<int64_t>(0, first_new - first_key); k < count; ++k) {
-    const int64_t t = first_key + k - first_new;
-    if (!(bits[t / 64] >> (t % 64) & 1)) row[k] = kMasked;
+    if (!(key_rows[k] <= place && place < key_ends[k])) row[k] = kMasked;
   }
 }
 

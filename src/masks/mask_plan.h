@@ -24,11 +24,15 @@ struct CallSizes {
 
 // Token trees (speculative decoding, PackedBatch::tree_parents): among the new keys
 // of batch b (from its first position on), its query i sees only its ancestors and
-// itself: bit t of ancestors[(rows[b] + i) * words + t / 64].
+// itself. Each row holds its place in a depth-first order of its sequence's tree and
+// the end of its subtree there, so key t is an ancestor of query i when
+// preorder[t] <= preorder[i] < subtree_end[t] (rows: rows[b] + t, rows[b] + i):
+// two numbers a token, where ancestor bits would cost tokens^2 / 8 bytes.
 struct TokenTree {
-  const uint64_t* ancestors = nullptr;
-  int64_t words = 0;
+  const int64_t* preorder = nullptr;
+  const int64_t* subtree_end = nullptr;
   const int64_t* rows = nullptr;  // batch b's first row
+  bool present() const { return preorder != nullptr; }
 };
 
 class MaskPlan {
@@ -72,7 +76,7 @@ class MaskPlan {
   }
 
   // True when attn_mask, key_padding_mask or a token tree is given.
-  bool has_tensor_masks() const { return attn_.data || padding_.data || tree_.ancestors; }
+  bool has_tensor_masks() const { return attn_.data || padding_.data || tree_.present(); }
 
   // Additive value of the tensor masks for one score: 0, -inf, or attn_mask's and
   // key_padding_mask's floats summed (kTorch convention).
