@@ -12,7 +12,7 @@
 namespace mha::testing {
 namespace {
 
-constexpr int64_t kBatch = 2, kLen = 5, kEmbed = 8, kHeads = 2;
+constexpr int64_t kBatch = 2, kLen = 5, kEmbed = 8;
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
 const float kInf = std::numeric_limits<float>::infinity();
 
