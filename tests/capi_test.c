@@ -437,7 +437,7 @@ static void CheckLatent(void) {
   const int sizes[] = {sizeof q, sizeof kv_a, sizeof kv_b, sizeof o, sizeof x};
   for (int a = 0; a < 5; ++a)
     for (int i = 0; i < sizes[a] / (int)sizeof(float); ++i)
-      all[a][i] = ((float)rand() / RAND_MAX - 0.5f) * 0.5f;
+      all[a][i] = ((float)((double)rand() / RAND_MAX) - 0.5f) * 0.5f;
   for (int i = 0; i < kRank; ++i) norm[i] = 1.0f;
   mha_latent_config config;
   memset(&config, 0, sizeof config);
@@ -603,10 +603,10 @@ int main(void) {
   static float weights[4][E * E], biases[4][E], x[B * S * E];
   srand(7);
   for (int p = 0; p < 4; ++p) {
-    for (int i = 0; i < E * E; ++i) weights[p][i] = (float)rand() / RAND_MAX - 0.5f;
-    for (int i = 0; i < E; ++i) biases[p][i] = (float)rand() / RAND_MAX - 0.5f;
+    for (int i = 0; i < E * E; ++i) weights[p][i] = (float)((double)rand() / RAND_MAX) - 0.5f;
+    for (int i = 0; i < E; ++i) biases[p][i] = (float)((double)rand() / RAND_MAX) - 0.5f;
   }
-  for (int i = 0; i < B * S * E; ++i) x[i] = (float)rand() / RAND_MAX * 2.0f - 1.0f;
+  for (int i = 0; i < B * S * E; ++i) x[i] = (float)((double)rand() / RAND_MAX) * 2.0f - 1.0f;
 
   mha_config config;
   memset(&config, 0, sizeof config);
