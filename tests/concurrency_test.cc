@@ -80,12 +80,16 @@ TEST(Concurrency, RequestThreadsMatchSerialResults) {
 }
 
 // Request threads sharing one layer and one paged cache, each owning its sequences
-// (ids 2r and 2r + 1): adding, forking, appending, attending and removing
-// concurrently gives the serial outputs, and every block returns to the pool.
+// (ids kIdSpacing * 2r and one chunk of ids further: the cache makes each chunk of
+// per-id state on first use, so the threads make theirs concurrently): adding,
+// forking, appending, attending and removing concurrently gives the serial outputs,
+// and every block returns to the pool.
+constexpr int64_t kIdSpacing = 256;
+
 std::vector<float> ServePaged(const MultiheadAttention& attention, PagedKvCache& cache,
                               int r) {
   const std::vector<float> prompt = RandomFloats(kLength * kEmbed, 200 + r);
-  const int64_t parent = 2 * r, child = 2 * r + 1;
+  const int64_t parent = kIdSpacing * 2 * r, child = parent + kIdSpacing;
   ForwardOptions options;
   options.num_threads = 1;
   cache.AddSequence(parent);
@@ -109,7 +113,7 @@ TEST(Concurrency, RequestThreadsSharePagedCache) {
   const MultiheadAttention attention(layer.config, layer.weights);
   PagedKvCacheOptions options;
   options.num_blocks = 64;
-  options.max_sequences = 2 * kRequests;
+  options.max_sequences = 2 * kRequests * kIdSpacing;
   PagedKvCache cache(layer.config, options);
   std::vector<float> serial[kRequests], concurrent[kRequests];
   for (int r = 0; r < kRequests; ++r) serial[r] = ServePaged(attention, cache, r);
