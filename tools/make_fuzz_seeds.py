@@ -79,28 +79,60 @@ write("core_reference_fuzzer", "plain_bhsd",
 write("core_reference_fuzzer", "everything_bshd",
       bytes([1, 1, 1, 2, 6, 20, 4, 1 | 2 | 8 | 16 | 32, 1]) + bytes(range(0, 250, 3)) * 4 +
       bytes([1 | 4 | 8 | 16 | 64, 5, 7, 3]) + bytes(range(30, 220)) * 6)
-# The paged cache against its model: layer (KV heads, rope, sinks and their two
-# values), block size, blocks, storage, window (and its two sizes), then operations,
-# each (go on, id, other, op): add, a step (per sequence: take it, a count pick, the
-# count, its tokens), fork, truncate (and how many to drop).
+
+
+def core_tensor(magnitude, count):
+    """A tensor: no gap (1), its magnitude pick (>= 192: exponents[pick % 3]), values."""
+    return bytes([1, magnitude]) + bytes((i * 29 + 7) % 256 for i in range(count))
+
+
+# bf16 compute on 2 threads (the "more" byte 1 | 4), causal, [1, 2, 5, 8] queries at
+# 2^-70 (pick 200), keys at 2^-40 (193) and values at 2^40 (194).
+write("core_reference_fuzzer", "bf16_tiny_huge",
+      bytes([0, 0, 0, 1, 4, 9, 3, 1, 0, 1 | 4]) + core_tensor(200, 80) +
+      core_tensor(193, 80) + core_tensor(194, 80) + core_tensor(0, 80))
+# The paged cache against its model: layer (KV heads, rope, compute dtype (0: bf16),
+# sinks and their two values), block size, blocks, storage (and its scales), window
+# (and its two sizes), then operations, each (go on, id, other, op): add (0), fork (2),
+# truncate (3, and how many to drop), a token tree (4), a step (5: per sequence, take
+# it, a count pick, the count, its tokens: a kind each (1: tiny, 2: huge) and 16
+# values).
 def op(id, kind, other=0):
     return bytes([1, id, other, kind])
 
 
-def step(chunks):
-    out = op(0, 4)
+def tokens(count, kind=0):
+    out = b""
+    for t in range(count):
+        out += bytes([kind]) + bytes((t * 37 + i * 11) % 256 for i in range(16))
+    return out
+
+
+def step(chunks, kind=0):
+    out = op(0, 5)
     for count in chunks:  # counts 1-8, or up to 96 with a long pick (0)
         out += bytes([1, 0, count - 1]) if count > 8 else bytes([1, 1, count - 1])
-        out += bytes((i * 37) % 256 for i in range(count * 16))
+        out += tokens(count, kind)
     return out
 
 
 write("paged_cache_model_fuzzer", "prefill_fork_decode",
-      bytes([1, 1, 1, 6, 10, 0, 12, 0, 0]) + op(0, 0) + step([12]) + op(0, 2, 1) +
+      bytes([1, 1, 1, 1, 6, 10, 0, 12, 0, 0]) + op(0, 0) + step([12]) + op(0, 2, 1) +
       step([1, 1]) * 3 + op(1, 3) + bytes([2]) + step([3, 1]))
-write("paged_cache_model_fuzzer", "int8_window",
-      bytes([0, 0, 0, 1, 20, 2, 1, 20, 9]) + op(0, 0) + step([5]) * 6)
+write("paged_cache_model_fuzzer", "int8_channel_keys_window",
+      bytes([0, 0, 1, 0, 1, 20, 2, 1, 1, 20, 9]) + op(0, 0) + step([5]) * 6)
 # Past 256 tokens with a window and sinks: the decodes whose keys split at 256.
 write("paged_cache_model_fuzzer", "sinks_window_past_256",
-      bytes([0, 0, 1, 14, 2, 0, 30, 0, 1, 31, 20]) + op(0, 0) + step([96]) * 2 +
+      bytes([0, 0, 1, 1, 14, 2, 0, 30, 0, 1, 31, 20]) + op(0, 0) + step([96]) * 2 +
       step([64]) + step([1]) * 4)
+# bf16 compute over a bf16 cache: a prompt, then a 5-token tree (0 -> {1, 2}, 1 -> 3,
+# 3 -> 4) whose path 0 -> 1 -> 3 is kept.
+write("paged_cache_model_fuzzer", "bf16_compute_tree",
+      bytes([0, 0, 0, 0, 0, 12, 1, 0]) + op(0, 0) + step([9]) + op(0, 4) +
+      bytes([4, 0, 1, 1, 2, 4]) + tokens(5) + bytes([1, 1, 1, 0]) + step([1]))
+# Tiny and huge tokens in an int8 cache with keys per token, then in fp8 e5m2.
+write("paged_cache_model_fuzzer", "int8_tiny_huge",
+      bytes([0, 0, 1, 0, 0, 12, 2, 0, 0]) + op(0, 0) + step([6], 1) + step([3], 2) +
+      step([4]))
+write("paged_cache_model_fuzzer", "e5m2_tiny",
+      bytes([0, 0, 1, 0, 0, 12, 4, 0, 0]) + op(0, 0) + step([6], 1) + step([2]))
