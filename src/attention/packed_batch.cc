@@ -62,9 +62,7 @@ PackedSequences CheckPackedBatch(const PackedBatch& batch, int64_t tokens,
            "], got ", rows[i + 1]);
     }
     counts[i] = rows[i + 1] - rows[i];
-    const PagedKvCache::Impl::Sequence* found =
-        ids[i] >= 0 && ids[i] < cache.options.max_sequences ? cache.Find(ids[i])
-                                                            : nullptr;
+    const PagedKvCache::Impl::Sequence* found = cache.Find(ids[i]);
     if (!found) {
       Fail("batch.sequence_ids[", i, "]: ", ids[i], " is not a sequence of the cache");
     }

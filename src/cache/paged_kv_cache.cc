@@ -140,6 +140,7 @@ PagedKvCache::Impl::Sequence& PagedKvCache::Impl::Active(const char* what,
 }
 
 PagedKvCache::Impl::Sequence* PagedKvCache::Impl::Find(int64_t sequence) const {
+  if (sequence < 0 || sequence >= options.max_sequences) return nullptr;
   Sequence* s = sequences.Find(sequence);
   return s && s->active ? s : nullptr;
 }
@@ -367,8 +368,7 @@ PagedKvCacheStats PagedKvCache::stats() const {
 
 bool PagedKvCache::contains(int64_t sequence) const {
   const std::lock_guard<std::mutex> lock(impl_->mutex);
-  return sequence >= 0 && sequence < impl_->options.max_sequences &&
-         impl_->Find(sequence) != nullptr;
+  return impl_->Find(sequence) != nullptr;
 }
 
 int64_t PagedKvCache::length(int64_t sequence) const {

@@ -32,7 +32,7 @@ struct PagedKvCache::Impl {
     // blocks): the only ones ForwardPacked may write.
     int64_t appended_from = 0;
     // Keys per channel: [layer, KV head, block_size, head_dim], the keys of the
-    // partial last block in fp32 (channel_keys.h); sized once per id.
+    // partial last block in fp32 (channel_keys.h); held while the sequence exists.
     std::vector<float> key_residual;
     uint64_t stamp = 0;  // the CheckDistinct that saw this id last
     int64_t end_page() const { return first_page + static_cast<int64_t>(pages.size()); }
@@ -44,8 +44,8 @@ struct PagedKvCache::Impl {
 
   // Requires the mutex. Checks `sequence` names an active sequence.
   Sequence& Active(const char* what, int64_t sequence);
-  // Requires the mutex. The sequence of an id in [0, max_sequences), or null when it
-  // is not active.
+  // Requires the mutex. The sequence of an id, or null when the id is outside [0,
+  // max_sequences) or not active.
   Sequence* Find(int64_t sequence) const;
   // Requires the mutex. Fails if ids[i] repeats an earlier id of the list (O(N):
   // stamps per sequence, no allocation); the ids are active sequences.

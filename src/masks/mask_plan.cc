@@ -205,11 +205,13 @@ void MaskPlan::AddTensorMasks(int64_t batch, int64_t head, int64_t query,
   if (!tree_.present()) return;
   // Cached keys are all visible; of the new ones, the query's ancestors.
   const int64_t first_new = first_positions_[batch];
-  const int64_t* key_rows = tree_.rows[batch] + first_key - first_new + tree_.preorder;
-  const int64_t* key_ends = tree_.rows[batch] + first_key - first_new + tree_.subtree_end;
+  const int64_t key_row = tree_.rows[batch] + first_key - first_new;  // key k's: + k
   const int64_t place = tree_.preorder[tree_.rows[batch] + query];
   for (int64_t k = std::max<int64_t>(0, first_new - first_key); k < count; ++k) {
-    if (!(key_rows[k] <= place && place < key_ends[k])) row[k] = kMasked;
+    const int64_t key = key_row + k;
+    if (!(tree_.preorder[key] <= place && place < tree_.subtree_end[key])) {
+      row[k] = kMasked;
+    }
   }
 }
 
