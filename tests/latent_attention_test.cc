@@ -367,12 +367,15 @@ TEST(LatentKvCache, RefusesKeysPerChannel) {
   const LatentAttentionConfig config = Config({});
   ExpectErrorMentioning(
       [&] { LatentKvCache(config, 1, 8, DType::kInt8, KvScales::kPerChannelKeys); },
-      "LatentKvCache: scales kPerChannelKeys");
+      "LatentKvCache: storage int8 with scales kPerChannelKeys quantises keys and "
+      "values differently");
   PagedKvCacheOptions options;
   options.num_blocks = 2, options.max_sequences = 1, options.storage = DType::kInt8;
   options.scales = KvScales::kPerChannelKeys;
-  ExpectErrorMentioning([&] { PagedKvCache(config, options); },
-                        "PagedKvCache: scales kPerChannelKeys");
+  ExpectErrorMentioning(
+      [&] { PagedKvCache(config, options); },
+      "PagedKvCache: storage int8 with scales kPerChannelKeys quantises keys and "
+      "values differently");
 }
 
 TEST(LatentKvCache, BytesPerTokenAreTheLatentAndRotaryPart) {

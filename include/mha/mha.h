@@ -152,23 +152,13 @@ typedef struct {
 /* Safe to call from several threads at once on one layer. */
 mha_status mha_forward(const mha_layer* layer, const mha_forward_args* args);
 
-/* How a KV cache stores keys and values; attention always runs in fp32. */
+/* How a KV cache stores keys and values (one value per line of
+   mha/kv_storage_kinds.h, which says what each stores); attention always runs in
+   fp32. */
 typedef enum {
-  MHA_KV_FLOAT32 = 0,
-  MHA_KV_BFLOAT16 = 1,
-  MHA_KV_INT8 = 2, /* symmetric int8, one fp32 scale per (token, KV head) */
-  /* fp8 (PyTorch's float8_e4m3fn / float8_e5m2), one fp32 scale per (token, KV head) */
-  MHA_KV_FP8_E4M3 = 3,
-  MHA_KV_FP8_E5M2 = 4,
-  /* fp8 cast as it is, no scales: for models calibrated for fp8 KV */
-  MHA_KV_FP8_E4M3_SCALE_FREE = 5,
-  MHA_KV_FP8_E5M2_SCALE_FREE = 6,
-  /* int8, keys per channel (one scale per block, KV head and channel), values per
-     token: for keys with outlier channels (mha::KvScales::kPerChannelKeys) */
-  MHA_KV_INT8_CHANNEL_KEYS = 7,
-  /* int4 with zero points: keys per channel as MHA_KV_INT8_CHANNEL_KEYS, values per
-     token in groups of 32 channels (mha::DType::kInt4) */
-  MHA_KV_INT4 = 8
+#define MHA_KV_KIND(Name, C_NAME, c_value, dtype, scales) MHA_KV_##C_NAME = c_value,
+#include "mha/kv_storage_kinds.h"
+#undef MHA_KV_KIND
 } mha_kv_storage;
 
 /* A KV cache for `layer`: max_batch sequences of up to max_seq_len tokens. */

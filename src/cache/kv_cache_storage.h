@@ -11,11 +11,6 @@
 #include "src/kernels/kv_pages.h"
 
 namespace mha::internal {
-// The storage type of a cache's pages for a public dtype and scales; `owner` names
-// the cache in the error that refuses a pair no cache stores.
-KvStorage KvStorageFor(const char* owner, DType storage, KvScales scales);
-DType DTypeOf(KvStorage storage);
-KvScales ScalesOf(KvStorage storage);
 // The storage of the pages a forward writes its own K/V into for a compute dtype
 // (checked by the caller): bf16 only where bf16 dot products run. Elsewhere the
 // kernel would widen bf16 back to fp32, slower than fp32 pages (AVX2, Zen 4: the
@@ -24,10 +19,12 @@ KvStorage AttentionStorage(DType compute_dtype);
 // Bytes one token of one KV head takes in a cache of `page_size`-token pages: K, V
 // padded to whole panels, and the scales (a page's per-channel ones shared by its
 // tokens, rounded up).
-int64_t KvTokenBytes(int64_t head_dim, KvStorage storage, int64_t page_size);
-// Fails, naming `owner`, for scales a latent cache cannot use (its keys are its
-// values: no per-channel keys).
-void CheckLatentScales(const char* owner, KvScales scales);
+// Values in keys (a latent cache): K alone.
+int64_t KvTokenBytes(int64_t head_dim, KvStorage storage, int64_t page_size,
+                     bool values_in_keys = false);
+// Fails, naming `owner`, for a kind that cannot hold a latent cache (its keys are
+// its values).
+void CheckLatentKind(const char* owner, KvStorage storage);
 }  // namespace mha::internal
 
 namespace mha {

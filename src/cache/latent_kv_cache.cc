@@ -12,9 +12,8 @@ namespace mha {
 namespace {
 
 int64_t TokenBytes(int64_t key_dim, internal::KvStorage storage) {
-  const int64_t scale =
-      internal::HasTokenScales(storage) ? static_cast<int64_t>(sizeof(float)) : 0;
-  return key_dim * static_cast<int64_t>(internal::KvElementBytes(storage)) + scale;
+  return internal::KvTokenBytes(key_dim, storage, internal::kKeyBlock,
+                                /*values_in_keys=*/true);
 }
 
 }  // namespace
@@ -37,11 +36,13 @@ LatentKvCache::Impl::Impl(const LatentAttentionConfig& config, int64_t batch,
 }
 
 void LatentKvCache::Impl::Truncate(int64_t sequence, int64_t length) {
-  if (internal::HasTokenScales(storage)) {
-    const internal::KvPages p = pages(sequence, 0);
-    for (int64_t token = length; token < lengths[sequence]; ++token) {
-      p.KeyScales(token / page_size)[token % page_size] = 0.0f;
-    }
+  // The values are the keys: their scales cleared.
+  const internal::KvPages p = pages(sequence, 0);
+  for (int64_t first = length; first < lengths[sequence];) {
+    const int64_t page = first / page_size, row = first % page_size;
+    const int64_t end = std::min(page_size, row + lengths[sequence] - first);
+    internal::KindOf(storage).clear_values(p, page, row, end);
+    first += end - row;
   }
   lengths[sequence] = length;
 }
@@ -49,9 +50,9 @@ void LatentKvCache::Impl::Truncate(int64_t sequence, int64_t length) {
 LatentKvCache::LatentKvCache(const LatentAttentionConfig& config, int64_t max_batch,
                              int64_t max_seq_len, DType storage, KvScales scales) {
   internal::ValidateLatentConfig(config);
-  internal::CheckLatentScales("LatentKvCache", scales);
   const internal::KvStorage kind =
       internal::KvStorageFor("LatentKvCache", storage, scales);
+  internal::CheckLatentKind("LatentKvCache", kind);
   if (max_batch < 1) {
     internal::Fail("LatentKvCache: max_batch must be >= 1, got ", max_batch);
   }

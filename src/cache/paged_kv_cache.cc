@@ -10,7 +10,6 @@
 #include "src/cache/kv_cache_storage.h"
 #include "src/cache/paged_kv_cache_storage.h"
 #include "src/kernels/channel_keys.h"
-#include "src/kernels/kv_token_copy.h"
 #include "src/kernels/tile_sizes.h"
 #include "src/validation/latent_config.h"
 #include "src/validation/problem.h"
@@ -73,7 +72,7 @@ PagedKvCache::Impl::Impl(const internal::BlockLayout& block_layout,
       padded_value_dim(block_layout.padded_value_dim),
       storage(block_layout.storage),
       latent(block_layout.values_in_keys),
-      channel_keys(internal::HasChannelKeyScales(block_layout.storage)),
+      residual_keys(internal::KindOf(block_layout.storage).residual_keys),
       // Sizes checked by CheckPoolBytes before.
       layer_keys_bytes(o.num_blocks * block_layout.block_key_bytes()),
       layer_values_bytes(o.num_blocks * block_layout.block_value_bytes()),
@@ -90,7 +89,7 @@ internal::KvPages PagedKvCache::Impl::Pages(int64_t sequence, int64_t layer,
                    values.data() + layer * layer_values_bytes, kv_head);
   pages.page_ids = s.pages.data();
   pages.first_page = s.first_page;
-  if (channel_keys) {
+  if (residual_keys) {
     pages.key_residual = s.key_residual.data() +
                          (layer * num_kv_heads + kv_head) * options.block_size * head_dim;
   }
@@ -101,8 +100,8 @@ void PagedKvCache::Impl::RestoreKeyResiduals(int64_t sequence, int64_t old_lengt
                                              int64_t length) {
   for (int64_t layer = 0; layer < options.num_layers; ++layer) {
     for (int64_t kv_head = 0; kv_head < num_kv_heads; ++kv_head) {
-      internal::RestoreKeyResidual(Pages(sequence, layer, kv_head), old_length, length,
-                                   head_dim);
+      residual_keys->restore(Pages(sequence, layer, kv_head), old_length, length,
+                             head_dim);
     }
   }
 }
@@ -117,13 +116,13 @@ void PagedKvCache::Impl::KeepKeys(int64_t sequence, int64_t first, const int64_t
       const internal::KvPages pages = Pages(sequence, layer, kv_head);
       float* rows = keep_scratch.data();
       for (int64_t t = base; t < length; ++t) {
-        internal::ReadKey(pages, t, length, head_dim, rows + (t - base) * head_dim);
+        residual_keys->read_key(pages, t, length, head_dim, rows + (t - base) * head_dim);
       }
       for (int64_t k = 0; k < count; ++k) {  // kept[k] >= k: moves down, in place
         std::copy_n(rows + (first + kept[k] - base) * head_dim, head_dim,
                     rows + (first + k - base) * head_dim);
       }
-      internal::WriteKeys(pages, base, rows, first + count - base, head_dim);
+      residual_keys->write_keys(pages, base, rows, first + count - base, head_dim);
     }
   }
 }
@@ -280,28 +279,14 @@ void PagedKvCache::Impl::ZeroKeys(int32_t block) {
 }
 
 void PagedKvCache::Impl::ZeroValueRows(int32_t block, int64_t first_row) {
-  const size_t element = internal::KvElementBytes(storage);
+  // Latent values are transposed from keys up to the length only: their kind clears
+  // their scales alone.
   for (int64_t layer = 0; layer < options.num_layers; ++layer) {
-    uint8_t* block_keys =
-        keys.data() + layer * layer_keys_bytes + block * layout.block_key_bytes();
-    uint8_t* block_values =
-        values.data() + layer * layer_values_bytes + block * layout.block_value_bytes();
     for (int64_t kv_head = 0; kv_head < num_kv_heads; ++kv_head) {
-      // Latent values are transposed from keys up to the length only; int4 codes are
-      // finite, whatever they hold.
-      if (!latent && !internal::HasZeroPoints(storage)) {
-        internal::ZeroTileRows(block_values + kv_head * layout.value_page_bytes,
-                               options.block_size, padded_value_dim, first_row,
-                               options.block_size, element);
-      }
-      // Values' scales (the keys' with values in keys): a NaN one would poison 0 x.
-      if (internal::HasTokenScales(storage)) {
-        float* scales = reinterpret_cast<float*>(
-            latent ? block_keys + kv_head * layout.key_page_bytes + layout.key_scales_at
-                   : block_values + kv_head * layout.value_page_bytes +
-                         layout.value_scales_at);
-        std::fill(scales + first_row, scales + options.block_size, 0.0f);
-      }
+      internal::KindOf(storage).clear_values(
+          layout.Pages(keys.data() + layer * layer_keys_bytes,
+                       values.data() + layer * layer_values_bytes, kv_head),
+          block, first_row, options.block_size);
     }
   }
 }
@@ -331,13 +316,13 @@ PagedKvCache::PagedKvCache(const LatentAttentionConfig& config,
         "attention_chunk_size must be 0), got ",
         options.sliding_window, " and ", options.attention_chunk_size);
   }
-  internal::CheckLatentScales("PagedKvCache", options.scales);
   const internal::KvStorage storage =
       internal::KvStorageFor("PagedKvCache", options.storage, options.scales);
+  internal::CheckLatentKind("PagedKvCache", storage);
   const int64_t key_dim = internal::LatentKeyDim(config);
   CheckPoolBytes(1,
-                 key_dim * static_cast<int64_t>(internal::KvElementBytes(storage)) +
-                     (internal::HasTokenScales(storage) ? 4 : 0),
+                 internal::KvTokenBytes(key_dim, storage, options.block_size,
+                                        /*values_in_keys=*/true),
                  options);
   impl_ = std::make_unique<Impl>(
       internal::BlockLayout(options.block_size, 1, key_dim, storage, config.kv_lora_rank,
@@ -475,7 +460,7 @@ void PagedKvCache::Truncate(int64_t sequence, int64_t length) {
   impl_->CheckTruncate("Truncate", s, length);
   const int64_t old_length = s.length;
   impl_->Truncate(s, length);
-  if (impl_->channel_keys) impl_->RestoreKeyResiduals(sequence, old_length, length);
+  if (impl_->residual_keys) impl_->RestoreKeyResiduals(sequence, old_length, length);
 }
 
 void PagedKvCache::KeepTokens(int64_t sequence, int64_t first, const int64_t* kept,
@@ -498,13 +483,13 @@ void PagedKvCache::KeepTokens(int64_t sequence, int64_t first, const int64_t* ke
     }
   }
   impl_->CheckTruncate("KeepTokens", s, first + count);
-  if (impl_->channel_keys) impl_->KeepKeys(sequence, first, kept, count);
+  if (impl_->residual_keys) impl_->KeepKeys(sequence, first, kept, count);
   // kept[k] >= k: each token moves down, onto a slot already read or its own.
   for (int64_t layer = 0; layer < impl_->options.num_layers; ++layer) {
     for (int64_t kv_head = 0; kv_head < impl_->num_kv_heads; ++kv_head) {
       const internal::KvPages pages = impl_->Pages(sequence, layer, kv_head);
       for (int64_t k = 0; k < count; ++k) {
-        internal::CopyToken(pages, impl_->head_dim, first + kept[k], first + k);
+        internal::KindOf(impl_->storage).copy_token(pages, first + kept[k], first + k);
       }
     }
   }

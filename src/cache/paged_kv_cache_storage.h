@@ -90,7 +90,7 @@ struct PagedKvCache::Impl {
   // Keys per channel: KeepTokens' moves of keys (dequantised, then requantised).
   void KeepKeys(int64_t sequence, int64_t first, const int64_t* kept, int64_t count);
   int64_t ResidualFloats() const {
-    return channel_keys
+    return residual_keys
                ? options.num_layers * num_kv_heads * options.block_size * head_dim
                : 0;
   }
@@ -99,8 +99,8 @@ struct PagedKvCache::Impl {
   internal::BlockLayout layout;  // of one layer's block
   int64_t num_kv_heads, head_dim, padded_value_dim;
   internal::KvStorage storage;
-  bool latent;        // layout.values_in_keys: a multi-head latent attention cache
-  bool channel_keys;  // HasChannelKeyScales(storage)
+  bool latent;  // layout.values_in_keys: a multi-head latent attention cache
+  const internal::ResidualKeys* residual_keys;   // keys per channel, else null
   int64_t layer_keys_bytes, layer_values_bytes;  // one layer's storage
   // [layer, block, KV head, page]; scaled kinds end each page with its scales.
   // Allocated first: a pool too big for memory fails before any bookkeeping.

@@ -33,7 +33,7 @@ void QuantizeInt8Channel(const KvPages& pages, int64_t page, const float* rows,
   for (int64_t t = 0; t < pages.page_size; ++t) {
     if (coded[t]) max_abs = std::max(max_abs, std::fabs(rows[t * head_dim + c]));
   }
-  pages.KeyChannelScales(page)[c] = max_abs / kInt8Max;
+  KeyChannelScales(pages, page)[c] = max_abs / kInt8Max;
   // In double: a float kInt8Max / max_abs is infinite for channels below 3.7e-37.
   const double inverse = max_abs > 0.0f ? kInt8Max / double{max_abs} : 0.0;
   for (int64_t t = 0; t < pages.page_size; ++t) {
@@ -54,8 +54,8 @@ void QuantizeInt4Channel(const KvPages& pages, int64_t page, const float* rows,
     high = std::max(high, rows[t * head_dim + c]);
   }
   const ZeroPointRange range = low <= high ? ZeroPointRange(low, high) : ZeroPointRange();
-  pages.KeyChannelScales(page)[c] = range.scale;
-  pages.KeyChannelMins(page)[c] = range.min;
+  KeyChannelScales(pages, page)[c] = range.scale;
+  KeyChannelMins(pages, page)[c] = range.min;
   for (int64_t t = 0; t < pages.page_size; ++t) {
     SetInt4(codes, static_cast<size_t>(c), static_cast<size_t>(t),
             static_cast<size_t>(head_dim),
@@ -63,11 +63,10 @@ void QuantizeInt4Channel(const KvPages& pages, int64_t page, const float* rows,
   }
 }
 
-}  // namespace
-
+template <bool kInt4>
 void QuantizeKeyPage(const KvPages& pages, int64_t page, const float* rows, int64_t count,
                      int64_t head_dim) {
-  float* token_scales = pages.KeyScales(page);
+  float* token_scales = KeyTokenScales(pages, page);
   bool coded[kMaxPageSize];
   for (int64_t t = 0; t < pages.page_size; ++t) {
     const bool finite = t < count && Finite(rows + t * head_dim, head_dim);
@@ -77,7 +76,7 @@ void QuantizeKeyPage(const KvPages& pages, int64_t page, const float* rows, int6
                                  : std::numeric_limits<float>::quiet_NaN();
   }
   for (int64_t c = 0; c < head_dim; ++c) {
-    if (pages.zero_points) {
+    if constexpr (kInt4) {
       QuantizeInt4Channel(pages, page, rows, coded, head_dim, c);
     } else {
       QuantizeInt8Channel(pages, page, rows, coded, head_dim, c);
@@ -85,6 +84,7 @@ void QuantizeKeyPage(const KvPages& pages, int64_t page, const float* rows, int6
   }
 }
 
+template <bool kInt4>
 void ReadKey(const KvPages& pages, int64_t position, int64_t length, int64_t head_dim,
              float* row) {
   const int64_t page = position / pages.page_size, slot = position % pages.page_size;
@@ -93,20 +93,21 @@ void ReadKey(const KvPages& pages, int64_t position, int64_t length, int64_t hea
     return;
   }
   const uint8_t* codes = pages.KeyPage(page);
-  const float token_scale = pages.KeyScales(page)[slot];
-  const float* channel_scales = pages.KeyChannelScales(page);
+  const float token_scale = KeyTokenScales(pages, page)[slot];
+  const float* channel_scales = KeyChannelScales(pages, page);
   const size_t dims = static_cast<size_t>(head_dim), at = static_cast<size_t>(slot);
   for (int64_t c = 0; c < head_dim; ++c) {
     const size_t channel = static_cast<size_t>(c);
-    row[c] = pages.zero_points
+    row[c] = kInt4
                  ? (GetInt4(codes, channel, at, dims) * channel_scales[c] +
-                    pages.KeyChannelMins(page)[c]) *
+                    KeyChannelMins(pages, page)[c]) *
                        token_scale
                  : static_cast<int8_t>(codes[PanelOffset(channel, at, dims)]) *
                        channel_scales[c] * token_scale;
   }
 }
 
+template <bool kInt4>
 void WriteKeys(const KvPages& pages, int64_t first, const float* rows, int64_t count,
                int64_t head_dim) {
   for (int64_t done = 0; done < count; done += pages.page_size) {
@@ -117,20 +118,28 @@ void WriteKeys(const KvPages& pages, int64_t first, const float* rows, int64_t c
       std::copy_n(page_rows, n * head_dim, pages.key_residual);
       page_rows = pages.key_residual;
     }
-    QuantizeKeyPage(pages, page, page_rows, n, head_dim);
+    QuantizeKeyPage<kInt4>(pages, page, page_rows, n, head_dim);
   }
 }
 
+template <bool kInt4>
 void RestoreKeyResidual(const KvPages& pages, int64_t old_length, int64_t length,
                         int64_t head_dim) {
   const int64_t count = length % pages.page_size, page = length / pages.page_size;
   if (count == 0) return;
   // ReadKey of a row below `length` in the old residual's page is that row: in place.
   for (int64_t t = 0; t < count; ++t) {
-    ReadKey(pages, page * pages.page_size + t, old_length, head_dim,
-            pages.key_residual + t * head_dim);
+    ReadKey<kInt4>(pages, page * pages.page_size + t, old_length, head_dim,
+                   pages.key_residual + t * head_dim);
   }
-  QuantizeKeyPage(pages, page, pages.key_residual, count, head_dim);
+  QuantizeKeyPage<kInt4>(pages, page, pages.key_residual, count, head_dim);
 }
+
+}  // namespace
+
+const ResidualKeys kInt8ChannelKeys = {QuantizeKeyPage<false>, ReadKey<false>,
+                                       WriteKeys<false>, RestoreKeyResidual<false>};
+const ResidualKeys kInt4ChannelKeys = {QuantizeKeyPage<true>, ReadKey<true>,
+                                       WriteKeys<true>, RestoreKeyResidual<true>};
 
 }  // namespace mha::internal

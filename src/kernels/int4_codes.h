@@ -1,4 +1,4 @@
-// int4 codes (KvStorage::kInt4): unsigned 4-bit codes with zero points, x ~ min +
+// int4 codes (the int4 kind): unsigned 4-bit codes with zero points, x ~ min +
 // scale x code, two rows of a column to a byte (Int4Offset, src/kernels/kv_pages.h).
 // Scalar helpers for the code that writes, moves and reads back single tokens.
 #pragma once

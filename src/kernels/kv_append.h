@@ -1,5 +1,5 @@
 // AppendToPages: writes new key and value rows of one KV head into a KV cache's pages
-// (K^T columns and V rows; int8 caches quantise each row with its own scale),
+// (K^T columns and V rows, coded as the pages' storage kind codes them),
 // dispatched to the best SIMD target.
 #pragma once
 
@@ -36,6 +36,9 @@ struct PanelAppend {
   size_t rotation_rows = 0;
 };
 
-void AppendToPages(const PanelAppend& append);
+// Through the pages' kind (src/kv/kinds/), which codes them its way.
+inline void AppendToPages(const PanelAppend& append) {
+  KindOf(append.pages->storage).append(append);
+}
 
 }  // namespace mha::internal

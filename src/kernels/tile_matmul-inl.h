@@ -6,7 +6,9 @@
 //
 // Each micro-tile keeps kRows x kCols vectors of C in registers and streams one row
 // of B per step, broadcasting one element of A per row: the classic outer-product
-// GEMM kernel, sized to the target's register file.
+// GEMM kernel, sized to the target's register file. B's rows come through a loader
+// (tile_loaders-inl.h), which the KV storage kind picks: the product never asks what
+// B's codes are or how they are scaled.
 
 #if defined(MHA_KERNELS_TILE_MATMUL_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef MHA_KERNELS_TILE_MATMUL_INL_H_
@@ -21,9 +23,9 @@
 
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
-#include "src/kernels/fp8_widen-inl.h"
 #include "src/kernels/kv_pages.h"
 #include "src/kernels/prefetch_rule.h"
+#include "src/kernels/tile_loaders-inl.h"
 #include "src/kernels/tile_sizes.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -55,89 +57,34 @@ HWY_INLINE void PrefetchAt(uintptr_t address) {
 #endif
 }
 
-template <class D>
-HWY_INLINE hn::Vec<D> LoadRow(D d, const float* HWY_RESTRICT p) {
-  return hn::LoadU(d, p);
-}
-// Rows k and k + 1 of a bfloat16 tile (paired rows: kv_pages.h): each 32-bit lane
-// holds row k's element in its low half and row k + 1's in its high half, and a
-// bfloat16 is the high half of its float.
-template <class D>
-HWY_INLINE void LoadRowPair(D d, const hwy::bfloat16_t* HWY_RESTRICT p, hn::Vec<D>& even,
-                            hn::Vec<D>& odd) {
-  const hn::RebindToUnsigned<D> du;
-  const auto pairs = hn::LoadU(du, reinterpret_cast<const uint32_t*>(p));
-  even = hn::BitCast(d, hn::ShiftLeft<16>(pairs));
-  odd = hn::BitCast(d, hn::And(pairs, hn::Set(du, 0xFFFF0000u)));
-}
-
-// Rows k and k + 1 of an int4 tile (Int4Pair: kv_pages.h): the low and high nibbles
-// of lanes bytes, unsigned codes 0..15.
-template <class D>
-HWY_INLINE void LoadRowPair(D d, const internal::Int4Pair* HWY_RESTRICT p,
-                            hn::Vec<D>& even, hn::Vec<D>& odd) {
-  const hn::Rebind<uint8_t, D> d8;
-  const hn::Rebind<int32_t, D> di32;
-  const auto pairs = hn::LoadU(d8, reinterpret_cast<const uint8_t*>(p));
-  even = hn::ConvertTo(d, hn::PromoteTo(di32, hn::And(pairs, hn::Set(d8, uint8_t{15}))));
-  odd = hn::ConvertTo(d, hn::PromoteTo(di32, hn::ShiftRight<4>(pairs)));
-}
-
-template <class D>
-HWY_INLINE hn::Vec<D> LoadRow(D d, const int8_t* HWY_RESTRICT p) {
-  const hn::Rebind<int32_t, D> di32;
-  return hn::ConvertTo(d, hn::PromoteTo(di32, hn::LoadU(hn::Rebind<int8_t, D>(), p)));
-}
-template <class D>
-HWY_INLINE hn::Vec<D> LoadRow(D d, const internal::Fp8E4M3* HWY_RESTRICT p) {
-  return WidenFp8(d, p);
-}
-template <class D>
-HWY_INLINE hn::Vec<D> LoadRow(D d, const internal::Fp8E5M2* HWY_RESTRICT p) {
-  return WidenFp8(d, p);
-}
-template <class D>
-HWY_INLINE hn::Vec<D> LoadRow(D d, const internal::Fp8E4M3Finite* HWY_RESTRICT p) {
-  return WidenFp8(d, p);
-}
-
 // B's tile: its data, its rows (>= depth: the product may use the first rows only)
-// and the strip's first column. `after`: on the tile's last strip, what is read
-// next (another page), where its prefetches continue; null elsewhere.
-// B may instead be pages side by side (`pages`: page i holds columns [i * page_cols,
-// (i + 1) * page_cols), page_cols dividing the strip's width, `afters[i]` read after
-// it): one strip then spans several pages (a decode step's Q K^T over 16-token
-// pages: 4 x 4 accumulators instead of a chain of 4 waiting on the FMA latency).
-// Or pages one below the other (`depth_pages`: page i holds depth rows
-// [i * rows, (i + 1) * rows)): the accumulators stay in registers from page to page
-// (a decode step's P V over 16-token pages). Each element's products are added in
-// the same order every way. int8 and int4 B may have their rows scaled as they load:
-// row k of the tile (of page i, side by side or one below the other) times
-// row_scales[k] (page_row_scales[i][k]): keys per channel (channel_keys.h); with scale
-// groups, a scale per row and group of scale_group_cols columns, group g's scales
-// scale_group_stride floats after group g - 1's (int4 values, value_groups.h).
-template <typename TB>
+// and the strip's first column, read through `loader`. `after`: on the tile's last
+// strip, what is read next (another page), where its prefetches continue; null
+// elsewhere. B may instead be pages side by side (`pages`: page i holds columns
+// [i * page_cols, (i + 1) * page_cols), page_cols dividing the strip's width,
+// `afters[i]` read after it): one strip then spans several pages (a decode step's
+// Q K^T over 16-token pages: 4 x 4 accumulators instead of a chain of 4 waiting on
+// the FMA latency). Or pages one below the other (`depth_pages`: page i holds depth
+// rows [i * rows, (i + 1) * rows)): the accumulators stay in registers from page to
+// page (a decode step's P V over 16-token pages). Each element's products are added
+// in the same order every way.
+template <class Loader>
 struct BandOf {
-  const TB* tile;
+  using Code = typename Loader::Code;
+  const Loader* loader;
+  const Code* tile;
   size_t rows;
   size_t first_col;
-  const TB* after;
-  const TB* const* pages = nullptr;
-  const TB* const* afters = nullptr;
+  const Code* after;
+  const Code* const* pages = nullptr;
+  const Code* const* afters = nullptr;
   size_t page_cols = 0;
-  const TB* const* depth_pages = nullptr;
-  const float* row_scales = nullptr;
-  const float* const* page_row_scales = nullptr;
-  size_t scale_group_cols = 0, scale_group_stride = 0;
+  const Code* const* depth_pages = nullptr;
 
   // The band of depth page i (of `count`), as a tile of its own.
   BandOf DepthPage(size_t i, size_t count) const {
-    BandOf page{depth_pages[i], rows, first_col,
-                i + 1 < count ? depth_pages[i + 1] : after};
-    page.row_scales = page_row_scales ? page_row_scales[i] : nullptr;
-    page.scale_group_cols = scale_group_cols;
-    page.scale_group_stride = scale_group_stride;
-    return page;
+    return {loader, depth_pages[i], rows, first_col,
+            i + 1 < count ? depth_pages[i + 1] : after};
   }
 };
 
@@ -157,48 +104,39 @@ HWY_INLINE void AddOuterProduct(D d, const float* HWY_RESTRICT a, size_t lda, si
 
 // acc += A[kRows, depth] B[depth, kCols vectors] over one tile (or pages side by
 // side) of B.
-template <size_t kRows, size_t kCols, bool kScaled, class D, typename TB>
+template <size_t kRows, size_t kCols, class D, class Loader>
 HWY_INLINE void AccumulateBand(D d, const float* HWY_RESTRICT a, size_t lda,
-                               const BandOf<TB>& b, size_t depth,
+                               const BandOf<Loader>& b, size_t depth,
                                hn::Vec<D> (*acc)[kCols]) {
   using V = hn::Vec<D>;
-  constexpr bool kInt4 = std::is_same_v<TB, internal::Int4Pair>;
-  constexpr bool kPaired = kInt4 || internal::PairsRows(sizeof(TB));
-  constexpr size_t kStep = kPaired ? 2 : 1;  // rows of B per step
-  // Elements of TB from one pair of rows of a panel to the next.
-  constexpr size_t kPairRow = kInt4 ? internal::kPanelWidth : 2 * internal::kPanelWidth;
+  using Code = typename Loader::Code;
+  constexpr size_t kStep = Loader::kRowsPerLoad;  // rows of B per load
   const size_t lanes = hn::Lanes(d);
-  const TB* HWY_RESTRICT band[kCols];  // row 0 of each vector's columns
-  const float* HWY_RESTRICT scales[kCols];
+  using Column = decltype(b.loader->At(d, b.tile, 0, 0));
+  Column band[kCols];  // each vector's columns
   HWY_UNROLL(4)
   for (size_t col = 0; col < kCols; ++col) {
     const size_t column = b.first_col + col * lanes;
-    band[col] = b.pages ? b.pages[column / b.page_cols] +
-                              internal::TileOffset<TB>(0, column % b.page_cols, b.rows)
-                        : b.tile + internal::TileOffset<TB>(0, column, b.rows);
-    if constexpr (kScaled) {
-      scales[col] =
-          b.page_row_scales ? b.page_row_scales[column / b.page_cols] : b.row_scales;
-      if (b.scale_group_cols)
-        scales[col] += column / b.scale_group_cols * b.scale_group_stride;
-    }
+    band[col] = b.pages ? b.loader->At(d, b.pages[column / b.page_cols],
+                                       column % b.page_cols, b.rows)
+                        : b.loader->At(d, b.tile, column, b.rows);
   }
   // One prefetch per panel of the strip (AVX2's two vectors share one) per cache line
   // of its rows: a line holds 4 panel rows of int8 and fp8, and one prefetch per row
   // outnumbered the FMAs. (Row k of a paired tile is within a line of k panel rows
   // from its start, as unpaired.) Pages side by side: each panel is the single-panel
   // strip of its own page, chosen here, not in the loop over k.
-  constexpr size_t kRowBytes = internal::kPanelWidth * sizeof(TB) / (kInt4 ? 2 : 1);
+  constexpr size_t kRowBytes = Loader::kPanelRowBytes;
   constexpr size_t kLineRows = HWY_MAX(size_t{1}, internal::kCacheLineBytes / kRowBytes);
-  const size_t rows = kPaired ? internal::RoundUp(b.rows, 2) : b.rows;
+  const size_t rows = kStep == 2 ? internal::RoundUp(b.rows, 2) : b.rows;
   const size_t panels = HWY_MAX(size_t{1}, kCols * lanes / internal::kPanelWidth);
   const size_t stream_panels = b.pages ? 1 : panels;
-  const TB* stream[kCols];
-  const TB* stream_after[kCols];
+  const Code* stream[kCols];
+  const Code* stream_after[kCols];
   size_t stream_panel[kCols];
   for (size_t panel = 0; panel < panels; ++panel) {
     const size_t col = panel * internal::kPanelWidth / lanes;
-    stream[panel] = b.pages ? band[col] : band[0];
+    stream[panel] = b.pages ? band[col].codes : band[0].codes;
     stream_after[panel] =
         b.pages ? b.afters[(b.first_col + col * lanes) / b.page_cols] : b.after;
     stream_panel[panel] = b.pages ? 0 : panel;
@@ -208,54 +146,36 @@ HWY_INLINE void AccumulateBand(D d, const float* HWY_RESTRICT a, size_t lda,
     if (k % kLineRows == 0) {
       HWY_UNROLL(4)
       for (size_t panel = 0; panel < panels; ++panel) {
-        PrefetchAt<TB>(internal::PrefetchAddress(stream[panel], stream_panel[panel],
-                                                 stream_panels, rows, kRowBytes, k,
-                                                 stream_after[panel], kLineRows));
+        PrefetchAt<Code>(internal::PrefetchAddress(stream[panel], stream_panel[panel],
+                                                   stream_panels, rows, kRowBytes, k,
+                                                   stream_after[panel], kLineRows));
       }
     }
     V row[kCols];
-    if constexpr (kPaired) {
+    if constexpr (kStep == 2) {
       V odd[kCols];
       HWY_UNROLL(4)
-      for (size_t col = 0; col < kCols; ++col) {
-        LoadRowPair(d, band[col] + k / 2 * kPairRow, row[col], odd[col]);
-      }
-      if constexpr (kScaled) {
-        HWY_UNROLL(4)
-        for (size_t col = 0; col < kCols; ++col) {
-          row[col] = hn::Mul(row[col], hn::Set(d, scales[col][k]));
-          odd[col] = hn::Mul(odd[col], hn::Set(d, scales[col][k + 1]));
-        }
-      }
+      for (size_t col = 0; col < kCols; ++col) band[col].Load(d, k, row[col], odd[col]);
       AddOuterProduct<kRows, kCols>(d, a, lda, k, row, acc);
       AddOuterProduct<kRows, kCols>(d, a, lda, k + 1, odd, acc);
     } else {
       HWY_UNROLL(4)
-      for (size_t col = 0; col < kCols; ++col)
-        row[col] = LoadRow(d, band[col] + k * internal::kPanelWidth);
-      if constexpr (kScaled) {
-        HWY_UNROLL(4)
-        for (size_t col = 0; col < kCols; ++col)
-          row[col] = hn::Mul(row[col], hn::Set(d, scales[col][k]));
-      }
+      for (size_t col = 0; col < kCols; ++col) row[col] = band[col].Load(d, k);
       AddOuterProduct<kRows, kCols>(d, a, lda, k, row, acc);
     }
   }
-  if constexpr (kPaired) {
-    if (k < depth) {  // an odd last row: the low halves alone
+  if constexpr (kStep == 2) {
+    if (k < depth) {  // an odd last row: the even rows alone
       V row[kCols], odd[kCols];
       HWY_UNROLL(4)
-      for (size_t col = 0; col < kCols; ++col) {
-        LoadRowPair(d, band[col] + k / 2 * kPairRow, row[col], odd[col]);
-        if constexpr (kScaled) row[col] = hn::Mul(row[col], hn::Set(d, scales[col][k]));
-      }
+      for (size_t col = 0; col < kCols; ++col) band[col].Load(d, k, row[col], odd[col]);
       AddOuterProduct<kRows, kCols>(d, a, lda, k, row, acc);
     }
   }
 }
 
-template <size_t kRows, size_t kCols, bool kScaled, class D, typename TB>
-HWY_INLINE void MicroTile(D d, const float* HWY_RESTRICT a, size_t lda, BandOf<TB> b,
+template <size_t kRows, size_t kCols, class D, class Loader>
+HWY_INLINE void MicroTile(D d, const float* HWY_RESTRICT a, size_t lda, BandOf<Loader> b,
                           size_t depth, float* HWY_RESTRICT c, size_t ldc,
                           bool accumulate) {
   using V = hn::Vec<D>;
@@ -271,9 +191,9 @@ HWY_INLINE void MicroTile(D d, const float* HWY_RESTRICT a, size_t lda, BandOf<T
   const size_t segment = b.depth_pages ? b.rows : depth;  // depth rows per band
   const size_t count = b.depth_pages ? (depth + segment - 1) / segment : 1;
   for (size_t i = 0; i < count; ++i) {
-    AccumulateBand<kRows, kCols, kScaled>(d, a + i * segment, lda,
-                                          b.depth_pages ? b.DepthPage(i, count) : b,
-                                          HWY_MIN(segment, depth - i * segment), acc);
+    AccumulateBand<kRows, kCols>(d, a + i * segment, lda,
+                                 b.depth_pages ? b.DepthPage(i, count) : b,
+                                 HWY_MIN(segment, depth - i * segment), acc);
   }
   HWY_UNROLL(6)
   for (size_t r = 0; r < kRows; ++r) {
@@ -285,28 +205,28 @@ HWY_INLINE void MicroTile(D d, const float* HWY_RESTRICT a, size_t lda, BandOf<T
 }
 
 // All rows of one column strip of kCols vectors.
-template <size_t kCols, bool kScaled, class D, typename TB>
+template <size_t kCols, class D, class Loader>
 HWY_INLINE void TileStrip(D d, size_t rows, const float* HWY_RESTRICT a, size_t lda,
-                          BandOf<TB> b, size_t depth, float* HWY_RESTRICT c, size_t ldc,
-                          bool accumulate) {
+                          BandOf<Loader> b, size_t depth, float* HWY_RESTRICT c,
+                          size_t ldc, bool accumulate) {
   size_t r = 0;
   for (; r + kTileRows <= rows; r += kTileRows) {
-    MicroTile<kTileRows, kCols, kScaled>(d, a + r * lda, lda, b, depth, c + r * ldc, ldc,
-                                         accumulate);
+    MicroTile<kTileRows, kCols>(d, a + r * lda, lda, b, depth, c + r * ldc, ldc,
+                                accumulate);
   }
   a += r * lda;
   c += r * ldc;
   switch (rows - r) {
     case 5:
-      return MicroTile<5, kCols, kScaled>(d, a, lda, b, depth, c, ldc, accumulate);
+      return MicroTile<5, kCols>(d, a, lda, b, depth, c, ldc, accumulate);
     case 4:
-      return MicroTile<4, kCols, kScaled>(d, a, lda, b, depth, c, ldc, accumulate);
+      return MicroTile<4, kCols>(d, a, lda, b, depth, c, ldc, accumulate);
     case 3:
-      return MicroTile<3, kCols, kScaled>(d, a, lda, b, depth, c, ldc, accumulate);
+      return MicroTile<3, kCols>(d, a, lda, b, depth, c, ldc, accumulate);
     case 2:
-      return MicroTile<2, kCols, kScaled>(d, a, lda, b, depth, c, ldc, accumulate);
+      return MicroTile<2, kCols>(d, a, lda, b, depth, c, ldc, accumulate);
     case 1:
-      return MicroTile<1, kCols, kScaled>(d, a, lda, b, depth, c, ldc, accumulate);
+      return MicroTile<1, kCols>(d, a, lda, b, depth, c, ldc, accumulate);
     default:
       return;
   }
@@ -314,24 +234,23 @@ HWY_INLINE void TileStrip(D d, size_t rows, const float* HWY_RESTRICT a, size_t 
 
 // The strips of C[rows, n] over `band` (a tile or pages, first_col 0): whole strips
 // of kTileCols vectors, then one narrower strip. Out of line: its micro-tiles are
-// compiled once per element type and target, not once per call site (inlined at
-// each, they made attention_head.cc a 12-minute sanitized compile), and a call per
-// tile costs nothing next to the tile's work. kScaled: B's rows scaled as they load.
-template <bool kScaled, class D, typename TB>
-HWY_NOINLINE void TileStripsOf(D d, size_t rows, size_t n, size_t depth,
-                               const float* HWY_RESTRICT a, size_t lda, BandOf<TB> band,
-                               float* HWY_RESTRICT c, size_t ldc, bool accumulate) {
+// compiled once per loader and target, not once per call site (inlined at each, they
+// made the kernel a 12-minute sanitized compile), and a call per tile costs nothing
+// next to the tile's work.
+template <class D, class Loader>
+HWY_NOINLINE void TileStrips(D d, size_t rows, size_t n, size_t depth,
+                             const float* HWY_RESTRICT a, size_t lda, BandOf<Loader> band,
+                             float* HWY_RESTRICT c, size_t ldc, bool accumulate) {
   const size_t lanes = hn::Lanes(d);
   HWY_DASSERT(n % internal::kPanelWidth == 0 && internal::kPanelWidth % lanes == 0);
   HWY_DASSERT(lda >= depth && ldc >= n && (band.depth_pages || band.rows >= depth));
-  const TB* after = band.after;
+  const auto* after = band.after;
   const size_t vectors = n / lanes;
   size_t v = 0;
   for (; v + kTileCols <= vectors; v += kTileCols) {
     band.first_col = v * lanes;
     band.after = v + kTileCols == vectors ? after : nullptr;
-    TileStrip<kTileCols, kScaled>(d, rows, a, lda, band, depth, c + v * lanes, ldc,
-                                  accumulate);
+    TileStrip<kTileCols>(d, rows, a, lda, band, depth, c + v * lanes, ldc, accumulate);
   }
   band.first_col = v * lanes;
   band.after = after;
@@ -340,46 +259,37 @@ HWY_NOINLINE void TileStripsOf(D d, size_t rows, size_t n, size_t depth,
   const size_t remaining = vectors - v;
   if constexpr (kTileCols > 3) {
     if (remaining == 3)
-      return TileStrip<3, kScaled>(d, rows, a, lda, band, depth, c, ldc, accumulate);
+      return TileStrip<3>(d, rows, a, lda, band, depth, c, ldc, accumulate);
   }
   if constexpr (kTileCols > 2) {
     if (remaining == 2)
-      return TileStrip<2, kScaled>(d, rows, a, lda, band, depth, c, ldc, accumulate);
+      return TileStrip<2>(d, rows, a, lda, band, depth, c, ldc, accumulate);
   }
-  if (remaining == 1) {
-    TileStrip<1, kScaled>(d, rows, a, lda, band, depth, c, ldc, accumulate);
-  }
-}
-
-// Scaled rows (int8, int4) are a second copy of the strips, not a branch in the
-// depth loop: the branch cost unscaled int8 decode 3%.
-template <class D, typename TB>
-HWY_INLINE void TileStrips(D d, size_t rows, size_t n, size_t depth,
-                           const float* HWY_RESTRICT a, size_t lda, BandOf<TB> band,
-                           float* HWY_RESTRICT c, size_t ldc, bool accumulate) {
-  if constexpr (std::is_same_v<TB, int8_t> || std::is_same_v<TB, internal::Int4Pair>) {
-    if (band.row_scales || band.page_row_scales) {
-      return TileStripsOf<true>(d, rows, n, depth, a, lda, band, c, ldc, accumulate);
-    }
-  }
-  TileStripsOf<false>(d, rows, n, depth, a, lda, band, c, ldc, accumulate);
+  if (remaining == 1) TileStrip<1>(d, rows, a, lda, band, depth, c, ldc, accumulate);
 }
 
 // C[rows, n] = (accumulate ? C : 0) + A[rows, depth] B[depth, n]; n % kPanelWidth == 0.
-// B: the first depth rows of a [b_rows, >= n] tile in column panels; float, or
-// bfloat16 (paired rows), int8, fp8 or int4 (paired rows; a KV cache) widened to
-// float as it is loaded.
-// `after`: the tile read next, if known; the last strip prefetches its start.
-// int8 and int4 B: row k times row_scales[k] when given.
-template <class D, typename TB>
+// B: the first depth rows of a [b_rows, >= n] tile in column panels, read through
+// `loader`. `after`: the tile read next, if known; the last strip prefetches its
+// start.
+template <class D, class Loader>
+HWY_INLINE void TileMatMul(D d, const Loader& loader, size_t rows, size_t n, size_t depth,
+                           const float* HWY_RESTRICT a, size_t lda,
+                           const typename Loader::Code* HWY_RESTRICT b, size_t b_rows,
+                           float* HWY_RESTRICT c, size_t ldc, bool accumulate,
+                           const typename Loader::Code* after = nullptr) {
+  TileStrips(d, rows, n, depth, a, lda, BandOf<Loader>{&loader, b, b_rows, 0, after}, c,
+             ldc, accumulate);
+}
+
+// The same with B's codes widened as they are (float, bfloat16, int8, fp8, int4).
+template <class D, typename T>
 HWY_INLINE void TileMatMul(D d, size_t rows, size_t n, size_t depth,
                            const float* HWY_RESTRICT a, size_t lda,
-                           const TB* HWY_RESTRICT b, size_t b_rows, float* HWY_RESTRICT c,
-                           size_t ldc, bool accumulate, const TB* after = nullptr,
-                           const float* row_scales = nullptr) {
-  BandOf<TB> band{b, b_rows, 0, after};
-  band.row_scales = row_scales;
-  TileStrips(d, rows, n, depth, a, lda, band, c, ldc, accumulate);
+                           const T* HWY_RESTRICT b, size_t b_rows, float* HWY_RESTRICT c,
+                           size_t ldc, bool accumulate, const T* after = nullptr) {
+  TileMatMul(d, CodesLoader<T>(), rows, n, depth, a, lda, b, b_rows, c, ldc, accumulate,
+             after);
 }
 
 // Columns a strip spans on this target: pages of fewer columns that divide it can
@@ -391,19 +301,17 @@ constexpr size_t StripColumns(D d) {
 
 // The same product with B as pages of page_cols columns side by side (page i: a
 // [b_rows, page_cols] tile, read before afters[i]); page_cols divides StripColumns,
-// and C's n columns end in the last page. int8 and int4 pages: page i's row k times
-// row_scales[i][k] when given.
-template <class D, typename TB>
-HWY_INLINE void TilePagesMatMul(D d, size_t rows, size_t n, size_t depth,
-                                const float* HWY_RESTRICT a, size_t lda,
-                                const TB* const* pages, const TB* const* afters,
+// and C's n columns end in the last page.
+template <class D, class Loader>
+HWY_INLINE void TilePagesMatMul(D d, const Loader& loader, size_t rows, size_t n,
+                                size_t depth, const float* HWY_RESTRICT a, size_t lda,
+                                const typename Loader::Code* const* pages,
+                                const typename Loader::Code* const* afters,
                                 size_t page_cols, size_t b_rows, float* HWY_RESTRICT c,
-                                size_t ldc, bool accumulate,
-                                const float* const* row_scales = nullptr) {
+                                size_t ldc, bool accumulate) {
   HWY_DASSERT(StripColumns(d) % page_cols == 0);
-  BandOf<TB> band{nullptr, b_rows, 0, nullptr};
+  BandOf<Loader> band{&loader, nullptr, b_rows, 0, nullptr};
   band.pages = pages;
-  band.page_row_scales = row_scales;
   band.afters = afters;
   band.page_cols = page_cols;
   TileStrips(d, rows, n, depth, a, lda, band, c, ldc, accumulate);
@@ -411,22 +319,17 @@ HWY_INLINE void TilePagesMatMul(D d, size_t rows, size_t n, size_t depth,
 
 // The same product with B as pages one below the other: page i holds B's rows
 // [i * page_rows, (i + 1) * page_rows) as a [page_rows, >= n] tile, and `after` is
-// read after the last. int8 and int4 pages: page i's row k times row_scales[i][k]
-// when given, or with scale groups row_scales[i][k + group x group_stride] (group:
-// column / group_cols).
-template <class D, typename TB>
-HWY_INLINE void TileDepthPagesMatMul(D d, size_t rows, size_t n, size_t depth,
-                                     const float* HWY_RESTRICT a, size_t lda,
-                                     const TB* const* pages, size_t page_rows,
-                                     float* HWY_RESTRICT c, size_t ldc, bool accumulate,
-                                     const TB* after,
-                                     const float* const* row_scales = nullptr,
-                                     size_t group_cols = 0, size_t group_stride = 0) {
-  BandOf<TB> band{nullptr, page_rows, 0, after};
+// read after the last.
+template <class D, class Loader>
+HWY_INLINE void TileDepthPagesMatMul(D d, const Loader& loader, size_t rows, size_t n,
+                                     size_t depth, const float* HWY_RESTRICT a,
+                                     size_t lda,
+                                     const typename Loader::Code* const* pages,
+                                     size_t page_rows, float* HWY_RESTRICT c, size_t ldc,
+                                     bool accumulate,
+                                     const typename Loader::Code* after) {
+  BandOf<Loader> band{&loader, nullptr, page_rows, 0, after};
   band.depth_pages = pages;
-  band.page_row_scales = row_scales;
-  band.scale_group_cols = group_cols;
-  band.scale_group_stride = group_stride;
   TileStrips(d, rows, n, depth, a, lda, band, c, ldc, accumulate);
 }
 

@@ -15,15 +15,15 @@ void QuantizeValueGroups(const KvPages& pages, int64_t position, const float* va
   const int64_t page = position / pages.page_size, slot = position % pages.page_size;
   const size_t page_size = static_cast<size_t>(pages.page_size);
   uint8_t* codes = pages.ValuePage(page);
-  float* scales = pages.ValueGroupScales(page);
-  float* mins = pages.ValueGroupMins(page);
+  float* scales = ValueGroupScales(pages, page);
+  float* mins = ValueGroupMins(pages, page);
   const bool finite =
       std::all_of(value, value + value_dim, [](float x) { return std::isfinite(x); });
-  pages.ValueScales(page)[slot] = finite ? 1.0f : std::numeric_limits<float>::quiet_NaN();
+  ValueTokenScales(pages, page)[slot] = finite ? 1.0f : std::numeric_limits<float>::quiet_NaN();
   const int64_t group = static_cast<int64_t>(kValueGroup);
   const int64_t padded =
       static_cast<int64_t>(RoundUp(static_cast<size_t>(value_dim), kPanelWidth));
-  for (int64_t g = 0; g < pages.value_groups; ++g) {
+  for (int64_t g = 0; g < ValueGroups(pages.padded_value_dim); ++g) {
     const int64_t first = g * group, end = std::min(value_dim, first + group);
     ZeroPointRange range;
     if (finite && first < end) {

@@ -1,4 +1,4 @@
-// Per-target zero-point terms of int4 pages (KvStorage::kInt4: x ~ min + scale x
+// Per-target zero-point terms of int4 pages (the int4 kind: x ~ min + scale x
 // code). The tile products take the scaled codes; what the minimums add is
 // separable and added here:
 //   q . k_t = sum_c q_c s_c code_ct + sum_c q_c min_c (one term per query row and

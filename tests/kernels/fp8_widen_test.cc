@@ -20,6 +20,7 @@
 #include "src/kernels/fp8_widen-inl.h"
 #include "src/kernels/kv_append.h"
 #include "src/kernels/tile_matmul-inl.h"
+#include "src/kv/token_scales.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mha {
@@ -149,7 +150,7 @@ TEST_P(Fp8, CacheRowsCodeWithAndWithoutScales) {
                        values = mha::testing::RandomFloats(kRows * kHeadDim, 4, 2.0f);
     keys[9 * kHeadDim + 4] = std::numeric_limits<float>::quiet_NaN();
     const mha::internal::KvPages p = pages(0, 0);
-    ASSERT_EQ(p.token_scales, scaled);
+    ASSERT_EQ(p.key_page_bytes > p.key_codes_bytes, scaled);  // token scales
     mha::internal::PanelAppend append;
     append.keys = keys.data();
     append.values = values.data();
@@ -162,8 +163,10 @@ TEST_P(Fp8, CacheRowsCodeWithAndWithoutScales) {
     mha::internal::AppendToPages(append);
     for (int64_t r = 0; r < kRows; ++r) {
       const int64_t t = r + append.first, page = t / kPage, offset = t % kPage;
-      const float key_scale = scaled ? p.KeyScales(page)[offset] / 256 : 1.0f;
-      const float value_scale = scaled ? p.ValueScales(page)[offset] / 256 : 1.0f;
+      const float key_scale =
+          scaled ? mha::internal::KeyTokenScales(p, page)[offset] / 256 : 1.0f;
+      const float value_scale =
+          scaled ? mha::internal::ValueTokenScales(p, page)[offset] / 256 : 1.0f;
       const auto* k = reinterpret_cast<const uint8_t*>(p.KeyPage(page));
       const auto* v = reinterpret_cast<const uint8_t*>(p.ValuePage(page));
       for (int64_t d = 0; d < kHeadDim; ++d) {

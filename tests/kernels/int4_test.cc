@@ -21,6 +21,7 @@
 #include "src/kernels/tile_matmul-inl.h"
 #include "src/kernels/value_groups.h"
 #include "src/kernels/zero_points-inl.h"
+#include "tests/kernels/scaled_pages.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mha {
@@ -37,19 +38,24 @@ void ScaledInt4ProductForTest(size_t rows, size_t n, size_t depth, const float* 
                               const float* const* row_scales, float* c) {
   const hwy::HWY_NAMESPACE::ScalableTag<float> d;
   constexpr size_t kPage = 16;
+  const size_t count = pages ? n / kPage : 1;
+  const size_t tile_bytes = (depth + 1) / 2 * (pages ? kPage : n);
+  const testing::ScaledPages laid(
+      reinterpret_cast<const void* const*>(pages ? pages : &tile), count, tile_bytes,
+      row_scales, depth + 1);  // an odd last row's pair reads one more
+  const std::vector<const Int4Pair*> tiles = laid.Pages<Int4Pair>();
+  const RowScaledLoader<Int4Pair> loader{static_cast<int64_t>(tile_bytes)};
   if (!pages) {
-    return TileMatMul(d, rows, n, depth, a, depth, tile, depth, c, n,
-                      /*accumulate=*/false, static_cast<const Int4Pair*>(nullptr),
-                      row_scales[0]);
+    return TileMatMul(d, loader, rows, n, depth, a, depth, tiles[0], depth, c, n,
+                      /*accumulate=*/false);
   }
   if (StripColumns(d) % kPage == 0) {
-    return TilePagesMatMul(d, rows, n, depth, a, depth, pages, pages, kPage, depth, c, n,
-                           /*accumulate=*/false, row_scales);
+    return TilePagesMatMul(d, loader, rows, n, depth, a, depth, tiles.data(),
+                           tiles.data(), kPage, depth, c, n, /*accumulate=*/false);
   }
   for (size_t i = 0; i < n / kPage; ++i) {
-    TileMatMul(d, rows, kPage, depth, a, depth, pages[i], depth, c + i * kPage, n,
-               /*accumulate=*/false, static_cast<const Int4Pair*>(nullptr),
-               row_scales[i]);
+    TileMatMul(d, loader, rows, kPage, depth, a, depth, tiles[i], depth, c + i * kPage, n,
+               /*accumulate=*/false);
   }
 }
 
@@ -58,10 +64,18 @@ void ScaledInt4ProductForTest(size_t rows, size_t n, size_t depth, const float* 
 void GroupScaledProductForTest(size_t rows, size_t n, size_t depth, const float* a,
                                const Int4Pair* const* pages, const float* const* scales,
                                float* c) {
-  TileDepthPagesMatMul(hwy::HWY_NAMESPACE::ScalableTag<float>(), rows, n, depth, a, depth,
-                       pages, 16, c, n, /*accumulate=*/false,
-                       static_cast<const Int4Pair*>(nullptr), scales,
-                       internal::kValueGroup, 16);
+  constexpr size_t kPage = 16;
+  const size_t tile_bytes = kPage / 2 * n,
+               groups = (n + internal::kValueGroup - 1) / internal::kValueGroup;
+  const testing::ScaledPages laid(reinterpret_cast<const void* const*>(pages),
+                                  (depth + kPage - 1) / kPage, tile_bytes, scales,
+                                  groups * kPage);
+  const std::vector<const Int4Pair*> tiles = laid.Pages<Int4Pair>();
+  const GroupScaledLoader<Int4Pair> loader{static_cast<int64_t>(tile_bytes),
+                                           internal::kValueGroup, kPage};
+  TileDepthPagesMatMul(hwy::HWY_NAMESPACE::ScalableTag<float>(), loader, rows, n, depth,
+                       a, depth, tiles.data(), kPage, c, n, /*accumulate=*/false,
+                       static_cast<const Int4Pair*>(nullptr));
 }
 
 float KeyZeroPointForTest(const float* query, const float* mins, size_t head_dim,
@@ -123,7 +137,7 @@ TEST_P(Int4, TileProductWidensPairsScalingRows) {
           std::vector<const float*> row_scales;
           std::vector<double> b(depth * n);  // row-major, scaled
           for (size_t i = 0; i < count; ++i) {
-            scales[i] = mha::testing::RandomFloats(depth, uint32_t(i + 7), 0.1f);
+            scales[i] = mha::testing::RandomFloats(depth + 1, uint32_t(i + 7), 0.1f);
             pages.push_back(reinterpret_cast<const Int4Pair*>(tiles[i].data()));
             row_scales.push_back(scales[i].data());
             for (size_t k = 0; k < depth; ++k) {
@@ -214,8 +228,9 @@ float StoredValue(const mha::internal::KvPages& pages, int64_t t, int64_t c) {
   const int64_t at = c / int64_t{mha::internal::kValueGroup} * pages.page_size + slot;
   const uint8_t code =
       GetInt4(pages.ValuePage(page), size_t(slot), size_t(c), size_t(pages.page_size));
-  return (code * pages.ValueGroupScales(page)[at] + pages.ValueGroupMins(page)[at]) *
-         pages.ValueScales(page)[slot];
+  return (code * mha::internal::ValueGroupScales(pages, page)[at] +
+          mha::internal::ValueGroupMins(pages, page)[at]) *
+         mha::internal::ValueTokenScales(pages, page)[slot];
 }
 
 // An int4 cache's pages (head_dim 40: a value group of 32 channels and one of 8,
@@ -242,10 +257,11 @@ TEST_P(Int4, CacheQuantisesKeysPerChannelAndValuesPerGroup) {
   std::vector<float> key(kHeadDim);
   for (int64_t t = 0; t < kRows; ++t) {
     const int64_t page = t / kPage, slot = t % kPage;
-    mha::internal::ReadKey(pages, t, kRows, kHeadDim, key.data());
+    mha::internal::kInt4ChannelKeys.read_key(pages, t, kRows, kHeadDim, key.data());
     for (int64_t c = 0; c < kHeadDim; ++c) {
       const bool residual_page = page == kRows / kPage;  // exact there
-      const float key_step = residual_page ? 0.0f : pages.KeyChannelScales(page)[c];
+      const float key_step =
+          residual_page ? 0.0f : mha::internal::KeyChannelScales(pages, page)[c];
       if (t == 9 && !residual_page) {
         ASSERT_TRUE(std::isnan(key[c])) << c;
       } else {
@@ -257,8 +273,8 @@ TEST_P(Int4, CacheQuantisesKeysPerChannelAndValuesPerGroup) {
         ASSERT_TRUE(std::isnan(value)) << c;
         continue;
       }
-      const float value_step =
-          pages.ValueGroupScales(page)[c / mha::internal::kValueGroup * kPage + slot];
+      const float value_step = mha::internal::ValueGroupScales(
+          pages, page)[c / mha::internal::kValueGroup * kPage + slot];
       ASSERT_NEAR(value, values[t * kHeadDim + c], value_step / 2 + 1e-5f)
           << "token " << t << " channel " << c;
     }
@@ -270,9 +286,9 @@ TEST_P(Int4, CacheQuantisesKeysPerChannelAndValuesPerGroup) {
   const uint8_t* codes = pages.KeyPage(2);
   for (int64_t c = 0; c < kHeadDim; ++c) {
     for (int64_t slot = 0; slot < 5; ++slot) {
-      const float scale = pages.KeyChannelScales(2)[c];
-      const float x =
-          GetInt4(codes, c, slot, kHeadDim) * scale + pages.KeyChannelMins(2)[c];
+      const float scale = mha::internal::KeyChannelScales(pages, 2)[c];
+      const float x = GetInt4(codes, c, slot, kHeadDim) * scale +
+                      mha::internal::KeyChannelMins(pages, 2)[c];
       ASSERT_NEAR(x, keys[(32 + slot) * kHeadDim + c], scale / 2 + 1e-5f) << c;
     }
   }

@@ -20,6 +20,7 @@
 #include "src/kernels/channel_keys.h"
 #include "src/kernels/int8_quantize.h"
 #include "src/kernels/tile_matmul-inl.h"
+#include "tests/kernels/scaled_pages.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mha {
@@ -39,17 +40,23 @@ void ScaledInt8TileProductForTest(size_t rows, size_t n, size_t depth, const flo
                                   const float* const* row_scales, float* c) {
   const hwy::HWY_NAMESPACE::ScalableTag<float> d;
   constexpr size_t kPage = 16;
+  const size_t count = pages ? n / kPage : 1, tile_bytes = depth * (pages ? kPage : n);
+  const testing::ScaledPages laid(
+      reinterpret_cast<const void* const*>(pages ? pages : &b), count, tile_bytes,
+      row_scales, depth);
+  const std::vector<const int8_t*> tiles = laid.Pages<int8_t>();
+  const RowScaledLoader<int8_t> loader{static_cast<int64_t>(tile_bytes)};
   if (!pages) {
-    return TileMatMul(d, rows, n, depth, a, depth, b, depth, c, n, /*accumulate=*/false,
-                      static_cast<const int8_t*>(nullptr), row_scales[0]);
+    return TileMatMul(d, loader, rows, n, depth, a, depth, tiles[0], depth, c, n,
+                      /*accumulate=*/false);
   }
   if (StripColumns(d) % kPage == 0) {
-    return TilePagesMatMul(d, rows, n, depth, a, depth, pages, pages, kPage, depth, c, n,
-                           /*accumulate=*/false, row_scales);
+    return TilePagesMatMul(d, loader, rows, n, depth, a, depth, tiles.data(),
+                           tiles.data(), kPage, depth, c, n, /*accumulate=*/false);
   }
   for (size_t i = 0; i < n / kPage; ++i) {
-    TileMatMul(d, rows, kPage, depth, a, depth, pages[i], depth, c + i * kPage, n,
-               /*accumulate=*/false, static_cast<const int8_t*>(nullptr), row_scales[i]);
+    TileMatMul(d, loader, rows, kPage, depth, a, depth, tiles[i], depth, c + i * kPage, n,
+               /*accumulate=*/false);
   }
 }
 
@@ -109,8 +116,8 @@ TEST_P(Int8, CacheRowsQuantiseWithOneScalePerToken) {
                            kFirst + kRows);
   for (int64_t r = 0; r < kRows; ++r) {
     const int64_t t = r + kFirst, page = t / kPage, offset = t % kPage;
-    const float key_scale = p.KeyScales(page)[offset];
-    const float value_scale = p.ValueScales(page)[offset];
+    const float key_scale = mha::internal::KeyTokenScales(p, page)[offset];
+    const float value_scale = mha::internal::ValueTokenScales(p, page)[offset];
     const auto* k = reinterpret_cast<const int8_t*>(p.KeyPage(page));
     const auto* v = reinterpret_cast<const int8_t*>(p.ValuePage(page));
     for (int64_t d = 0; d < kHeadDim; ++d) {
@@ -227,17 +234,17 @@ class ChannelKeyPages {
       for (int64_t t = page * kPage; t < page * kPage + count; ++t) {
         if (t != nan_row) max_abs = std::max(max_abs, std::fabs(keys[t * kHeadDim + c]));
       }
-      const float scale = pages_.KeyChannelScales(page)[c];
+      const float scale = mha::internal::KeyChannelScales(pages_, page)[c];
       ASSERT_FLOAT_EQ(scale, max_abs / 127.0f) << "page " << page << " channel " << c;
       for (int64_t slot = 0; slot < count; ++slot) {
         const int64_t t = page * kPage + slot;
         const int8_t code = codes[PanelOffset(c, slot, kHeadDim)];
         if (t == nan_row) {
-          ASSERT_TRUE(std::isnan(pages_.KeyScales(page)[slot]));
+          ASSERT_TRUE(std::isnan(mha::internal::KeyTokenScales(pages_, page)[slot]));
           ASSERT_EQ(code, 0);
           continue;
         }
-        ASSERT_EQ(pages_.KeyScales(page)[slot], 1.0f) << t;
+        ASSERT_EQ(mha::internal::KeyTokenScales(pages_, page)[slot], 1.0f) << t;
         ASSERT_NEAR(code * scale, keys[t * kHeadDim + c], scale / 2 + 1e-6f)
             << "token " << t << " channel " << c;
       }
@@ -268,13 +275,13 @@ TEST_P(Int8, CacheKeysQuantisePerChannelThroughTheResidual) {
     ASSERT_EQ(cache.residual()[i], keys[32 * kHeadDim + i]) << i;
   }
   // Down within the partial page: requantised from the residual's first 3 keys.
-  mha::internal::RestoreKeyResidual(cache.pages(), 37, 35, kHeadDim);
+  mha::internal::kInt8ChannelKeys.restore(cache.pages(), 37, 35, kHeadDim);
   cache.ExpectPage(keys, 2, 3);
   // Down into a whole page: its first 4 keys dequantised into the residual (within
   // the whole page's step).
-  const float* page_scales = cache.pages().KeyChannelScales(1);
+  const float* page_scales = mha::internal::KeyChannelScales(cache.pages(), 1);
   const std::vector<float> steps(page_scales, page_scales + kHeadDim);
-  mha::internal::RestoreKeyResidual(cache.pages(), 35, 20, kHeadDim);
+  mha::internal::kInt8ChannelKeys.restore(cache.pages(), 35, 20, kHeadDim);
   std::vector<float> kept(keys.begin(), keys.begin() + 20 * kHeadDim);
   for (int64_t i = 0; i < 4 * kHeadDim; ++i) {
     ASSERT_NEAR(cache.residual()[i], keys[16 * kHeadDim + i], steps[i % kHeadDim] / 2)

@@ -77,8 +77,8 @@ bool PagedProductsForTest(size_t rows, size_t count, size_t page_cols, size_t n,
                           float* grouped, float* single) {
   const hwy::HWY_NAMESPACE::ScalableTag<float> d;
   if (StripColumns(d) % page_cols != 0 || page_cols >= StripColumns(d)) return false;
-  TilePagesMatMul(d, rows, n, depth, a, depth, pages, pages, page_cols, depth, grouped, n,
-                  /*accumulate=*/false);
+  TilePagesMatMul(d, CodesLoader<T>(), rows, n, depth, a, depth, pages, pages, page_cols,
+                  depth, grouped, n, /*accumulate=*/false);
   for (size_t i = 0; i < count; ++i) {
     const size_t column = i * page_cols, cols = std::min(page_cols, n - column);
     TileMatMul(d, rows, cols, depth, a, depth, pages[i], depth, single + column, n,
@@ -107,8 +107,8 @@ void DepthPagesForTest(size_t rows, size_t count, size_t page_rows, size_t n,
                        size_t depth, const float* a, const T* const* pages,
                        float* grouped, float* single) {
   const hwy::HWY_NAMESPACE::ScalableTag<float> d;
-  TileDepthPagesMatMul(d, rows, n, depth, a, depth, pages, page_rows, grouped, n,
-                       /*accumulate=*/false, static_cast<const T*>(nullptr));
+  TileDepthPagesMatMul(d, CodesLoader<T>(), rows, n, depth, a, depth, pages, page_rows,
+                       grouped, n, /*accumulate=*/false, static_cast<const T*>(nullptr));
   for (size_t i = 0; i < count; ++i) {
     const size_t first = i * page_rows;
     TileMatMul(d, rows, n, std::min(page_rows, depth - first), a + first, depth, pages[i],

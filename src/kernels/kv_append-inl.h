@@ -1,11 +1,16 @@
-// AppendToPages, compiled once per SIMD target: the panel copy of kv_panels-inl.h
-// (keys rotated on the way in for rotary layers) aimed at positions inside a KV
-// cache's pages, or quantisation to int8 or fp8 (one scale per row, or none for
-// scale-free fp8; keys per channel: channel_keys.h; int4 values in groups:
-// value_groups.h) into the same panel layout (src/kernels/kv_pages.h).
-#undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "src/kernels/kv_append.cc"
-#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// The writes of new key and value rows into a KV head's pages, per SIMD target, that
+// each kind's append (src/kv/kinds/) is made of: the panel copy of kv_panels-inl.h
+// (keys rotated on the way in for rotary layers) for float and bfloat16 pages, or a
+// quantised kind's writer called token by token (AppendRows) into the same panel
+// layout (src/kernels/kv_pages.h): per-token scales (TokenCodes), keys per channel
+// (channel_keys.h), int4 values in groups (value_groups.h).
+
+#if defined(MHA_KERNELS_KV_APPEND_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef MHA_KERNELS_KV_APPEND_INL_H_
+#undef MHA_KERNELS_KV_APPEND_INL_H_
+#else
+#define MHA_KERNELS_KV_APPEND_INL_H_
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -17,7 +22,7 @@
 #include "src/kernels/kv_append.h"
 #include "src/kernels/kv_panels-inl.h"
 #include "src/kernels/rotary-inl.h"
-#include "src/kernels/value_groups.h"
+#include "src/kv/token_scales.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mha {
@@ -25,7 +30,7 @@ namespace internal {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-int64_t ValueDim(const PanelAppend& a) {
+inline int64_t ValueDim(const PanelAppend& a) {
   return a.value_head_dim > 0 ? a.value_head_dim : a.head_dim;
 }
 
@@ -121,27 +126,52 @@ float Quantize(const float* row, size_t n, bool scaled, typename Code::Type* out
   return scale;
 }
 
-// Per-channel keys: the key joins the residual, and its page is requantised whole
+// A token's key into its page's K^T column `offset` and its value into V row
+// `offset`, codes of Code with a scale each (`scaled`) or none (scale-free).
+template <class Code>
+struct TokenCodes {
+  bool scaled = true;
+
+  void Key(const KvPages& pages, const float* key, int64_t page, size_t offset,
+           bool /*last*/) const {
+    const size_t head_dim = static_cast<size_t>(pages.head_dim);
+    const float scale =
+        Quantize<Code>(key, head_dim, scaled,
+                       reinterpret_cast<typename Code::Type*>(pages.KeyPage(page)),
+                       [&](size_t k) { return PanelOffset(k, offset, head_dim); });
+    if (scaled) KeyTokenScales(pages, page)[offset] = scale;
+  }
+  void Value(const KvPages& pages, const float* value, size_t value_dim, int64_t page,
+             size_t offset) const {
+    const size_t page_size = static_cast<size_t>(pages.page_size);
+    const float scale =
+        Quantize<Code>(value, value_dim, scaled,
+                       reinterpret_cast<typename Code::Type*>(pages.ValuePage(page)),
+                       [&](size_t k) { return PanelOffset(offset, k, page_size); });
+    if (scaled) ValueTokenScales(pages, page)[offset] = scale;
+  }
+};
+
+// Keys per channel: the key joins the residual, and its page is requantised whole
 // from there when it fills or the write ends (channel_keys.h).
-void AppendChannelKey(const KvPages& pages, const float* key, size_t head_dim,
-                      int64_t page, size_t offset, bool last) {
+inline void AppendChannelKey(const KvPages& pages, const ResidualKeys& residual_keys,
+                             const float* key, int64_t page, size_t offset, bool last) {
+  const size_t head_dim = static_cast<size_t>(pages.head_dim);
   std::copy_n(key, head_dim, pages.key_residual + offset * head_dim);
   if (last || offset + 1 == static_cast<size_t>(pages.page_size)) {
-    QuantizeKeyPage(pages, page, pages.key_residual, static_cast<int64_t>(offset + 1),
-                    static_cast<int64_t>(head_dim));
+    residual_keys.quantize_page(pages, page, pages.key_residual,
+                                static_cast<int64_t>(offset + 1), pages.head_dim);
   }
 }
 
-// One code per element, written token by token: the key into its K^T column, the
-// value into its V row, each scale (if the kind has them) beside them.
-template <class Code>
-void AppendQuantized(const PanelAppend& a) {
-  using Type = typename Code::Type;
+// Token by token: each key (rotated, normalised) and value (normalised) to the
+// kind's writer, which codes it into its page: Key(pages, key, page, offset, last
+// row of the write) and Value(pages, value, value_dim, page, offset).
+template <class Writer>
+void AppendRows(const PanelAppend& a, const Writer& writer) {
   const hn::ScalableTag<float> d;
   const KvPages& pages = *a.pages;
-  const bool scaled = pages.token_scales;
   const size_t head_dim = static_cast<size_t>(a.head_dim);
-  const size_t page_size = static_cast<size_t>(pages.page_size);
   for (int64_t r = 0; r < a.rows; ++r) {
     const int64_t position = a.first + r, page = position / pages.page_size;
     const size_t offset = static_cast<size_t>(position % pages.page_size);
@@ -153,14 +183,7 @@ void AppendQuantized(const PanelAppend& a) {
       key = a.rotation_scratch;
     }
     // Key `offset` is column `offset` of the page's K^T tile, row `offset` of its V.
-    if (pages.channel_key_scales) {
-      AppendChannelKey(pages, key, head_dim, page, offset, r + 1 == a.rows);
-    } else {
-      const float key_scale = Quantize<Code>(
-          key, head_dim, scaled, reinterpret_cast<Type*>(pages.KeyPage(page)),
-          [&](size_t k) { return PanelOffset(k, offset, head_dim); });
-      if (scaled) pages.KeyScales(page)[offset] = key_scale;
-    }
+    writer.Key(pages, key, page, offset, r + 1 == a.rows);
     if (pages.values_in_keys) continue;
     const size_t value_dim = static_cast<size_t>(ValueDim(a));
     const float* value = a.values + r * a.value_stride;
@@ -169,39 +192,17 @@ void AppendQuantized(const PanelAppend& a) {
                                         1.0f, a.rotation_scratch);
       value = a.rotation_scratch;
     }
-    if (pages.zero_points) {
-      QuantizeValueGroups(pages, position, value, static_cast<int64_t>(value_dim));
-      continue;
-    }
-    const float value_scale = Quantize<Code>(
-        value, value_dim, scaled, reinterpret_cast<Type*>(pages.ValuePage(page)),
-        [&](size_t k) { return PanelOffset(offset, k, page_size); });
-    if (scaled) pages.ValueScales(page)[offset] = value_scale;
+    writer.Value(pages, value, value_dim, page, offset);
   }
 }
 
-void AppendToPages(const PanelAppend& a) {
+inline void CheckAppend(const PanelAppend& a) {
   HWY_DASSERT(a.pages && a.rows >= 0 && a.first >= 0 && a.pad_to >= a.first + a.rows);
+  HWY_DASSERT(a.pages->head_dim == a.head_dim);
   HWY_DASSERT(!a.rotary || a.positions);
   HWY_DASSERT(!(a.rotary || a.key_norm.enabled() || a.value_norm.enabled()) ||
               (a.rotation_scratch && a.rotation_rows > 0));
-  switch (a.pages->storage) {
-    case KvStorage::kFloat32:
-      return AppendSplit<float>(a);
-    case KvStorage::kBFloat16:
-      return AppendSplit<hwy::bfloat16_t>(a);
-    case KvStorage::kInt8:
-    case KvStorage::kInt8ChannelKeys:
-    case KvStorage::kInt4:  // keys per channel, values in groups: scalar helpers
-      return AppendQuantized<Int8Code>(a);
-    case KvStorage::kFp8E4M3:
-      return AppendQuantized<Fp8Code<Fp8E4M3Finite>>(a);
-    case KvStorage::kFp8E4M3ScaleFree:
-      return AppendQuantized<Fp8Code<Fp8E4M3>>(a);
-    case KvStorage::kFp8E5M2:
-    case KvStorage::kFp8E5M2ScaleFree:
-      return AppendQuantized<Fp8Code<Fp8E5M2>>(a);
-  }
+  (void)a;
 }
 
 }  // namespace HWY_NAMESPACE
@@ -209,14 +210,4 @@ void AppendToPages(const PanelAppend& a) {
 }  // namespace mha
 HWY_AFTER_NAMESPACE();
 
-#if HWY_ONCE
-namespace mha::internal {
-
-HWY_EXPORT(AppendToPages);
-
-void AppendToPages(const PanelAppend& append) {
-  HWY_DYNAMIC_DISPATCH(AppendToPages)(append);
-}
-
-}  // namespace mha::internal
-#endif  // HWY_ONCE
+#endif  // MHA_KERNELS_KV_APPEND_INL_H_

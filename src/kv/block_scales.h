@@ -1,0 +1,104 @@
+// Pages scaled per block (ggml's q8_0 and q4_0 layout of scales): each token's key and
+// value in blocks of kScaleBlock channels, one fp16 scale per (block, token), stored
+// after a page's codes as [blocks][page_size] (block b's at b x page_size). A scale
+// is decoded as it loads (block_scales-inl.h); a block with a non-finite element has
+// scale NaN, so every score or context it enters is NaN, as with float pages.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "src/kernels/kv_pages.h"
+
+namespace mha::internal {
+
+constexpr int64_t kScaleBlock = 32;
+
+// Blocks of `channels` channels (the last may be partial).
+inline int64_t ScaleBlocks(int64_t channels) {
+  return (channels + kScaleBlock - 1) / kScaleBlock;
+}
+
+// A K page ([head_dim, page_size] K^T) and a V page ([page_size, padded_value_dim])
+// of T codes, their block scales after them.
+template <typename T>
+PageBytes BlockScaledKeyPage(int64_t page_size, int64_t head_dim) {
+  const int64_t codes = TileBytes<T>(head_dim, page_size);
+  return {codes, codes + ScaleBlocks(head_dim) * page_size * 2};
+}
+template <typename T>
+PageBytes BlockScaledValuePage(int64_t page_size, int64_t padded_value_dim) {
+  const int64_t codes = TileBytes<T>(page_size, padded_value_dim);
+  return {codes, codes + ScaleBlocks(padded_value_dim) * page_size * 2};
+}
+
+inline uint16_t* KeyBlockScales(const KvPages& pages, int64_t page) {
+  return reinterpret_cast<uint16_t*>(pages.KeyPage(page) + pages.key_codes_bytes);
+}
+inline uint16_t* ValueBlockScales(const KvPages& pages, int64_t page) {
+  return reinterpret_cast<uint16_t*>(pages.ValuePage(page) + pages.value_codes_bytes);
+}
+
+// IEEE binary16 of x, rounded to nearest even (F16C's and ggml's GGML_FP32_TO_FP16):
+// overflow to infinity, subnormals kept, NaN a quiet NaN.
+inline uint16_t Fp16FromFloat(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
+  const uint32_t magnitude = bits & 0x7FFFFFFFu;
+  if (magnitude > 0x7F800000u) return sign | 0x7E00u;   // NaN
+  if (magnitude >= 0x477FF000u) return sign | 0x7C00u;  // rounds past 65504
+  if (magnitude < 0x38800000u) {                        // below 2^-14: subnormal
+    const float scaled = std::fabs(x) * 16777216.0f;    // units of 2^-24, exact
+    return sign | static_cast<uint16_t>(std::nearbyint(scaled));  // ties to even
+  }
+  // Normal: drop 13 mantissa bits, rounding to nearest even.
+  const uint32_t rounded = magnitude + 0xFFFu + ((magnitude >> 13) & 1u);
+  return sign | static_cast<uint16_t>((rounded - 0x38000000u) >> 13);
+}
+
+inline float FloatFromFp16(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exponent = (h >> 10) & 0x1Fu, mantissa = h & 0x3FFu;
+  float magnitude;
+  if (exponent == 0x1F) {
+    const uint32_t bits = 0x7F800000u | (mantissa << 13);
+    std::memcpy(&magnitude, &bits, 4);
+  } else {  // times 2^112 moves the exponent bias from 15 to 127, subnormals exactly
+    const uint32_t bits = static_cast<uint32_t>(h & 0x7FFFu) << 13;
+    std::memcpy(&magnitude, &bits, 4);
+    magnitude *= 0x1p112f;
+  }
+  uint32_t bits;
+  std::memcpy(&bits, &magnitude, 4);
+  bits |= sign;
+  float result;
+  std::memcpy(&result, &bits, 4);
+  return result;
+}
+
+// A token's block scales moved (keys' unless values in keys have none of their own,
+// and values'), and a page's value block scales of tokens [first_row, end_row)
+// zeroed: a cleared value reads as 0 whatever its codes hold.
+inline void CopyBlockScales(const KvPages& pages, int64_t from, int64_t to) {
+  const int64_t size = pages.page_size;
+  const int64_t from_at = from % size, to_at = to % size;
+  for (int64_t b = 0; b < ScaleBlocks(pages.head_dim); ++b) {
+    KeyBlockScales(pages, to / size)[b * size + to_at] =
+        KeyBlockScales(pages, from / size)[b * size + from_at];
+  }
+  for (int64_t b = 0; b < ScaleBlocks(pages.padded_value_dim); ++b) {
+    ValueBlockScales(pages, to / size)[b * size + to_at] =
+        ValueBlockScales(pages, from / size)[b * size + from_at];
+  }
+}
+inline void ClearValueBlockScales(const KvPages& pages, int64_t page, int64_t first_row,
+                                  int64_t end_row) {
+  uint16_t* scales = ValueBlockScales(pages, page);
+  for (int64_t b = 0; b < ScaleBlocks(pages.padded_value_dim); ++b) {
+    for (int64_t t = first_row; t < end_row; ++t) scales[b * pages.page_size + t] = 0;
+  }
+}
+
+}  // namespace mha::internal

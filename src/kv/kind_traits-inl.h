@@ -1,0 +1,81 @@
+// Per-target traits a KV storage kind's file (src/kv/kinds/) builds its kind from:
+// what the flash kernel (attention_head-inl.h) asks of a kind.
+//   Code                 the tiles' element
+//   KeyLoader, ValueLoader and Keys(pages), Values(pages)
+//                        how the tile products read its K^T and V tiles
+//                        (tile_loaders-inl.h)
+//   kBf16Products        bfloat16 dot products where the CPU has them
+//   kScoreTerms          FinishScores(d, pages, page, query, query_stride, rows,
+//                        scores, stride, keys): after Q K^T of one page (token scales,
+//                        zero points)
+//   kProbabilityTerms    ScaleProbabilities(d, pages, page, rows, probabilities,
+//                        stride, keys): before P V (token scales)
+//   kContextTerms        FinishContext(d, pages, page, rows, probabilities, stride,
+//                        keys, context, dim): after P V (zero points)
+// A hook runs for each page of a key tile, on the columns of that page.
+
+#if defined(MHA_KV_KIND_TRAITS_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef MHA_KV_KIND_TRAITS_INL_H_
+#undef MHA_KV_KIND_TRAITS_INL_H_
+#else
+#define MHA_KV_KIND_TRAITS_INL_H_
+#endif
+
+#include <cstddef>
+#include <cstdint>
+
+#include "hwy/highway.h"
+#include "src/kernels/kv_pages.h"
+#include "src/kernels/softmax-inl.h"
+#include "src/kernels/tile_loaders-inl.h"
+#include "src/kv/token_scales.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace mha {
+namespace internal {
+namespace HWY_NAMESPACE {
+using mha::HWY_NAMESPACE::CodesLoader;
+
+// Codes alone, read as they are.
+template <typename T>
+struct CodesKind {
+  using Code = T;
+  using KeyLoader = CodesLoader<T>;
+  using ValueLoader = CodesLoader<T>;
+  static constexpr bool kBf16Products = false;
+  static constexpr bool kScoreTerms = false, kProbabilityTerms = false,
+                        kContextTerms = false;
+  static KeyLoader Keys(const KvPages&) { return {}; }
+  static ValueLoader Values(const KvPages&) { return {}; }
+};
+
+// Codes with a scale per token (token_scales.h): a key's scores times its key
+// scale, a value's probability times its value scale.
+template <typename T>
+struct TokenScaledKind : CodesKind<T> {
+  static constexpr bool kScoreTerms = true, kProbabilityTerms = true;
+
+  template <class D>
+  static void FinishScores(D d, const KvPages& pages, int64_t page, const float*, size_t,
+                           size_t rows, float* scores, size_t stride, size_t keys) {
+    for (size_t i = 0; i < rows; ++i) {
+      mha::HWY_NAMESPACE::MulRow(d, scores + i * stride, KeyTokenScales(pages, page),
+                                 keys);
+    }
+  }
+  template <class D>
+  static void ScaleProbabilities(D d, const KvPages& pages, int64_t page, size_t rows,
+                                 float* probabilities, size_t stride, size_t keys) {
+    for (size_t i = 0; i < rows; ++i) {
+      mha::HWY_NAMESPACE::ScaleProbabilities(d, probabilities + i * stride,
+                                             ValueTokenScales(pages, page), keys);
+    }
+  }
+};
+
+}  // namespace HWY_NAMESPACE
+}  // namespace internal
+}  // namespace mha
+HWY_AFTER_NAMESPACE();
+
+#endif  // MHA_KV_KIND_TRAITS_INL_H_

@@ -1,0 +1,39 @@
+// The fp8_e4m3_scale_free KV kind: fp8 e4m3 codes cast as they are (saturating), no
+// scales: for a model calibrated for fp8 KV, whose keys and values already fit the
+// format.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "src/kv/kinds/fp8_e4m3_scale_free.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "hwy/highway.h"
+#include "src/kernels/attention_head-inl.h"
+#include "src/kernels/kv_append-inl.h"
+#include "src/kernels/kv_token_copy.h"
+#include "src/kv/kind_entry_points.h"
+#include "src/kv/kind_traits-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace mha::internal::HWY_NAMESPACE {
+
+MHA_KV_KIND_ATTEND(Fp8E4M3ScaleFree, CodesKind<Fp8E4M3>)
+
+void AppendFp8E4M3ScaleFree(const PanelAppend& append) {
+  CheckAppend(append);
+  AppendRows(append, TokenCodes<Fp8Code<Fp8E4M3>>{/*scaled=*/false});
+}
+
+}  // namespace mha::internal::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace mha::internal {
+
+MHA_KV_KIND_ENTRY_POINTS(Fp8E4M3ScaleFree)
+
+extern const KvKind kKvKindFp8E4M3ScaleFree = {
+    CodesKeyPage<uint8_t>,   CodesValuePage<uint8_t>,   nullptr,
+    /*latent=*/true,         AttendFp8E4M3ScaleFreeRun, AppendFp8E4M3ScaleFreeRun,
+    CopyTokenCodes<uint8_t>, ClearValueCodes<uint8_t>};
+
+}  // namespace mha::internal
+#endif  // HWY_ONCE
