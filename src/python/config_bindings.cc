@@ -19,7 +19,8 @@ void BindEnums(py::module_& m) {
   py::enum_<KvScales>(m, "KvScales", "How a quantised KV cache scales what it stores.")
       .value("per_token", KvScales::kPerToken)
       .value("none", KvScales::kNone)
-      .value("per_channel_keys", KvScales::kPerChannelKeys);
+      .value("per_channel_keys", KvScales::kPerChannelKeys)
+      .value("per_block", KvScales::kPerBlock);
   py::enum_<WeightLayout>(m, "WeightLayout", "How a projection weight is laid out.")
       .value("out_in", WeightLayout::kOutIn)
       .value("in_out", WeightLayout::kInOut)
