@@ -133,14 +133,15 @@ double Bound(DType storage) {
                                          : 3e-2;
 }
 
-// A cache's storage: the dtype, and for int8 whether keys are scaled per channel
-// (int4's are).
+// A cache's storage: the dtype and its scales.
 struct CacheKind {
   DType storage;
   KvScales scales = KvScales::kPerToken;
   std::string Name() const {
     return std::string(DTypeName(storage)) +
-           (scales == KvScales::kPerChannelKeys ? " keys per channel" : "");
+           (scales == KvScales::kPerChannelKeys ? " keys per channel"
+            : scales == KvScales::kPerBlock     ? " per block"
+                                                : "");
   }
 };
 constexpr CacheKind kCacheKinds[] = {{DType::kFloat32},
@@ -148,7 +149,8 @@ constexpr CacheKind kCacheKinds[] = {{DType::kFloat32},
                                      {DType::kInt8},
                                      {DType::kFloat8E4M3},
                                      {DType::kInt8, KvScales::kPerChannelKeys},
-                                     {DType::kInt4, KvScales::kPerChannelKeys}};
+                                     {DType::kInt4, KvScales::kPerChannelKeys},
+                                     {DType::kInt8, KvScales::kPerBlock}};
 
 void DecodeContiguous(const Combination& c, const OwnedLayer& layer,
                       const std::vector<float>& x, const std::vector<float>& ref,

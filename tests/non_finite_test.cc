@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "tests/kv_kinds.h"
 #include "tests/test_util.h"
 
 namespace mha::testing {
@@ -173,34 +174,22 @@ TEST(TinyKeysAndValues, EveryCacheStorageGivesFiniteOutputsNearTheFp32Ones) {
   spec.qkv_bias = false;  // keys and values as tiny as the hidden states
   const OwnedLayer layer = MakeLayer(spec, 4);
   const MultiheadAttention attention(layer.config, layer.weights);
-  struct Kind {
-    DType dtype;
-    KvScales scales;
-  };
-  const Kind kinds[] = {{DType::kFloat32, KvScales::kPerToken},
-                        {DType::kBFloat16, KvScales::kPerToken},
-                        {DType::kInt8, KvScales::kPerToken},
-                        {DType::kInt8, KvScales::kPerChannelKeys},
-                        {DType::kInt4, KvScales::kPerChannelKeys},
-                        {DType::kFloat8E4M3, KvScales::kPerToken},
-                        {DType::kFloat8E5M2, KvScales::kPerToken},
-                        {DType::kFloat8E4M3, KvScales::kNone},
-                        {DType::kFloat8E5M2, KvScales::kNone}};
+  const std::vector<KvKindSpelling>& kinds = AllKvKinds();
   for (const float magnitude : {1e-40f, 1e-37f, 1e-35f, 1e-30f}) {
     std::vector<float> x = RandomFloats(3 * kEmbed, 5);
     for (float& v : x) v *= magnitude;
-    const auto run = [&](const Kind& kind) {
-      KvCache cache(layer.config, 1, 8, kind.dtype, kind.scales);
+    const auto run = [&](const KvKindSpelling& kind) {
+      KvCache cache(layer.config, 1, 8, kind.storage, kind.scales);
       std::vector<float> out(x.size());
       attention.ForwardWithCache(TensorView(x.data(), Shape{1, 3, kEmbed}), {}, cache,
                                  MutableTensorView(out.data(), Shape{1, 3, kEmbed}));
       return out;
     };
     const std::vector<float> expected = run(kinds[0]);
-    for (const Kind& kind : kinds) {
+    for (const KvKindSpelling& kind : kinds) {
       const std::vector<float> out = run(kind);
-      for (float v : out) ASSERT_TRUE(std::isfinite(v)) << DTypeName(kind.dtype);
-      ExpectClose(out, expected, DTypeName(kind.dtype), 1e-5);
+      for (float v : out) ASSERT_TRUE(std::isfinite(v)) << kind.name;
+      ExpectClose(out, expected, kind.name, 1e-5);
     }
   }
 }

@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "tests/kv_kinds.h"
 #include "tests/paged_test_util.h"
 
 namespace mha::testing {
@@ -126,15 +127,17 @@ TEST_P(TokenTree, VerifiesEveryBranchThenKeepsTheAcceptedPath) {
               "after KeepTokens, against the path appended", 1e-6);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Storages, TokenTree,
-    ::testing::Values(TreeStorage{"float32", DType::kFloat32, KvScales::kPerToken},
-                      TreeStorage{"bfloat16", DType::kBFloat16, KvScales::kPerToken},
-                      TreeStorage{"int8", DType::kInt8, KvScales::kPerToken},
-                      TreeStorage{"int8_channel_keys", DType::kInt8,
-                                  KvScales::kPerChannelKeys},
-                      TreeStorage{"int4", DType::kInt4, KvScales::kPerChannelKeys}),
-    [](const auto& info) { return std::string(info.param.name); });
+// Every kind of the list.
+std::vector<TreeStorage> TreeStorages() {
+  std::vector<TreeStorage> storages;
+  for (const KvKindSpelling& kind : AllKvKinds()) {
+    storages.push_back({kind.name, kind.storage, kind.scales});
+  }
+  return storages;
+}
+
+INSTANTIATE_TEST_SUITE_P(Storages, TokenTree, ::testing::ValuesIn(TreeStorages()),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 // A 70-token forest (several roots, branches past the first 64 tokens): every token
 // as decoded along its own path.

@@ -23,3 +23,5 @@ MHA_KV_KIND(Int8ChannelKeys, INT8_CHANNEL_KEYS, 7, kInt8, kPerChannelKeys)
 /* int4 with zero points: keys per channel as INT8_CHANNEL_KEYS, values per token in
    groups of 32 channels */
 MHA_KV_KIND(Int4, INT4, 8, kInt4, kPerChannelKeys)
+/* ggml's q8_0: int8, one fp16 scale per 32 channels of each token's key and value */
+MHA_KV_KIND(Q8_0, Q8_0, 9, kInt8, kPerBlock)
