@@ -150,7 +150,8 @@ constexpr CacheKind kCacheKinds[] = {{DType::kFloat32},
                                      {DType::kFloat8E4M3},
                                      {DType::kInt8, KvScales::kPerChannelKeys},
                                      {DType::kInt4, KvScales::kPerChannelKeys},
-                                     {DType::kInt8, KvScales::kPerBlock}};
+                                     {DType::kInt8, KvScales::kPerBlock},
+                                     {DType::kInt4, KvScales::kPerBlock}};
 
 void DecodeContiguous(const Combination& c, const OwnedLayer& layer,
                       const std::vector<float>& x, const std::vector<float>& ref,
