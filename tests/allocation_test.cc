@@ -14,6 +14,7 @@
 
 #include "tests/called_from_onednn.h"
 
+#include "tests/latent_test_util.h"
 #include "tests/test_util.h"
 
 namespace {
@@ -234,6 +235,49 @@ TEST(Allocations, PackedStepsAllocateOnlyInsideOneDnn) {
                             {TensorView(ids, DType::kInt64, Shape{2}),
                              TensorView(starts, DType::kInt64, Shape{3})},
                             cache, 0, MutableTensorView(out.data(), Shape{2, 64}));
+  });
+}
+
+// MLA's decode steps through a LatentKvCache and its packed steps over a latent paged
+// cache, on 2 threads.
+TEST(Allocations, LatentStepsAllocateOnlyInsideOneDnn) {
+  const LatentAttentionConfig config = SmallLatentConfig(/*q_lora_rank=*/24);
+  const LatentWeightsForTest weights(config);
+  const MultiHeadLatentAttention attention(config, weights.views);
+  ForwardOptions options;
+  options.num_threads = 2;
+  const std::vector<float> prompt = RandomFloats(2 * 20 * kHidden, 5),
+                           token = RandomFloats(2 * kHidden, 6);
+  std::vector<float> out(prompt.size());
+  LatentKvCache cache(config, 2, 64);
+  attention.ForwardWithCache(TensorView(prompt.data(), Shape{2, 20, kHidden}), cache,
+                             MutableTensorView(out.data(), Shape{2, 20, kHidden}),
+                             options);
+  ExpectNoAllocationsOutsideOneDnn("latent decode", [&] {
+    attention.ForwardWithCache(TensorView(token.data(), Shape{2, 1, kHidden}), cache,
+                               MutableTensorView(out.data(), Shape{2, 1, kHidden}),
+                               options);
+  });
+  PagedKvCacheOptions paged_options;
+  paged_options.num_blocks = 16;
+  paged_options.max_sequences = 2;
+  PagedKvCache paged(config, paged_options);
+  const int64_t ids[2] = {0, 1}, prompt_counts[2] = {20, 20}, ones[2] = {1, 1};
+  const int64_t prompt_starts[3] = {0, 20, 40}, starts[3] = {0, 1, 2};
+  for (const int64_t id : ids) paged.AddSequence(id);
+  paged.AppendSlots(ids, prompt_counts, 2);
+  attention.ForwardPacked(TensorView(prompt.data(), Shape{40, kHidden}),
+                          {TensorView(ids, DType::kInt64, Shape{2}),
+                           TensorView(prompt_starts, DType::kInt64, Shape{3})},
+                          paged, 0, MutableTensorView(out.data(), Shape{40, kHidden}),
+                          options);
+  ExpectNoAllocationsOutsideOneDnn("latent packed", [&] {
+    paged.AppendSlots(ids, ones, 2);
+    attention.ForwardPacked(TensorView(token.data(), Shape{2, kHidden}),
+                            {TensorView(ids, DType::kInt64, Shape{2}),
+                             TensorView(starts, DType::kInt64, Shape{3})},
+                            paged, 0, MutableTensorView(out.data(), Shape{2, kHidden}),
+                            options);
   });
 }
 

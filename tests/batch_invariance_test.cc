@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "tests/latent_test_util.h"
 #include "tests/paged_test_util.h"
 
 namespace mha::testing {
@@ -168,6 +169,69 @@ INSTANTIATE_TEST_SUITE_P(
                       WeightCase{"bf16_kv_window_softcap_sinks", DType::kFloat32, true,
                                  DType::kBFloat16}),
     [](const auto& info) { return info.param.name; });
+
+// MLA (absorbed, over latent pages): each sequence's outputs in packed steps of random
+// chunks beside the others, on 2 threads, are its bits alone through a LatentKvCache
+// in one call on 1 thread. (A layer wide enough that oneDNN cuts a projection's
+// depth by its row count unless asked not to.)
+TEST(LatentBatchInvariance, ContinuousBatchingGivesEachSequenceItsAloneBits) {
+  LatentAttentionConfig config = SmallLatentConfig(/*q_lora_rank=*/192);
+  config.hidden_size = 512;
+  config.form = LatentForm::kAbsorbed;
+  const LatentWeightsForTest weights(config);
+  const MultiHeadLatentAttention attention(config, weights.views);
+  const int64_t hidden = config.hidden_size;
+  ForwardOptions alone, packed;
+  alone.batch_invariant = packed.batch_invariant = true;
+  alone.num_threads = 1, packed.num_threads = 2;
+  const std::vector<int64_t> lengths = {37, 5, 60, 16, 1, 23};
+  const int64_t count = static_cast<int64_t>(lengths.size());
+  std::vector<std::vector<float>> tokens, expected, outputs(lengths.size());
+  for (int64_t s = 0; s < count; ++s) {
+    tokens.push_back(RandomFloats(lengths[s] * config.hidden_size, 60 + s));
+    LatentKvCache cache(config, 1, lengths[s]);
+    expected.emplace_back(tokens[s].size());
+    attention.ForwardWithCache(
+        TensorView(tokens[s].data(), Shape{1, lengths[s], hidden}), cache,
+        MutableTensorView(expected[s].data(), Shape{1, lengths[s], hidden}), alone);
+  }
+  PagedKvCacheOptions options;
+  options.num_blocks = 32;
+  options.max_sequences = count;
+  PagedKvCache cache(config, options);
+  for (int64_t s = 0; s < count; ++s) cache.AddSequence(s);
+  std::mt19937 random(4);
+  std::vector<int64_t> done(lengths.size(), 0);
+  for (;;) {
+    std::vector<int64_t> ids, takes, starts = {0};
+    std::vector<float> rows;
+    for (int64_t s = 0; s < count; ++s) {
+      const int64_t take = std::min<int64_t>(lengths[s] - done[s], 1 + random() % 11);
+      if (take == 0) continue;
+      ids.push_back(s), takes.push_back(take), starts.push_back(starts.back() + take);
+      rows.insert(rows.end(), tokens[s].begin() + done[s] * hidden,
+                  tokens[s].begin() + (done[s] + take) * hidden);
+      done[s] += take;
+    }
+    if (ids.empty()) break;
+    const int64_t n = static_cast<int64_t>(ids.size()), total = starts.back();
+    cache.AppendSlots(ids.data(), takes.data(), n);
+    std::vector<float> out(rows.size());
+    attention.ForwardPacked(TensorView(rows.data(), Shape{total, hidden}),
+                            {TensorView(ids.data(), DType::kInt64, Shape{n}),
+                             TensorView(starts.data(), DType::kInt64, Shape{n + 1})},
+                            cache, 0, MutableTensorView(out.data(), Shape{total, hidden}),
+                            packed);
+    for (int64_t i = 0; i < n; ++i) {
+      auto& sequence = outputs[static_cast<size_t>(ids[i])];
+      sequence.insert(sequence.end(), out.begin() + starts[i] * hidden,
+                      out.begin() + starts[i + 1] * hidden);
+    }
+  }
+  for (int64_t s = 0; s < count; ++s) {
+    EXPECT_EQ(outputs[s], expected[s]) << "sequence " << s << " of " << lengths[s];
+  }
+}
 
 // The exemption docs/errors.md states: keys per channel (int8 kPerChannelKeys, int4)
 // requantise a partial block as its tokens arrive, so the rows of a prompt computed

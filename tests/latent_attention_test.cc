@@ -18,17 +18,22 @@
 
 #include "mha/latent_attention.hpp"
 #include "mha/mha.hpp"
+#include "tests/latent_test_util.h"
 #include "tests/test_util.h"
 
 namespace mha {
 namespace {
 
 using testing::ExpectClose;
+using testing::kHeads;
+using testing::kHidden;
+using testing::kNope;
+using testing::kRank;
+using testing::kRope;
+using testing::kValueDim;
+using Weights = testing::LatentWeightsForTest;
 using testing::ExpectErrorMentioning;
 using testing::RandomFloats;
-
-constexpr int64_t kHidden = 32, kHeads = 4, kRank = 32, kNope = 16, kRope = 16,
-                  kValueDim = 16;
 
 struct LatentCase {
   std::string name;
@@ -41,16 +46,7 @@ struct LatentCase {
 void PrintTo(const LatentCase& c, std::ostream* os) { *os << c.name; }
 
 LatentAttentionConfig Config(const LatentCase& c) {
-  LatentAttentionConfig config;
-  config.hidden_size = kHidden;
-  config.num_heads = kHeads;
-  config.q_lora_rank = c.q_lora_rank;
-  config.kv_lora_rank = kRank;
-  config.qk_nope_head_dim = kNope;
-  config.qk_rope_head_dim = kRope;
-  config.v_head_dim = kValueDim;
-  config.rotary.pairing = RotaryPairing::kInterleaved;
-  config.rotary.max_positions = 64;
+  LatentAttentionConfig config = testing::SmallLatentConfig(c.q_lora_rank);
   config.form = c.form;
   if (c.yarn) {
     for (int64_t i = 0; i < kRope / 2; ++i)
@@ -61,43 +57,6 @@ LatentAttentionConfig Config(const LatentCase& c) {
   }
   return config;
 }
-
-// RMSNorm weights near 1.
-std::vector<float> NormWeights(int64_t count, uint32_t seed) {
-  std::vector<float> weights = RandomFloats(count, seed, 0.2f);
-  for (float& w : weights) w += 1.0f;
-  return weights;
-}
-
-struct Weights {
-  explicit Weights(const LatentAttentionConfig& c) {
-    const int64_t query_dim = kHeads * (kNope + kRope);
-    const float input_scale = 1.0f / std::sqrt(float(kHidden));
-    if (c.q_lora_rank > 0) {
-      q_a = RandomFloats(c.q_lora_rank * kHidden, 1, input_scale);
-      q_norm = NormWeights(c.q_lora_rank, 2);
-      q_b = RandomFloats(query_dim * c.q_lora_rank, 3,
-                         1.0f / std::sqrt(float(c.q_lora_rank)));
-      views.q_a_proj = TensorView(q_a.data(), Shape{c.q_lora_rank, kHidden});
-      views.q_a_layernorm = TensorView(q_norm.data(), Shape{c.q_lora_rank});
-      views.q_b_proj = TensorView(q_b.data(), Shape{query_dim, c.q_lora_rank});
-    } else {
-      q = RandomFloats(query_dim * kHidden, 4, input_scale);
-      views.q_proj = TensorView(q.data(), Shape{query_dim, kHidden});
-    }
-    kv_a = RandomFloats((kRank + kRope) * kHidden, 5, input_scale);
-    kv_norm = NormWeights(kRank, 6);
-    kv_b = RandomFloats(kHeads * (kNope + kValueDim) * kRank, 7,
-                        1.0f / std::sqrt(float(kRank)));
-    o = RandomFloats(kHidden * kHeads * kValueDim, 8, 0.2f);
-    views.kv_a_proj_with_mqa = TensorView(kv_a.data(), Shape{kRank + kRope, kHidden});
-    views.kv_a_layernorm = TensorView(kv_norm.data(), Shape{kRank});
-    views.kv_b_proj = TensorView(kv_b.data(), Shape{kHeads * (kNope + kValueDim), kRank});
-    views.o_proj = TensorView(o.data(), Shape{kHidden, kHeads * kValueDim});
-  }
-  std::vector<float> q, q_a, q_norm, q_b, kv_a, kv_norm, kv_b, o;
-  LatentAttentionWeights views;
-};
 
 // Rows [first, first + count) of each sequence of x [B, T, hidden], as [B, count, .].
 std::vector<float> Rows(const std::vector<float>& x, int64_t batch, int64_t total,

@@ -102,7 +102,8 @@ class LatentKvCache {
 };
 
 // The layer (LatentForm above says how it attends). Calls on one layer from several
-// threads take turns.
+// threads run at once, each on a workspace of the layer's pool (as
+// MultiheadAttention's).
 class MultiHeadLatentAttention {
  public:
   // Throws mha::Error naming the field for an invalid config or weight shape.
@@ -118,9 +119,12 @@ class MultiHeadLatentAttention {
   // each of the first B sequences of `cache` (at positions length(b) ..) and writes
   // output [B, S, hidden]: causal attention over each sequence's cache. On an error
   // (mha::Error, naming the argument) nothing is written and the cache is unchanged.
-  // Returns the form the call ran.
+  // Returns the form the call ran. options: num_threads and batch_invariant, as
+  // MultiheadAttention's (position_ids and kv_shared are refused). Safe to call from
+  // several threads at once, each with its own cache.
   LatentForm ForwardWithCache(const TensorView& hidden_states, LatentKvCache& cache,
-                              const MutableTensorView& output) const;
+                              const MutableTensorView& output,
+                              const ForwardOptions& options = {}) const;
 
   // One continuous-batching step over a paged cache made from this layer's config
   // (PagedKvCache's latent constructor), as MultiheadAttention::ForwardPacked:
@@ -130,7 +134,8 @@ class MultiHeadLatentAttention {
   // MultiheadAttention (PagedKvCache::KeepTokens keeps the accepted path).
   LatentForm ForwardPacked(const TensorView& hidden_states, const PackedBatch& batch,
                            PagedKvCache& cache, int64_t layer,
-                           const MutableTensorView& output) const;
+                           const MutableTensorView& output,
+                           const ForwardOptions& options = {}) const;
 
   struct Impl;
 

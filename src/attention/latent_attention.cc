@@ -60,7 +60,6 @@ MultiHeadLatentAttention::Impl::Impl(const LatentAttentionConfig& c,
     value_up.push_back(Linear(engine, weights.value_up.data() + h * rank * c.v_head_dim,
                               rank, c.v_head_dim, heads * c.v_head_dim));
   }
-  workspace.calls.resize(kKeyAbsorb + 2 * heads);
   if (c.rotary.enabled()) {
     RotaryConfig rotation = c.rotary;
     rotation.rotary_dim = c.qk_rope_head_dim;
@@ -69,27 +68,30 @@ MultiHeadLatentAttention::Impl::Impl(const LatentAttentionConfig& c,
   }
 }
 
-const float* MultiHeadLatentAttention::Impl::ProjectQueries(const float* hidden,
-                                                            int64_t rows) const {
+const float* MultiHeadLatentAttention::Impl::ProjectQueries(
+    const internal::LatentCall& call, const float* hidden, int64_t rows) const {
+  internal::LatentWorkspace& workspace = call.workspace;
   float* queries =
       Workspace::Reserve(workspace.queries, rows * config.num_heads * query_dim());
   if (config.q_lora_rank == 0) {
-    Run(query, kQuery, hidden, rows, queries);
+    Run(query, kQuery, hidden, rows, queries, call);
     return queries;
   }
   float* query_a_rows = Workspace::Reserve(workspace.query_a, rows * config.q_lora_rank);
-  Run(query_a, kQueryA, hidden, rows, query_a_rows);
+  Run(query_a, kQueryA, hidden, rows, query_a_rows, call);
   internal::RmsNormRows(query_a_rows, rows, config.q_lora_rank, config.q_lora_rank,
                         weights.query_a_norm.data(),
                         static_cast<float>(config.rms_norm_eps));
-  Run(query, kQuery, query_a_rows, rows, queries);
+  Run(query, kQuery, query_a_rows, rows, queries, call);
   return queries;
 }
 
-float* MultiHeadLatentAttention::Impl::ProjectKeys(const float* hidden,
+float* MultiHeadLatentAttention::Impl::ProjectKeys(const internal::LatentCall& call,
+                                                   const float* hidden,
                                                    int64_t rows) const {
+  internal::LatentWorkspace& workspace = call.workspace;
   float* keys = Workspace::Reserve(workspace.keys, rows * key_dim());
-  Run(key, kKey, hidden, rows, keys);
+  Run(key, kKey, hidden, rows, keys, call);
   internal::RmsNormRows(keys + config.qk_rope_head_dim, rows, key_dim(),
                         config.kv_lora_rank, weights.latent_norm.data(),
                         static_cast<float>(config.rms_norm_eps));
@@ -97,7 +99,9 @@ float* MultiHeadLatentAttention::Impl::ProjectKeys(const float* hidden,
 }
 
 void MultiHeadLatentAttention::Impl::AppendToCache(
-    const float* keys, const internal::LatentStep& step) const {
+    const internal::LatentCall& call, const float* keys,
+    const internal::LatentStep& step) const {
+  internal::LatentWorkspace& workspace = call.workspace;
   internal::KvWrite write;
   write.key =
       write.value = {keys, step.query_len * key_dim(), 0, key_dim(), step.batch_rows};
@@ -118,14 +122,18 @@ void MultiHeadLatentAttention::Impl::AppendToCache(
 }
 
 float* MultiHeadLatentAttention::Impl::AttendAbsorbed(
-    const float* queries, const internal::LatentStep& step) const {
-  return ValueUp(AttendLatent(AbsorbQueries(queries, step.rows), step), step.rows);
+    const internal::LatentCall& call, const float* queries,
+    const internal::LatentStep& step) const {
+  return ValueUp(call, AttendLatent(call, AbsorbQueries(call, queries, step.rows), step),
+                 step.rows);
 }
 
 // Absorbed queries [rows, heads, rope + latent]: each head's q_pe, then q_nope W_UK_h
 // (written by its projection in place, a row stride of heads x key_dim apart).
-float* MultiHeadLatentAttention::Impl::AbsorbQueries(const float* queries,
+float* MultiHeadLatentAttention::Impl::AbsorbQueries(const internal::LatentCall& call,
+                                                     const float* queries,
                                                      int64_t rows) const {
+  internal::LatentWorkspace& workspace = call.workspace;
   const int64_t heads = config.num_heads, nope = config.qk_nope_head_dim;
   const int64_t rope = config.qk_rope_head_dim;
   float* absorbed =
@@ -137,7 +145,8 @@ float* MultiHeadLatentAttention::Impl::AbsorbQueries(const float* queries,
       std::copy(head, head + rope, absorbed + (r * heads + h) * key_dim());
       std::copy(head + rope, head + rope + nope, nope_rows + r * nope);
     }
-    Run(key_absorb[h], kKeyAbsorb + h, nope_rows, rows, absorbed + h * key_dim() + rope);
+    Run(key_absorb[h], kKeyAbsorb + h, nope_rows, rows, absorbed + h * key_dim() + rope,
+        call);
   }
   return absorbed;
 }
@@ -145,7 +154,9 @@ float* MultiHeadLatentAttention::Impl::AbsorbQueries(const float* queries,
 // Latent contexts [heads, rows, kv_lora_rank]: each head's rows in one run, the
 // input of its W_UV.
 float* MultiHeadLatentAttention::Impl::AttendLatent(
-    const float* absorbed, const internal::LatentStep& step) const {
+    const internal::LatentCall& call, const float* absorbed,
+    const internal::LatentStep& step) const {
+  internal::LatentWorkspace& workspace = call.workspace;
   const int64_t heads = config.num_heads, rank = config.kv_lora_rank;
   const int64_t rows = step.rows, seq = step.query_len;
   float* contexts = Workspace::Reserve(workspace.contexts, heads * rows * rank);
@@ -164,6 +175,7 @@ float* MultiHeadLatentAttention::Impl::AttendLatent(
   params.context = {contexts, seq * rank, rows * rank, rank, step.batch_rows};
   params.query_counts = step.counts;
   params.query_scale = softmax_scale;
+  params.split_decode_keys = call.split_decode_keys;
   params.pages = step.pages;
   params.page_size = step.page_size;
   if (rotary) {
@@ -177,14 +189,16 @@ float* MultiHeadLatentAttention::Impl::AttendLatent(
 }
 
 // Head outputs [rows, heads * v_head_dim]: W_UV_h of each head's latent context.
-float* MultiHeadLatentAttention::Impl::ValueUp(const float* contexts,
+float* MultiHeadLatentAttention::Impl::ValueUp(const internal::LatentCall& call,
+                                               const float* contexts,
                                                int64_t rows) const {
+  internal::LatentWorkspace& workspace = call.workspace;
   const int64_t heads = config.num_heads, rank = config.kv_lora_rank;
   float* outputs =
       Workspace::Reserve(workspace.head_outputs, rows * heads * config.v_head_dim);
   for (int64_t h = 0; h < heads; ++h) {
     Run(value_up[h], kKeyAbsorb + heads + h, contexts + h * rows * rank, rows,
-        outputs + h * config.v_head_dim);
+        outputs + h * config.v_head_dim, call);
   }
   return outputs;
 }
@@ -238,9 +252,17 @@ LatentForm MultiHeadLatentAttention::Impl::Choose(const LatentKvCache::Impl& cac
 
 LatentForm MultiHeadLatentAttention::Impl::ForwardWithCache(
     const TensorView& hidden, LatentKvCache::Impl& cache,
-    const MutableTensorView& output_view) const {
+    const MutableTensorView& output_view, const ForwardOptions& options) const {
   Check(hidden, cache, output_view);
-  const std::lock_guard<std::mutex> lock(mutex);
+  return WithCall(options, [&](const internal::LatentCall& call) {
+    return ForwardWithCache(call, hidden, cache, output_view);
+  });
+}
+
+LatentForm MultiHeadLatentAttention::Impl::ForwardWithCache(
+    const internal::LatentCall& call, const TensorView& hidden,
+    LatentKvCache::Impl& cache, const MutableTensorView& output_view) const {
+  internal::LatentWorkspace& workspace = call.workspace;
   internal::ApplyIsaCap();
   const int64_t batch = hidden.shape[0], seq = hidden.shape[1], rows = batch * seq;
   int64_t* first = Workspace::Reserve(workspace.first_positions, batch);
@@ -258,13 +280,13 @@ LatentForm MultiHeadLatentAttention::Impl::ForwardWithCache(
   step.pages = cache.pages;
   step.page_size = cache.page_size;
   const LatentForm form = Choose(cache, batch);
-  const float* queries = ProjectQueries(hidden.floats(), rows);
-  const float* keys = ProjectKeys(hidden.floats(), rows);
-  AppendToCache(keys, step);
+  const float* queries = ProjectQueries(call, hidden.floats(), rows);
+  const float* keys = ProjectKeys(call, hidden.floats(), rows);
+  AppendToCache(call, keys, step);
   const float* head_outputs = form == LatentForm::kExpanded
-                                  ? AttendExpanded(queries, keys, batch, seq)
-                                  : AttendAbsorbed(queries, step);
-  Run(output, kOutput, head_outputs, rows, output_view.floats());
+                                  ? AttendExpanded(call, queries, keys, batch, seq)
+                                  : AttendAbsorbed(call, queries, step);
+  Run(output, kOutput, head_outputs, rows, output_view.floats(), call);
   for (int64_t b = 0; b < batch; ++b) cache.lengths[b] += seq;  // only on success
   return form;
 }
@@ -288,8 +310,8 @@ const LatentAttentionConfig& MultiHeadLatentAttention::config() const {
 
 LatentForm MultiHeadLatentAttention::ForwardWithCache(
     const TensorView& hidden_states, LatentKvCache& cache,
-    const MutableTensorView& output) const {
-  return impl_->ForwardWithCache(hidden_states, *cache.impl_, output);
+    const MutableTensorView& output, const ForwardOptions& options) const {
+  return impl_->ForwardWithCache(hidden_states, *cache.impl_, output, options);
 }
 
 }  // namespace mha

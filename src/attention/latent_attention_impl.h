@@ -5,12 +5,12 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <vector>
 
 #include "mha/latent_attention.hpp"
 #include "src/attention/workspace.h"
+#include "src/base/check.h"
 #include "src/cache/contiguous_pages.h"
 #include "src/cache/latent_kv_cache_storage.h"
 #include "src/cache/paged_kv_cache_storage.h"
@@ -19,6 +19,7 @@
 #include "src/masks/mask_plan.h"
 #include "src/projection/latent_weights.h"
 #include "src/projection/linear_primitive.h"
+#include "src/threading/parallel_for.h"
 #include "src/validation/latent_config.h"
 
 namespace mha {
@@ -38,7 +39,8 @@ struct LatentStep {
   int64_t page_size = 0;
 };
 
-// Buffers and oneDNN call state of one forward, kept between calls.
+// Buffers and oneDNN call state of one forward, kept between calls: a pool hands
+// each concurrent call its own.
 struct LatentWorkspace {
   LinearThreads threads;
   std::vector<LinearCall> calls;  // one per primitive (MultiHeadLatentAttention::Impl)
@@ -49,6 +51,15 @@ struct LatentWorkspace {
   std::vector<int64_t> tree_depths, tree_intervals;       // token trees
   CoreWorkspace core;
   ContiguousPages expanded_pages;  // the expanded form's keys and values
+
+  void EndCall() {}
+};
+
+// One forward's workspace (leased from the layer's pool) and options.
+struct LatentCall {
+  LatentWorkspace& workspace;
+  TileRule tile_rule = TileRule::kByRows;  // ForwardOptions::batch_invariant
+  bool split_decode_keys = true;           // not with batch_invariant
 };
 
 }  // namespace internal
@@ -61,11 +72,25 @@ struct MultiHeadLatentAttention::Impl {
   Impl(const LatentAttentionConfig& config, const LatentAttentionWeights& weights);
 
   LatentForm ForwardWithCache(const TensorView& hidden, LatentKvCache::Impl& cache,
-                              const MutableTensorView& output) const;
+                              const MutableTensorView& output,
+                              const ForwardOptions& options) const;
   // latent_packed.cc: a continuous-batching step over a paged latent cache.
   LatentForm ForwardPacked(const TensorView& hidden, const PackedBatch& batch,
                            PagedKvCache::Impl& cache, int64_t layer,
-                           const MutableTensorView& output) const;
+                           const MutableTensorView& output,
+                           const ForwardOptions& options) const;
+  // The same once checked, on a leased workspace.
+  LatentForm ForwardWithCache(const internal::LatentCall& call, const TensorView& hidden,
+                              LatentKvCache::Impl& cache,
+                              const MutableTensorView& output) const;
+  LatentForm ForwardPacked(const internal::LatentCall& call,
+                           internal::LatentWorkspace& workspace, const TensorView& hidden,
+                           const PackedBatch& batch, PagedKvCache::Impl& cache,
+                           int64_t layer, const MutableTensorView& output) const;
+  // Checks the options MLA takes (threads, batch_invariant; it has no positions or
+  // shared KV), leases a workspace and runs `forward(call)` on the options' threads.
+  template <class Forward>
+  LatentForm WithCall(const ForwardOptions& options, const Forward& forward) const;
   void CheckPacked(const TensorView& hidden, const PagedKvCache::Impl& cache,
                    int64_t layer, const MutableTensorView& output) const;
   void Check(const TensorView& hidden, const LatentKvCache::Impl& cache,
@@ -74,25 +99,33 @@ struct MultiHeadLatentAttention::Impl {
 
   // The steps of a forward over `rows` token rows (B sequences of S). Queries are
   // [rows, heads, rope + nope]; cached rows [rows, rope + latent].
-  const float* ProjectQueries(const float* hidden, int64_t rows) const;
-  float* ProjectKeys(const float* hidden, int64_t rows) const;
-  void AppendToCache(const float* keys, const internal::LatentStep& step) const;
+  const float* ProjectQueries(const internal::LatentCall& call, const float* hidden,
+                              int64_t rows) const;
+  float* ProjectKeys(const internal::LatentCall& call, const float* hidden,
+                     int64_t rows) const;
+  void AppendToCache(const internal::LatentCall& call, const float* keys,
+                     const internal::LatentStep& step) const;
   // Absorbed: returns the head outputs [rows, heads * v_head_dim].
-  float* AttendAbsorbed(const float* queries, const internal::LatentStep& step) const;
-  float* AbsorbQueries(const float* queries, int64_t rows) const;
-  float* AttendLatent(const float* absorbed, const internal::LatentStep& step) const;
-  float* ValueUp(const float* contexts, int64_t rows) const;
+  float* AttendAbsorbed(const internal::LatentCall& call, const float* queries,
+                        const internal::LatentStep& step) const;
+  float* AbsorbQueries(const internal::LatentCall& call, const float* queries,
+                       int64_t rows) const;
+  float* AttendLatent(const internal::LatentCall& call, const float* absorbed,
+                      const internal::LatentStep& step) const;
+  float* ValueUp(const internal::LatentCall& call, const float* contexts,
+                 int64_t rows) const;
   // Expanded (latent_expanded.cc), every sequence starting empty: the same.
-  float* AttendExpanded(const float* queries, const float* keys, int64_t batch,
-                        int64_t seq) const;
-  const float* ExpandKeysAndValues(const float* keys, int64_t rows) const;
+  float* AttendExpanded(const internal::LatentCall& call, const float* queries,
+                        const float* keys, int64_t batch, int64_t seq) const;
+  const float* ExpandKeysAndValues(const internal::LatentCall& call, const float* keys,
+                                   int64_t rows) const;
 
   int64_t query_dim() const { return config.qk_rope_head_dim + config.qk_nope_head_dim; }
   int64_t key_dim() const { return internal::LatentKeyDim(config); }
-  void Run(const internal::LinearPrimitive& linear, int64_t call, const float* input,
-           int64_t rows, float* output) const {
-    linear.Execute(input, /*input_bf16=*/false, rows, internal::TileRule::kByRows, output,
-                   workspace.calls[call], workspace.threads);
+  void Run(const internal::LinearPrimitive& linear, int64_t index, const float* input,
+           int64_t rows, float* output, const internal::LatentCall& call) const {
+    linear.Execute(input, /*input_bf16=*/false, rows, call.tile_rule, output,
+                   call.workspace.calls[index], call.workspace.threads);
   }
 
   LatentAttentionConfig config;
@@ -104,8 +137,28 @@ struct MultiHeadLatentAttention::Impl {
   // Rotation of the first qk_rope_head_dim dimensions of a cached row, and of an
   // expanded head's query or key.
   std::optional<RotaryEmbedding> rotary, expanded_rotary;
-  mutable std::mutex mutex;  // calls take turns with the workspace
-  mutable internal::LatentWorkspace workspace;
+  mutable internal::Pool<internal::LatentWorkspace> workspaces;
 };
+
+template <class Forward>
+LatentForm MultiHeadLatentAttention::Impl::WithCall(const ForwardOptions& options,
+                                                    const Forward& forward) const {
+  internal::CheckThreadCount("options.num_threads", options.num_threads);
+  if (options.position_ids.data || options.kv_shared) {
+    internal::Fail(
+        "options: MultiHeadLatentAttention takes num_threads and batch_invariant; "
+        "position_ids and kv_shared must be unset");
+  }
+  const auto lease = workspaces.Acquire();
+  // One oneDNN call state per primitive (kKeyAbsorb + h: W_UK, + heads: W_UV).
+  lease->calls.resize(static_cast<size_t>(kKeyAbsorb + 2 * config.num_heads));
+  const internal::LatentCall call{*lease,
+                                  options.batch_invariant
+                                      ? internal::TileRule::kBatchInvariant
+                                      : internal::TileRule::kByRows,
+                                  !options.batch_invariant};
+  const internal::ScopedThreadCount threads(options.num_threads);
+  return forward(call);
+}
 
 }  // namespace mha

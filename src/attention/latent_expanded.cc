@@ -13,8 +13,9 @@ using internal::Workspace;
 
 // Keys [rows, heads, rope + nope] in workspace.expanded_keys; returns the expansion
 // [rows, heads, nope + v] whose v parts are the values.
-const float* MultiHeadLatentAttention::Impl::ExpandKeysAndValues(const float* keys,
-                                                                 int64_t rows) const {
+const float* MultiHeadLatentAttention::Impl::ExpandKeysAndValues(
+    const internal::LatentCall& call, const float* keys, int64_t rows) const {
+  internal::LatentWorkspace& workspace = call.workspace;
   const int64_t heads = config.num_heads, rank = config.kv_lora_rank;
   const int64_t rope = config.qk_rope_head_dim, nope = config.qk_nope_head_dim;
   const int64_t width = nope + config.v_head_dim;
@@ -23,7 +24,7 @@ const float* MultiHeadLatentAttention::Impl::ExpandKeysAndValues(const float* ke
     std::copy_n(keys + r * key_dim() + rope, rank, latents + r * rank);
   }
   float* expanded = Workspace::Reserve(workspace.expanded, rows * heads * width);
-  Run(expand, kExpand, latents, rows, expanded);
+  Run(expand, kExpand, latents, rows, expanded, call);
   float* head_keys =
       Workspace::Reserve(workspace.expanded_keys, rows * heads * query_dim());
   for (int64_t r = 0; r < rows; ++r) {
@@ -36,12 +37,14 @@ const float* MultiHeadLatentAttention::Impl::ExpandKeysAndValues(const float* ke
   return expanded;
 }
 
-float* MultiHeadLatentAttention::Impl::AttendExpanded(const float* queries,
+float* MultiHeadLatentAttention::Impl::AttendExpanded(const internal::LatentCall& call,
+                                                      const float* queries,
                                                       const float* keys, int64_t batch,
                                                       int64_t seq) const {
+  internal::LatentWorkspace& workspace = call.workspace;
   const int64_t heads = config.num_heads, nope = config.qk_nope_head_dim;
   const int64_t v_dim = config.v_head_dim, width = nope + v_dim, rows = batch * seq;
-  const float* expanded = ExpandKeysAndValues(keys, rows);
+  const float* expanded = ExpandKeysAndValues(call, keys, rows);
   const int64_t page_size = internal::WorkspacePageSize(seq);
   internal::ContiguousPages& pages = workspace.expanded_pages;
   pages.Reset(internal::BlockLayout(page_size, heads, query_dim(),
@@ -68,6 +71,7 @@ float* MultiHeadLatentAttention::Impl::AttendExpanded(const float* queries,
   float* outputs = Workspace::Reserve(workspace.head_outputs, rows * heads * v_dim);
   params.context = {outputs, seq * heads * v_dim, v_dim, heads * v_dim};
   params.query_scale = softmax_scale;
+  params.split_decode_keys = call.split_decode_keys;
   params.pages = pages;
   params.page_size = page_size;
   if (expanded_rotary) {

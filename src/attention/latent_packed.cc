@@ -37,9 +37,19 @@ void MultiHeadLatentAttention::Impl::CheckPacked(const TensorView& hidden,
 
 LatentForm MultiHeadLatentAttention::Impl::ForwardPacked(
     const TensorView& hidden, const PackedBatch& batch, PagedKvCache::Impl& cache,
-    int64_t layer, const MutableTensorView& output_view) const {
+    int64_t layer, const MutableTensorView& output_view,
+    const ForwardOptions& options) const {
   CheckPacked(hidden, cache, layer, output_view);
-  const std::lock_guard<std::mutex> lock(mutex);
+  return WithCall(options, [&](const internal::LatentCall& call) {
+    internal::LatentWorkspace& workspace = call.workspace;
+    return ForwardPacked(call, workspace, hidden, batch, cache, layer, output_view);
+  });
+}
+
+LatentForm MultiHeadLatentAttention::Impl::ForwardPacked(
+    const internal::LatentCall& call, internal::LatentWorkspace& workspace,
+    const TensorView& hidden, const PackedBatch& batch, PagedKvCache::Impl& cache,
+    int64_t layer, const MutableTensorView& output_view) const {
   const int64_t tokens = hidden.shape[0];
   const internal::PackedSequences sequences = internal::CheckPackedBatch(
       batch, tokens, cache, workspace.sequence_ids, workspace.batch_rows,
@@ -79,16 +89,19 @@ LatentForm MultiHeadLatentAttention::Impl::ForwardPacked(
   step.tree = tree;
   step.pages = pages;
   step.page_size = cache.options.block_size;
-  const float* queries = ProjectQueries(hidden.floats(), tokens);
-  AppendToCache(ProjectKeys(hidden.floats(), tokens), step);
-  Run(output, kOutput, AttendAbsorbed(queries, step), tokens, output_view.floats());
+  const float* queries = ProjectQueries(call, hidden.floats(), tokens);
+  AppendToCache(call, ProjectKeys(call, hidden.floats(), tokens), step);
+  Run(output, kOutput, AttendAbsorbed(call, queries, step), tokens, output_view.floats(),
+      call);
   return LatentForm::kAbsorbed;
 }
 
-LatentForm MultiHeadLatentAttention::ForwardPacked(
-    const TensorView& hidden_states, const PackedBatch& batch, PagedKvCache& cache,
-    int64_t layer, const MutableTensorView& output) const {
-  return impl_->ForwardPacked(hidden_states, batch, *cache.impl_, layer, output);
+LatentForm MultiHeadLatentAttention::ForwardPacked(const TensorView& hidden_states,
+                                                   const PackedBatch& batch,
+                                                   PagedKvCache& cache, int64_t layer,
+                                                   const MutableTensorView& output,
+                                                   const ForwardOptions& options) const {
+  return impl_->ForwardPacked(hidden_states, batch, *cache.impl_, layer, output, options);
 }
 
 }  // namespace mha

@@ -1,6 +1,6 @@
 // Workspace: every buffer and oneDNN object one Forward call needs, kept between
 // calls so that a shape seen before allocates nothing. A pool hands each concurrent
-// call its own workspace.
+// call its own workspace (Pool: a layer's pool of its workspace type).
 #pragma once
 
 #include <memory>
@@ -23,6 +23,7 @@ struct Workspace {
   }
 
   size_t bytes() const;
+  void EndCall() { tile_rule = TileRule::kByRows; }  // each call sets its own
 
   LinearThreads linear_threads;  // the projections' streams and scratch
   // How this call cuts its projections (ForwardOptions::batch_invariant).
@@ -42,35 +43,63 @@ struct Workspace {
   LinearCall calls[5];
 };
 
-class WorkspacePool {
+// A pool of W (a layer's workspaces: Workspace, LatentWorkspace): a mutex-guarded
+// free list; a new one only when all are busy. W::EndCall runs as one is returned.
+template <class W>
+class Pool {
  public:
   // Returns a workspace to the pool when destroyed.
   class Lease {
    public:
-    Lease(WorkspacePool& pool, std::unique_ptr<Workspace> workspace)
+    Lease(Pool& pool, std::unique_ptr<W> workspace)
         : pool_(pool), workspace_(std::move(workspace)) {}
     ~Lease() { pool_.Release(std::move(workspace_)); }
     Lease(const Lease&) = delete;
     Lease& operator=(const Lease&) = delete;
-    Workspace& operator*() const { return *workspace_; }
-    Workspace* operator->() const { return workspace_.get(); }
+    W& operator*() const { return *workspace_; }
+    W* operator->() const { return workspace_.get(); }
 
    private:
-    WorkspacePool& pool_;
-    std::unique_ptr<Workspace> workspace_;
+    Pool& pool_;
+    std::unique_ptr<W> workspace_;
   };
 
-  Lease Acquire();
-  size_t idle_bytes();  // total of the workspaces not leased now
+  Lease Acquire() {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      if (!free_.empty()) {
+        std::unique_ptr<W> workspace = std::move(free_.back());
+        free_.pop_back();
+        return Lease(*this, std::move(workspace));
+      }
+    }
+    std::unique_ptr<W> workspace = std::make_unique<W>();
+    const std::lock_guard<std::mutex> lock(mutex_);
+    free_.reserve(created_ + 1);  // may throw: nothing is leased yet
+    ++created_;
+    return Lease(*this, std::move(workspace));
+  }
+  size_t idle_bytes() {  // total of the workspaces not leased now
+    const std::lock_guard<std::mutex> lock(mutex_);
+    size_t total = 0;
+    for (const auto& workspace : free_) total += workspace->bytes();
+    return total;
+  }
 
  private:
-  void Release(std::unique_ptr<Workspace> workspace);
+  void Release(std::unique_ptr<W> workspace) {
+    workspace->EndCall();
+    const std::lock_guard<std::mutex> lock(mutex_);
+    free_.push_back(std::move(workspace));  // within the capacity Acquire reserved
+  }
 
   std::mutex mutex_;
   // Room for every workspace ever made, reserved when each is made, so that Release
   // (from a Lease's destructor, perhaps while an exception unwinds) never allocates.
-  std::vector<std::unique_ptr<Workspace>> free_;
+  std::vector<std::unique_ptr<W>> free_;
   size_t created_ = 0;
 };
+
+using WorkspacePool = Pool<Workspace>;
 
 }  // namespace mha::internal
