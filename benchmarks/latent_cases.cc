@@ -111,7 +111,7 @@ void BM_MlaLayerPrefill(benchmark::State& state, LatentForm form) {
   constexpr int64_t kTokens = 512;
   const V2LiteLayer model(form);
   const MultiHeadLatentAttention layer(model.config, model.weights);
-  LatentKvCache cache(model.config, 1, kTokens);
+  KvCache cache(model.config, 1, kTokens);
   const std::vector<float> x = Random(kTokens * V2LiteLayer::kHidden, 5, 1.0f);
   std::vector<float> out(x.size());
   const Shape shape{1, kTokens, V2LiteLayer::kHidden};
@@ -130,7 +130,7 @@ void BM_MlaLayerDecode(benchmark::State& state, DType storage) {
   constexpr int64_t kPrompt = 4096;
   const V2LiteLayer model(LatentForm::kAuto);
   const MultiHeadLatentAttention layer(model.config, model.weights);
-  LatentKvCache cache(model.config, 1, kPrompt + 1, storage);
+  KvCache cache(model.config, 1, kPrompt + 1, storage);
   const int64_t hidden = V2LiteLayer::kHidden;
   const std::vector<float> prompt = Random(kPrompt * hidden, 6, 1.0f);
   std::vector<float> out(prompt.size());

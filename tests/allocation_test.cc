@@ -238,7 +238,7 @@ TEST(Allocations, PackedStepsAllocateOnlyInsideOneDnn) {
   });
 }
 
-// MLA's decode steps through a LatentKvCache and its packed steps over a latent paged
+// MLA's decode steps through a KvCache and its packed steps over a latent paged
 // cache, on 2 threads.
 TEST(Allocations, LatentStepsAllocateOnlyInsideOneDnn) {
   const LatentAttentionConfig config = SmallLatentConfig(/*q_lora_rank=*/24);
@@ -249,7 +249,7 @@ TEST(Allocations, LatentStepsAllocateOnlyInsideOneDnn) {
   const std::vector<float> prompt = RandomFloats(2 * 20 * kHidden, 5),
                            token = RandomFloats(2 * kHidden, 6);
   std::vector<float> out(prompt.size());
-  LatentKvCache cache(config, 2, 64);
+  KvCache cache(config, 2, 64);
   attention.ForwardWithCache(TensorView(prompt.data(), Shape{2, 20, kHidden}), cache,
                              MutableTensorView(out.data(), Shape{2, 20, kHidden}),
                              options);

@@ -171,7 +171,7 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) { return info.param.name; });
 
 // MLA (absorbed, over latent pages): each sequence's outputs in packed steps of random
-// chunks beside the others, on 2 threads, are its bits alone through a LatentKvCache
+// chunks beside the others, on 2 threads, are its bits alone through a KvCache
 // in one call on 1 thread. (A layer wide enough that oneDNN cuts a projection's
 // depth by its row count unless asked not to.)
 TEST(LatentBatchInvariance, ContinuousBatchingGivesEachSequenceItsAloneBits) {
@@ -189,7 +189,7 @@ TEST(LatentBatchInvariance, ContinuousBatchingGivesEachSequenceItsAloneBits) {
   std::vector<std::vector<float>> tokens, expected, outputs(lengths.size());
   for (int64_t s = 0; s < count; ++s) {
     tokens.push_back(RandomFloats(lengths[s] * config.hidden_size, 60 + s));
-    LatentKvCache cache(config, 1, lengths[s]);
+    KvCache cache(config, 1, lengths[s]);
     expected.emplace_back(tokens[s].size());
     attention.ForwardWithCache(
         TensorView(tokens[s].data(), Shape{1, lengths[s], hidden}), cache,

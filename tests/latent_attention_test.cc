@@ -82,7 +82,7 @@ TEST_P(LatentLayer, CachedStepsMatchTheExpandedReference) {
   NaiveMultiHeadLatentAttention(
       config, weights.views, TensorView(x.data(), Shape{kBatch, kTotal, kHidden}),
       MutableTensorView(expected.data(), Shape{kBatch, kTotal, kHidden}));
-  LatentKvCache cache(config, kBatch + 1, kTotal, c.storage);
+  KvCache cache(config, kBatch + 1, kTotal, c.storage);
   const double bound = c.storage == DType::kFloat32 ? 1e-4 : 3e-2;
   int64_t done = 0;
   for (const int64_t step : {9, 5, 1, 1, 1, 1, 1, 1, 1, 1, 1}) {
@@ -322,11 +322,11 @@ TEST(LatentPaged, CachesOfTheOtherKindAndBadTreesAreRefused) {
 
 // A latent's keys are its values: keys per channel and values per token cannot both
 // hold.
-TEST(LatentKvCache, RefusesKeysPerChannel) {
+TEST(LatentCache, RefusesKeysPerChannel) {
   const LatentAttentionConfig config = Config({});
   ExpectErrorMentioning(
-      [&] { LatentKvCache(config, 1, 8, DType::kInt8, KvScales::kPerChannelKeys); },
-      "LatentKvCache: storage int8 with scales kPerChannelKeys quantises keys and "
+      [&] { KvCache(config, 1, 8, DType::kInt8, KvScales::kPerChannelKeys); },
+      "KvCache: storage int8 with scales kPerChannelKeys quantises keys and "
       "values differently");
   PagedKvCacheOptions options;
   options.num_blocks = 2, options.max_sequences = 1, options.storage = DType::kInt8;
@@ -337,13 +337,42 @@ TEST(LatentKvCache, RefusesKeysPerChannel) {
       "values differently");
 }
 
-TEST(LatentKvCache, BytesPerTokenAreTheLatentAndRotaryPart) {
+// One KvCache class holds both kinds of layer's tokens: each layer refuses the
+// other's, naming the cache, and nothing is appended.
+TEST(LatentCache, AndAPlainLayerRefuseEachOthersCaches) {
   const LatentAttentionConfig config = Config({});
-  EXPECT_EQ(LatentKvCache(config, 1, 8).bytes_per_token(), (kRank + kRope) * 4);
-  EXPECT_EQ(LatentKvCache(config, 1, 8, DType::kBFloat16).bytes_per_token(),
+  const Weights weights(config);
+  const MultiHeadLatentAttention latent_layer(config, weights.views);
+  const testing::OwnedLayer plain = testing::MakeLayer(
+      testing::LayerSpec{kHeads, kRank + kRope, 1, kHidden}, 3);  // one KV head of 48
+  const MultiheadAttention plain_layer(plain.config, plain.weights);
+  KvCache latent_cache(config, 1, 8), plain_cache(plain.config, 1, 8);
+  const std::vector<float> x = RandomFloats(2 * kHidden, 4);
+  std::vector<float> out(x.size());
+  ExpectErrorMentioning(
+      [&] {
+        latent_layer.ForwardWithCache(
+            TensorView(x.data(), Shape{1, 2, kHidden}), plain_cache,
+            MutableTensorView(out.data(), Shape{1, 2, kHidden}));
+      },
+      "cache: must be a KvCache made from a LatentAttentionConfig");
+  ExpectErrorMentioning(
+      [&] {
+        plain_layer.ForwardWithCache(TensorView(x.data(), Shape{1, 2, kHidden}), {},
+                                     latent_cache,
+                                     MutableTensorView(out.data(), Shape{1, 2, kHidden}));
+      },
+      "cache: made for multi-head latent attention layers");
+  EXPECT_EQ(latent_cache.length(0), 0);
+  EXPECT_EQ(plain_cache.length(0), 0);
+}
+
+TEST(LatentCache, BytesPerTokenAreTheLatentAndRotaryPart) {
+  const LatentAttentionConfig config = Config({});
+  EXPECT_EQ(KvCache(config, 1, 8).bytes_per_token(), (kRank + kRope) * 4);
+  EXPECT_EQ(KvCache(config, 1, 8, DType::kBFloat16).bytes_per_token(),
             (kRank + kRope) * 2);
-  EXPECT_EQ(LatentKvCache(config, 1, 8, DType::kInt8).bytes_per_token(),
-            kRank + kRope + 4);
+  EXPECT_EQ(KvCache(config, 1, 8, DType::kInt8).bytes_per_token(), kRank + kRope + 4);
 }
 
 TEST(LatentLayer, BadArgumentsNameThemselvesAndChangeNothing) {
@@ -355,10 +384,10 @@ TEST(LatentLayer, BadArgumentsNameThemselvesAndChangeNothing) {
                         "weights.kv_b_proj");
   LatentAttentionConfig odd = config;
   odd.qk_rope_head_dim = 8;
-  ExpectErrorMentioning([&] { LatentKvCache(odd, 1, 8); },
+  ExpectErrorMentioning([&] { KvCache(odd, 1, 8); },
                         "config.qk_rope_head_dim: must be a multiple of 16");
   const MultiHeadLatentAttention layer(config, weights.views);
-  LatentKvCache cache(config, 1, 4);
+  KvCache cache(config, 1, 4);
   std::vector<float> x(3 * kHidden, 0.5f), out(3 * kHidden, 7.0f);
   layer.ForwardWithCache(TensorView(x.data(), Shape{1, 3, kHidden}), cache,
                          MutableTensorView(out.data(), Shape{1, 3, kHidden}));
@@ -379,7 +408,7 @@ TEST(LatentLayer, BadArgumentsNameThemselvesAndChangeNothing) {
   EXPECT_EQ(out, std::vector<float>(3 * kHidden, 7.0f));
   LatentAttentionConfig other = config;
   other.kv_lora_rank = 48;
-  LatentKvCache other_cache(other, 1, 4);
+  KvCache other_cache(other, 1, 4);
   ExpectErrorMentioning(
       [&] {
         layer.ForwardWithCache(TensorView(x.data(), Shape{1, 1, kHidden}), other_cache,
@@ -415,7 +444,7 @@ TEST(LatentLayer, ConfigEdgesAreRefusedByName) {
   for (const auto& [edit, message] : cases) {
     LatentAttentionConfig bad = config;
     edit(bad);
-    ExpectErrorMentioning([&] { LatentKvCache(bad, 1, 8); }, message);
+    ExpectErrorMentioning([&] { KvCache(bad, 1, 8); }, message);
   }
 }
 

@@ -11,6 +11,8 @@
 namespace mha {
 
 class MultiheadAttention;
+class MultiHeadLatentAttention;
+struct LatentAttentionConfig;
 
 // How a quantised cache scales what it stores.
 enum class KvScales {
@@ -48,6 +50,12 @@ class KvCache {
   // storage or scales.
   KvCache(const AttentionConfig& config, int64_t max_batch, int64_t max_seq_len,
           DType storage = DType::kFloat32, KvScales scales = KvScales::kPerToken);
+  // A multi-head latent attention layer's cache (mha/latent_attention.hpp): per
+  // token the latent (normalised) and the rotated rotary key part, kv_lora_rank +
+  // qk_rope_head_dim values, nothing else; its values are the latent inside its keys,
+  // so its kind must keep them together (not kPerChannelKeys or kInt4).
+  KvCache(const LatentAttentionConfig& config, int64_t max_batch, int64_t max_seq_len,
+          DType storage = DType::kFloat32, KvScales scales = KvScales::kPerToken);
   ~KvCache();
   KvCache(KvCache&&) noexcept;
   KvCache& operator=(KvCache&&) noexcept;
@@ -68,6 +76,7 @@ class KvCache {
 
  private:
   friend class MultiheadAttention;
+  friend class MultiHeadLatentAttention;
   std::unique_ptr<Impl> impl_;
 };
 

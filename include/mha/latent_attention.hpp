@@ -69,37 +69,10 @@ struct LatentAttentionWeights {
 
 class MultiHeadLatentAttention;
 
-// One MLA layer's cache for max_batch sequences of up to max_seq_len tokens: per
-// token the latent (normalised) and the rotated rotary key part, kv_lora_rank +
-// qk_rope_head_dim values in `storage` (kFloat32, kBFloat16, or kInt8, kFloat8E4M3 or
-// kFloat8E5M2 scaled as `scales` says: mha/kv_cache.hpp), nothing else. Preallocated; not
-// thread-safe (one request, one cache).
-class LatentKvCache {
- public:
-  LatentKvCache(const LatentAttentionConfig& config, int64_t max_batch,
-                int64_t max_seq_len, DType storage = DType::kFloat32,
-                KvScales scales = KvScales::kPerToken);
-  ~LatentKvCache();
-  LatentKvCache(LatentKvCache&&) noexcept;
-  LatentKvCache& operator=(LatentKvCache&&) noexcept;
-
-  int64_t max_batch() const;
-  int64_t max_seq_len() const;
-  DType storage() const;
-  int64_t length(int64_t sequence) const;
-  // Bytes a token takes: (kv_lora_rank + qk_rope_head_dim) x the storage's element
-  // (+ its fp32 scale for int8), against 2 x num_heads x head_dim for plain MHA.
-  int64_t bytes_per_token() const;
-  void Reset();
-  void Reset(int64_t sequence);
-  void Truncate(int64_t sequence, int64_t length);
-
-  struct Impl;
-
- private:
-  friend class MultiHeadLatentAttention;
-  std::unique_ptr<Impl> impl_;
-};
+// An MLA layer's contiguous cache is a KvCache made from its config (mha/kv_cache.hpp):
+// per token the latent and the rotary key part, kv_lora_rank + qk_rope_head_dim
+// values. bytes_per_token(): that x the storage's element (+ its fp32 scale for
+// scaled kinds), against 2 x num_heads x head_dim for plain MHA.
 
 // The layer (LatentForm above says how it attends). Calls on one layer from several
 // threads run at once, each on a workspace of the layer's pool (as
@@ -122,7 +95,7 @@ class MultiHeadLatentAttention {
   // Returns the form the call ran. options: num_threads and batch_invariant, as
   // MultiheadAttention's (position_ids and kv_shared are refused). Safe to call from
   // several threads at once, each with its own cache.
-  LatentForm ForwardWithCache(const TensorView& hidden_states, LatentKvCache& cache,
+  LatentForm ForwardWithCache(const TensorView& hidden_states, KvCache& cache,
                               const MutableTensorView& output,
                               const ForwardOptions& options = {}) const;
 

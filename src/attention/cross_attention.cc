@@ -17,6 +17,10 @@ using internal::Workspace;
 void MultiheadAttention::Impl::CheckMemoryCache(const KvCache::Impl& cache,
                                                 int64_t batch) const {
   if (rotary) Fail("cross-attention: the layer has rotary embeddings (not supported)");
+  if (cache.latent) {
+    Fail("cache: made for multi-head latent attention layers (latents, no keys and ",
+         "values of their own)");
+  }
   if (cache.num_kv_heads != config.resolved_num_kv_heads() ||
       cache.head_dim != config.head_dim) {
     Fail("cache: made for num_kv_heads=", cache.num_kv_heads,

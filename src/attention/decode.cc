@@ -25,7 +25,7 @@ Problem MultiheadAttention::Impl::ValidateCacheCall(const TensorView& query,
                                                     const ForwardOptions& options,
                                                     Workspace& workspace) const {
   using internal::Fail;
-  CheckCacheShape(cache.num_kv_heads, cache.head_dim);
+  CheckCacheShape(cache.num_kv_heads, cache.head_dim, cache.latent);
   Problem problem = internal::ValidateForward(config, output_dim, {query, query, query},
                                               {output, {}}, options);
   const int64_t batch = problem.batch_size;

@@ -204,7 +204,7 @@ float* MultiHeadLatentAttention::Impl::ValueUp(const internal::LatentCall& call,
 }
 
 void MultiHeadLatentAttention::Impl::Check(const TensorView& hidden,
-                                           const LatentKvCache::Impl& cache,
+                                           const KvCache::Impl& cache,
                                            const MutableTensorView& output) const {
   if (hidden.dtype != DType::kFloat32 || hidden.shape.rank() != 3 ||
       hidden.shape[2] != config.hidden_size || hidden.shape[0] < 1 ||
@@ -215,6 +215,10 @@ void MultiHeadLatentAttention::Impl::Check(const TensorView& hidden,
   }
   internal::CheckData("hidden_states", hidden.data, hidden.shape, sizeof(float));
   internal::CheckOutput("output", output, hidden.shape);
+  if (!cache.latent) {
+    internal::Fail("cache: must be a KvCache made from a LatentAttentionConfig, got one ",
+                   "of ", cache.num_kv_heads, " KV heads of ", cache.head_dim);
+  }
   if (cache.rope_dim != config.qk_rope_head_dim ||
       cache.latent_dim != config.kv_lora_rank) {
     internal::Fail("cache: made for kv_lora_rank ", cache.latent_dim,
@@ -241,7 +245,7 @@ void MultiHeadLatentAttention::Impl::Check(const TensorView& hidden,
 }
 
 // Expanded only where nothing is cached (LatentForm's costs).
-LatentForm MultiHeadLatentAttention::Impl::Choose(const LatentKvCache::Impl& cache,
+LatentForm MultiHeadLatentAttention::Impl::Choose(const KvCache::Impl& cache,
                                                   int64_t batch) const {
   if (config.form == LatentForm::kAbsorbed) return LatentForm::kAbsorbed;
   for (int64_t b = 0; b < batch; ++b) {
@@ -251,8 +255,8 @@ LatentForm MultiHeadLatentAttention::Impl::Choose(const LatentKvCache::Impl& cac
 }
 
 LatentForm MultiHeadLatentAttention::Impl::ForwardWithCache(
-    const TensorView& hidden, LatentKvCache::Impl& cache,
-    const MutableTensorView& output_view, const ForwardOptions& options) const {
+    const TensorView& hidden, KvCache::Impl& cache, const MutableTensorView& output_view,
+    const ForwardOptions& options) const {
   Check(hidden, cache, output_view);
   return WithCall(options, [&](const internal::LatentCall& call) {
     return ForwardWithCache(call, hidden, cache, output_view);
@@ -260,8 +264,8 @@ LatentForm MultiHeadLatentAttention::Impl::ForwardWithCache(
 }
 
 LatentForm MultiHeadLatentAttention::Impl::ForwardWithCache(
-    const internal::LatentCall& call, const TensorView& hidden,
-    LatentKvCache::Impl& cache, const MutableTensorView& output_view) const {
+    const internal::LatentCall& call, const TensorView& hidden, KvCache::Impl& cache,
+    const MutableTensorView& output_view) const {
   internal::LatentWorkspace& workspace = call.workspace;
   internal::ApplyIsaCap();
   const int64_t batch = hidden.shape[0], seq = hidden.shape[1], rows = batch * seq;
@@ -309,8 +313,8 @@ const LatentAttentionConfig& MultiHeadLatentAttention::config() const {
 }
 
 LatentForm MultiHeadLatentAttention::ForwardWithCache(
-    const TensorView& hidden_states, LatentKvCache& cache,
-    const MutableTensorView& output, const ForwardOptions& options) const {
+    const TensorView& hidden_states, KvCache& cache, const MutableTensorView& output,
+    const ForwardOptions& options) const {
   return impl_->ForwardWithCache(hidden_states, *cache.impl_, output, options);
 }
 

@@ -12,7 +12,7 @@
 #include "src/attention/workspace.h"
 #include "src/base/check.h"
 #include "src/cache/contiguous_pages.h"
-#include "src/cache/latent_kv_cache_storage.h"
+#include "src/cache/kv_cache_storage.h"
 #include "src/cache/paged_kv_cache_storage.h"
 #include "src/core/attention_core.h"
 #include "src/kernels/page_source.h"
@@ -71,7 +71,7 @@ struct MultiHeadLatentAttention::Impl {
 
   Impl(const LatentAttentionConfig& config, const LatentAttentionWeights& weights);
 
-  LatentForm ForwardWithCache(const TensorView& hidden, LatentKvCache::Impl& cache,
+  LatentForm ForwardWithCache(const TensorView& hidden, KvCache::Impl& cache,
                               const MutableTensorView& output,
                               const ForwardOptions& options) const;
   // latent_packed.cc: a continuous-batching step over a paged latent cache.
@@ -81,7 +81,7 @@ struct MultiHeadLatentAttention::Impl {
                            const ForwardOptions& options) const;
   // The same once checked, on a leased workspace.
   LatentForm ForwardWithCache(const internal::LatentCall& call, const TensorView& hidden,
-                              LatentKvCache::Impl& cache,
+                              KvCache::Impl& cache,
                               const MutableTensorView& output) const;
   LatentForm ForwardPacked(const internal::LatentCall& call,
                            internal::LatentWorkspace& workspace, const TensorView& hidden,
@@ -93,9 +93,9 @@ struct MultiHeadLatentAttention::Impl {
   LatentForm WithCall(const ForwardOptions& options, const Forward& forward) const;
   void CheckPacked(const TensorView& hidden, const PagedKvCache::Impl& cache,
                    int64_t layer, const MutableTensorView& output) const;
-  void Check(const TensorView& hidden, const LatentKvCache::Impl& cache,
+  void Check(const TensorView& hidden, const KvCache::Impl& cache,
              const MutableTensorView& output) const;
-  LatentForm Choose(const LatentKvCache::Impl& cache, int64_t batch) const;
+  LatentForm Choose(const KvCache::Impl& cache, int64_t batch) const;
 
   // The steps of a forward over `rows` token rows (B sequences of S). Queries are
   // [rows, heads, rope + nope]; cached rows [rows, rope + latent].

@@ -94,7 +94,7 @@ struct MultiheadAttention::Impl {
                              const MutableTensorView& output,
                              const ForwardOptions& options) const;
   // Fails unless a cache of this shape fits the layer (a self-attention layer).
-  void CheckCacheShape(int64_t num_kv_heads, int64_t head_dim) const;
+  void CheckCacheShape(int64_t num_kv_heads, int64_t head_dim, bool latent) const;
   void ForwardPacked(const TensorView& query, const PackedBatch& batch,
                      PagedKvCache::Impl& cache, int64_t layer,
                      const MutableTensorView& output,

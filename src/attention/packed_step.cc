@@ -20,8 +20,13 @@ using internal::Workspace;
 
 using internal::CheckIndexTensor;
 
-void MultiheadAttention::Impl::CheckCacheShape(int64_t num_kv_heads,
-                                               int64_t head_dim) const {
+void MultiheadAttention::Impl::CheckCacheShape(int64_t num_kv_heads, int64_t head_dim,
+                                               bool latent) const {
+  if (latent) {
+    Fail(
+        "cache: made for multi-head latent attention layers (latents, no keys and "
+        "values of their own)");
+  }
   if (!packed.qkv_fused()) {
     Fail(
         "a KV cache needs a self-attention layer (key_dim = value_dim = query_dim), "
@@ -43,12 +48,7 @@ Problem MultiheadAttention::Impl::ValidatePackedCall(
     int64_t layer, const MutableTensorView& output, const ForwardOptions& options,
     Workspace& workspace) const {
   internal::CheckThreadCount("options.num_threads", options.num_threads);
-  if (cache.latent) {
-    Fail(
-        "cache: made for multi-head latent attention layers (latents, no keys and "
-        "values of their own)");
-  }
-  CheckCacheShape(cache.num_kv_heads, cache.head_dim);
+  CheckCacheShape(cache.num_kv_heads, cache.head_dim, cache.latent);
   if (layer < 0 || layer >= cache.options.num_layers) {
     Fail("layer: must be in [0, ", cache.options.num_layers, "), got ", layer);
   }

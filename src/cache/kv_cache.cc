@@ -1,5 +1,6 @@
 // KvCache: allocation, lengths and resets.
 #include "mha/kv_cache.hpp"
+#include "mha/latent_attention.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -10,6 +11,7 @@
 #include "src/kernels/tile_sizes.h"
 #include "src/kv/kv_kind.h"
 #include "src/platform/isa_cap.h"
+#include "src/validation/latent_config.h"
 #include "src/validation/problem.h"
 
 namespace mha {
@@ -39,23 +41,20 @@ int64_t KvTokenBytes(int64_t head_dim, KvStorage storage, int64_t page_size,
 
 }  // namespace internal
 
-KvCache::Impl::Impl(const AttentionConfig& config, int64_t batch, int64_t seq_len,
-                    internal::KvStorage kind)
-    : num_kv_heads(config.resolved_num_kv_heads()),
-      head_dim(config.head_dim),
+KvCache::Impl::Impl(const internal::BlockLayout& layout, int64_t batch, int64_t seq_len)
+    : num_kv_heads(layout.num_kv_heads),
+      head_dim(layout.head_dim),
       max_batch(batch),
       max_seq_len(seq_len),
       capacity(static_cast<int64_t>(
           internal::RoundUp(static_cast<size_t>(seq_len), internal::kKeyBlock))),
-      page_size(internal::kKeyBlock),
-      padded_head_dim(static_cast<int64_t>(internal::RoundUp(
-          static_cast<size_t>(config.head_dim), internal::kPanelWidth))),
-      storage(kind),
+      page_size(layout.page_size),
+      storage(layout.storage),
+      latent(layout.values_in_keys),
       lengths(batch, 0) {
   // Zero-filled: padded rows and columns must read as 0 (a 0 weight times a NaN
   // left over in memory would still be NaN).
-  pages.Reset(internal::BlockLayout(page_size, num_kv_heads, head_dim, storage), batch,
-              capacity);
+  pages.Reset(layout, batch, capacity);
   if (internal::KindOf(storage).residual_keys) {
     key_residuals.assign(static_cast<size_t>(batch * num_kv_heads * page_size * head_dim),
                          0.0f);
@@ -84,18 +83,24 @@ namespace {
 
 // The cache's bytes, checked before anything is allocated: a size no process could
 // map is an error naming max_batch and max_seq_len.
-void CheckCacheBytes(const AttentionConfig& config, int64_t max_batch,
-                     int64_t max_seq_len, internal::KvStorage storage) {
-  const int64_t page = internal::kKeyBlock;
+void CheckCacheBytes(const internal::BlockLayout& layout, int64_t max_batch,
+                     int64_t max_seq_len) {
+  const int64_t page = layout.page_size;
   const int64_t pages = max_seq_len / page + (max_seq_len % page != 0);
-  const int64_t token_bytes = internal::KvTokenBytes(config.head_dim, storage, page);
+  const int64_t block_bytes = layout.block_key_bytes() + layout.block_value_bytes();
   int64_t bytes = 0;
-  if (!internal::AddressableProduct(
-          {max_batch, pages, page, config.resolved_num_kv_heads(), token_bytes},
-          &bytes)) {
+  if (!internal::AddressableProduct({max_batch, pages, block_bytes}, &bytes)) {
     internal::Fail("KvCache: max_batch ", max_batch, " x max_seq_len ", max_seq_len,
-                   " needs more than 2^47 bytes (", config.resolved_num_kv_heads(),
-                   " KV heads of ", token_bytes, " bytes per token)");
+                   " needs more than 2^47 bytes (", layout.num_kv_heads, " KV heads of ",
+                   (block_bytes / layout.num_kv_heads + page - 1) / page,
+                   " bytes per token)");
+  }
+}
+
+void CheckSizes(int64_t max_batch, int64_t max_seq_len) {
+  if (max_batch < 1) internal::Fail("KvCache: max_batch must be >= 1, got ", max_batch);
+  if (max_seq_len < 1) {
+    internal::Fail("KvCache: max_seq_len must be >= 1, got ", max_seq_len);
   }
 }
 
@@ -105,11 +110,26 @@ KvCache::KvCache(const AttentionConfig& config, int64_t max_batch, int64_t max_s
                  DType storage, KvScales scales) {
   internal::ValidateConfig(config);
   const internal::KvStorage kind = internal::KvStorageFor("KvCache", storage, scales);
-  if (max_batch < 1) internal::Fail("KvCache: max_batch must be >= 1, got ", max_batch);
-  if (max_seq_len < 1)
-    internal::Fail("KvCache: max_seq_len must be >= 1, got ", max_seq_len);
-  CheckCacheBytes(config, max_batch, max_seq_len, kind);
-  impl_ = std::make_unique<Impl>(config, max_batch, max_seq_len, kind);
+  CheckSizes(max_batch, max_seq_len);
+  const internal::BlockLayout layout(internal::kKeyBlock, config.resolved_num_kv_heads(),
+                                     config.head_dim, kind);
+  CheckCacheBytes(layout, max_batch, max_seq_len);
+  impl_ = std::make_unique<Impl>(layout, max_batch, max_seq_len);
+}
+
+KvCache::KvCache(const LatentAttentionConfig& config, int64_t max_batch,
+                 int64_t max_seq_len, DType storage, KvScales scales) {
+  internal::ValidateLatentConfig(config);
+  const internal::KvStorage kind = internal::KvStorageFor("KvCache", storage, scales);
+  internal::CheckLatentKind("KvCache", kind);
+  CheckSizes(max_batch, max_seq_len);
+  const internal::BlockLayout layout(internal::kKeyBlock, 1,
+                                     internal::LatentKeyDim(config), kind,
+                                     config.kv_lora_rank, /*values_in_keys=*/true);
+  CheckCacheBytes(layout, max_batch, max_seq_len);
+  impl_ = std::make_unique<Impl>(layout, max_batch, max_seq_len);
+  impl_->rope_dim = config.qk_rope_head_dim;
+  impl_->latent_dim = config.kv_lora_rank;
 }
 
 KvCache::~KvCache() = default;
@@ -121,8 +141,8 @@ int64_t KvCache::max_seq_len() const { return impl_->max_seq_len; }
 DType KvCache::storage() const { return internal::DTypeOf(impl_->storage); }
 KvScales KvCache::scales() const { return internal::ScalesOf(impl_->storage); }
 int64_t KvCache::bytes_per_token() const {
-  return impl_->num_kv_heads *
-         internal::KvTokenBytes(impl_->head_dim, impl_->storage, impl_->page_size);
+  return impl_->num_kv_heads * internal::KvTokenBytes(impl_->head_dim, impl_->storage,
+                                                      impl_->page_size, impl_->latent);
 }
 
 int64_t KvCache::length(int64_t sequence) const {

@@ -30,8 +30,8 @@ void CheckLatentKind(const char* owner, KvStorage storage);
 namespace mha {
 
 struct KvCache::Impl {
-  Impl(const AttentionConfig& config, int64_t batch, int64_t seq_len,
-       internal::KvStorage storage);
+  // Blocks of `layout` (num_kv_heads pages each) for `batch` sequences of seq_len.
+  Impl(const internal::BlockLayout& layout, int64_t batch, int64_t seq_len);
 
   internal::KvPages Pages(int64_t sequence, int64_t kv_head) const {
     internal::KvPages result = pages(sequence, kv_head);
@@ -45,10 +45,13 @@ struct KvCache::Impl {
   void Truncate(int64_t sequence, int64_t length);
 
   int64_t num_kv_heads, head_dim, max_batch, max_seq_len;
-  int64_t capacity;         // max_seq_len padded to whole pages
-  int64_t page_size;        // tokens per page
-  int64_t padded_head_dim;  // V row stride
+  int64_t capacity;   // max_seq_len padded to whole pages
+  int64_t page_size;  // tokens per page
   internal::KvStorage storage;
+  // An MLA layer's cache: one "KV head" whose keys are [rotary part, latent] rows and
+  // whose values are the latent inside them (BlockLayout's values_in_keys).
+  bool latent = false;
+  int64_t rope_dim = 0, latent_dim = 0;
   std::vector<int64_t> lengths;
   internal::ContiguousPages pages;
   // Keys per channel: [batch, KV head, page_size, head_dim], each sequence's partial

@@ -16,7 +16,7 @@ struct mha_latent_layer {
 };
 
 struct mha_latent_kv_cache {
-  mha::LatentKvCache cache;
+  mha::KvCache cache;
 };
 
 namespace {
@@ -91,8 +91,8 @@ mha_status mha_latent_kv_cache_create(const mha_latent_layer* layer, int64_t max
     Require(layer, "layer");
     Require(cache, "cache");
     const mha::capi::CacheStorage kind = mha::capi::ToStorage(storage);
-    *cache = new mha_latent_kv_cache{mha::LatentKvCache(
-        layer->attention.config(), max_batch, max_seq_len, kind.dtype, kind.scales)};
+    *cache = new mha_latent_kv_cache{mha::KvCache(layer->attention.config(), max_batch,
+                                                  max_seq_len, kind.dtype, kind.scales)};
   });
 }
 

@@ -474,7 +474,7 @@ int RunLatent(const Options& options) {
                      std::to_string(seq) + ", got " +
                      std::to_string(options.decode_steps));
   }
-  LatentKvCache cache(layer.config, batch, seq, options.cache_dtype);
+  KvCache cache(layer.config, batch, seq, options.cache_dtype);
   const auto* x = reinterpret_cast<const float*>(hidden->bytes.data());
   std::vector<float> output(batch * seq * width), in, out;
   for (int64_t done = 0; done < seq;) {
