@@ -62,7 +62,7 @@ void TransposeBlock(const T* HWY_RESTRICT block, T* HWY_RESTRICT transposed) {
 // Rows [first_row, first_row + rows) of a task against every key they may see; pages
 // of a KV storage kind (src/kv/kinds/), one key tile per page. The kind gives the
 // tiles' loaders and its hooks on the scores, the probabilities and the context
-// (kv_kind_parts-inl.h); the kernel names no kind. bf16_dot (a kind with
+// (src/kv/kind_traits-inl.h); the kernel names no kind. bf16_dot (a kind with
 // kBf16Products): bfloat16 pages meet queries and probabilities rounded to bfloat16
 // in AVX512_BF16 dot products (bf16_tile_matmul.h); otherwise every product is fp32
 // on pages widened as they load.

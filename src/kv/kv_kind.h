@@ -1,8 +1,8 @@
 // KvKind: what the library knows of a KV storage kind, one row per line of
 // include/mha/kv_storage_kinds.h (ggml's type_traits_cpu): its public spelling, its
 // page format's sizes, and its functions, each made by the kind's own file
-// (src/kv/kinds/<kind>.cc) from the one flash kernel and the one append. Code outside
-// src/kv/kinds/ asks the kind; it never names one.
+// (src/kv/kinds/<kind>.cc) from the one flash kernel and the one append. The kernel,
+// the tile product and the caches ask the kind; they never name one.
 #pragma once
 
 #include <cstdint>
