@@ -1,6 +1,6 @@
-// One layer shared by several request threads, each with its own inputs and KV
-// cache (or its own sequences of one shared paged cache), gives exactly the serial
-// results; and calls from inside the caller's own
+// One layer (MHA or MLA) shared by several request threads, each with its own inputs
+// and KV cache (or its own sequences of one shared paged cache), gives exactly the
+// serial results; and calls from inside the caller's own
 // OpenMP parallel region run on the calling thread (no nested teams). Also built
 // with ThreadSanitizer in CI.
 #include <gtest/gtest.h>
@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "src/threading/parallel_for.h"
+#include "tests/latent_test_util.h"
 #include "tests/paged_test_util.h"
 
 namespace mha::testing {
@@ -130,6 +131,44 @@ TEST(Concurrency, RequestThreadsSharePagedCache) {
     EXPECT_EQ(concurrent[r], serial[r]) << "request " << r;
   }
   EXPECT_EQ(cache.stats().free_blocks, options.num_blocks);
+}
+
+// MLA: request threads on one latent layer, each with its own KvCache (prefill, then
+// decode steps), run at once on the layer's workspace pool and give the serial bits.
+std::vector<float> ServeLatent(const MultiHeadLatentAttention& attention, int request) {
+  const LatentAttentionConfig& config = attention.config();
+  KvCache cache(config, 1, 24);
+  const std::vector<float> prompt = RandomFloats(8 * kHidden, 500 + request);
+  std::vector<float> outputs(prompt.size());
+  attention.ForwardWithCache(TensorView(prompt.data(), Shape{1, 8, kHidden}), cache,
+                             MutableTensorView(outputs.data(), Shape{1, 8, kHidden}));
+  for (int t = 0; t < 4; ++t) {
+    const std::vector<float> token = RandomFloats(kHidden, 600 + 10 * request + t);
+    std::vector<float> out(kHidden);
+    attention.ForwardWithCache(TensorView(token.data(), Shape{1, 1, kHidden}), cache,
+                               MutableTensorView(out.data(), Shape{1, 1, kHidden}));
+    outputs.insert(outputs.end(), out.begin(), out.end());
+  }
+  return outputs;
+}
+
+TEST(Concurrency, RequestThreadsShareALatentLayer) {
+  const LatentAttentionConfig config = SmallLatentConfig(/*q_lora_rank=*/24);
+  const LatentWeightsForTest weights(config);
+  const MultiHeadLatentAttention attention(config, weights.views);
+  std::vector<float> serial[kRequests], concurrent[kRequests];
+  for (int r = 0; r < kRequests; ++r) serial[r] = ServeLatent(attention, r);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRequests; ++r) {
+    threads.emplace_back([&, r] {
+      for (int repeat = 0; repeat < 3; ++repeat)
+        concurrent[r] = ServeLatent(attention, r);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (int r = 0; r < kRequests; ++r) {
+    EXPECT_EQ(concurrent[r], serial[r]) << "request " << r;
+  }
 }
 
 TEST(Concurrency, InsideCallersParallelRegionRunsOnCallingThread) {
