@@ -43,6 +43,7 @@ struct BlockQ4_0 {
 // quantize_row_q4_0_ref of one block (n <= 32 values, zeros after): m the value of
 // largest magnitude (the first), d = m / -8, q = min(15, (int8_t)(x * (1 / d) + 8.5)).
 BlockQ4_0 ReferenceQ4_0(const float* x, int64_t n) {
+  if (!std::all_of(x, x + n, [](float v) { return std::isfinite(v); })) return {};
   float amax = 0.0f, max = 0.0f;
   for (int64_t j = 0; j < n; ++j) {
     if (amax < std::fabs(x[j])) amax = std::fabs(x[j]), max = x[j];
@@ -60,6 +61,7 @@ BlockQ4_0 ReferenceQ4_0(const float* x, int64_t n) {
 // quantize_row_q8_0_ref of one block (n <= 32 values, zeros after): d = amax / 127,
 // q = roundf(x * (1 / d)).
 BlockQ8_0 ReferenceQ8_0(const float* x, int64_t n) {
+  if (!std::all_of(x, x + n, [](float v) { return std::isfinite(v); })) return {};
   float amax = 0.0f;
   for (int64_t j = 0; j < n; ++j) amax = std::max(amax, std::fabs(x[j]));
   const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;

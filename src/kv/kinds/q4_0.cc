@@ -77,11 +77,17 @@ void QuantizeBlocks(const float* row, size_t count, size_t n, const Set& set,
       finite = finite && std::isfinite(row[c]);
       if (amax < std::fabs(row[c])) amax = std::fabs(row[c]), max = row[c];
     }
+    // ggml's x * (1 / d) + 8.5 in float; where 1 / d overflows a float (|m| below
+    // about 3e-37, where ggml casts infinities), x / d in double.
     const float d = max / -8.0f, inverse = d != 0.0f ? 1.0f / d : 0.0f;
+    const bool finite_inverse = std::isfinite(inverse);
     scales[b * page_size] = finite ? Fp16FromFloat(d) : Fp16FromFloat(NAN);
     for (size_t c = first; c < end; ++c) {
-      const float x = c < given && finite ? row[c] * inverse : 0.0f;
-      set(c, static_cast<uint8_t>(std::min(15, static_cast<int>(x + 8.5f))));
+      const bool coded = c < given && finite;
+      const double x = !coded           ? 8.5
+                       : finite_inverse ? double{row[c] * inverse + 8.5f}
+                                        : row[c] / double{d} + 8.5;
+      set(c, static_cast<uint8_t>(std::clamp(x, 0.0, 15.0)));
     }
   }
 }

@@ -52,12 +52,17 @@ void QuantizeBlocks(const float* row, size_t count, size_t n, int8_t* codes,
       finite = finite && std::isfinite(row[c]);
       amax = std::max(amax, std::fabs(row[c]));
     }
+    // ggml's x * (1 / d) in float; where 1 / d overflows a float (max|x| below about
+    // 4e-37, where ggml's codes are infinities cast to int8), x / d in double.
     const float d = amax / 127.0f, inverse = d != 0.0f ? 1.0f / d : 0.0f;
+    const bool finite_inverse = std::isfinite(inverse);
     scales[b * page_size] = finite ? Fp16FromFloat(d) : Fp16FromFloat(NAN);
     for (size_t c = first; c < end; ++c) {
-      codes[index(c)] = c < given && finite
-                            ? static_cast<int8_t>(std::round(row[c] * inverse))
-                            : int8_t{0};
+      const double x = finite_inverse ? double{row[c] * inverse} : row[c] / double{d};
+      codes[index(c)] =
+          c < given && finite
+              ? static_cast<int8_t>(std::clamp(std::round(x), -127.0, 127.0))
+              : int8_t{0};
     }
   }
 }
