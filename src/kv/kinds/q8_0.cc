@@ -58,11 +58,11 @@ void QuantizeBlocks(const float* row, size_t count, size_t n, int8_t* codes,
     const bool finite_inverse = std::isfinite(inverse);
     scales[b * page_size] = finite ? Fp16FromFloat(d) : Fp16FromFloat(NAN);
     for (size_t c = first; c < end; ++c) {
-      const double x = finite_inverse ? double{row[c] * inverse} : row[c] / double{d};
-      codes[index(c)] =
-          c < given && finite
-              ? static_cast<int8_t>(std::clamp(std::round(x), -127.0, 127.0))
-              : int8_t{0};
+      const bool coded = c < given && finite;  // else zero (padding, non-finite)
+      const double x = !coded           ? 0.0
+                       : finite_inverse ? double{row[c] * inverse}
+                                        : row[c] / double{d};
+      codes[index(c)] = static_cast<int8_t>(std::clamp(std::round(x), -127.0, 127.0));
     }
   }
 }
