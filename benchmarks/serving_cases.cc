@@ -214,7 +214,7 @@ void BM_Decode64(benchmark::State& state) {
 // embed 1024: a 1B-parameter model's attention). The time outside the projections
 // and the attention core (checks, planning) is what the step should not repeat per
 // layer.
-void BM_Step32Layers(benchmark::State& state) {
+void BM_Step32Layers(benchmark::State& state, bool planned_once) {
   constexpr int64_t kLayers = 32, kSequences = 64, kCached = 512, kModelEmbed = 1024;
   AttentionConfig config = MakeConfig(16, 64, kModelEmbed);
   config.num_kv_heads = 4;
@@ -269,12 +269,18 @@ void BM_Step32Layers(benchmark::State& state) {
   const PackedBatch batch{
       TensorView(ids.data(), DType::kInt64, Shape{kSequences}),
       TensorView(starts.data(), DType::kInt64, Shape{kSequences + 1})};
+  const TensorView query(hidden.data(), Shape{kSequences, kModelEmbed});
+  const MutableTensorView output(out.data(), Shape{kSequences, kModelEmbed});
+  PackedStep step;
   for (auto _ : state) {
     cache.AppendSlots(ids.data(), ones.data(), kSequences);
+    if (planned_once) step.Plan(cache, batch);
     for (int64_t l = 0; l < kLayers; ++l) {
-      layers[l]->ForwardPacked(
-          TensorView(hidden.data(), Shape{kSequences, kModelEmbed}), batch, cache, l,
-          MutableTensorView(out.data(), Shape{kSequences, kModelEmbed}));
+      if (planned_once) {
+        layers[l]->ForwardPacked(query, step, l, output);
+      } else {
+        layers[l]->ForwardPacked(query, batch, cache, l, output);
+      }
     }
     state.PauseTiming();
     for (int64_t i = 0; i < kSequences; ++i) cache.Truncate(i, kCached);
@@ -287,9 +293,14 @@ void BM_Step32Layers(benchmark::State& state) {
 }  // namespace
 
 void RegisterServingCases() {
-  benchmark::RegisterBenchmark("BM_Serve/step_32_layers", BM_Step32Layers)
-      ->UseRealTime()
-      ->Unit(benchmark::kMillisecond);
+  // A PackedStep planned once, and each layer checking and planning the batch.
+  for (const bool planned_once : {true, false}) {
+    benchmark::RegisterBenchmark(planned_once ? "BM_Serve/step_32_layers"
+                                              : "BM_Serve/step_32_layers_per_layer_plan",
+                                 BM_Step32Layers, planned_once)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+  }
   const std::pair<const char*, MixedPart> parts[] = {
       {"", MixedPart::kWhole},
       {"/prefill_part", MixedPart::kPrefill},

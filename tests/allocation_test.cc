@@ -229,13 +229,25 @@ TEST(Allocations, PackedStepsAllocateOnlyInsideOneDnn) {
                           {TensorView(ids, DType::kInt64, Shape{2}),
                            TensorView(prompt_starts, DType::kInt64, Shape{3})},
                           cache, 0, MutableTensorView(out.data(), Shape{66, 64}));
-  ExpectNoAllocationsOutsideOneDnn("packed", [&] {
+  const PackedBatch decode{TensorView(ids, DType::kInt64, Shape{2}),
+                           TensorView(starts, DType::kInt64, Shape{3})};
+  const auto decode_step = [&] {
     cache.AppendSlots(ids, ones, 2);
-    attention.ForwardPacked(TensorView(tokens.data(), Shape{2, 64}),
-                            {TensorView(ids, DType::kInt64, Shape{2}),
-                             TensorView(starts, DType::kInt64, Shape{3})},
-                            cache, 0, MutableTensorView(out.data(), Shape{2, 64}));
-  });
+    attention.ForwardPacked(TensorView(tokens.data(), Shape{2, 64}), decode, cache, 0,
+                            MutableTensorView(out.data(), Shape{2, 64}));
+  };
+  ExpectNoAllocationsOutsideOneDnn("packed", decode_step);
+  // A step planned once for the layers, kept and planned again each step.
+  PackedStep step;
+  const auto planned_step = [&] {
+    cache.AppendSlots(ids, ones, 2);
+    step.Plan(cache, decode);
+    for (int l = 0; l < 2; ++l) {
+      attention.ForwardPacked(TensorView(tokens.data(), Shape{2, 64}), step, 0,
+                              MutableTensorView(out.data(), Shape{2, 64}));
+    }
+  };
+  ExpectNoAllocationsOutsideOneDnn("planned step", planned_step);
 }
 
 // MLA's decode steps through a KvCache and its packed steps over a latent paged
@@ -271,14 +283,15 @@ TEST(Allocations, LatentStepsAllocateOnlyInsideOneDnn) {
                            TensorView(prompt_starts, DType::kInt64, Shape{3})},
                           paged, 0, MutableTensorView(out.data(), Shape{40, kHidden}),
                           options);
-  ExpectNoAllocationsOutsideOneDnn("latent packed", [&] {
+  const auto latent_step = [&] {
     paged.AppendSlots(ids, ones, 2);
     attention.ForwardPacked(TensorView(token.data(), Shape{2, kHidden}),
                             {TensorView(ids, DType::kInt64, Shape{2}),
                              TensorView(starts, DType::kInt64, Shape{3})},
                             paged, 0, MutableTensorView(out.data(), Shape{2, kHidden}),
                             options);
-  });
+  };
+  ExpectNoAllocationsOutsideOneDnn("latent packed", latent_step);
 }
 
 // Creating a paged cache allocates its pool first (one too big for memory fails

@@ -70,7 +70,7 @@ class BatchInvariance : public ::testing::TestWithParam<WeightCase> {
     }
     std::vector<float> rows;
     for (const std::vector<float>& row :
-         PackedStep(attention_, cache, chunks, 0, invariant_))
+         AppendAndForward(attention_, cache, chunks, 0, invariant_))
       rows.insert(rows.end(), row.begin(), row.end());
     return rows;
   }
@@ -149,7 +149,7 @@ TEST_P(BatchInvariance, ContinuousBatchingGivesEachSequenceItsAloneBits) {
     }
     busy = !chunks.empty();
     if (!busy) break;
-    const auto step = PackedStep(attention_, cache, chunks, 0, invariant_);
+    const auto step = AppendAndForward(attention_, cache, chunks, 0, invariant_);
     for (size_t i = 0; i < chunks.size(); ++i) {
       auto& out = outputs[static_cast<size_t>(chunks[i].sequence)];
       out.insert(out.end(), step[i].begin(), step[i].end());

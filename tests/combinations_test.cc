@@ -194,7 +194,8 @@ void DecodePaged(const Combination& c, const OwnedLayer& layer,
   forward.num_threads = c.threads;
   int64_t done = 0;
   for (const int64_t step : c.AllSteps()) {
-    const auto out = PackedStep(attention, cache, {{0, Rows(x, done, step)}}, 0, forward);
+    const auto out =
+        AppendAndForward(attention, cache, {{0, Rows(x, done, step)}}, 0, forward);
     const std::string what = std::string("paged ") + kind.Name() + " block " +
                              std::to_string(block_size) + " step at " +
                              std::to_string(done);

@@ -95,10 +95,10 @@ std::vector<float> ServePaged(const MultiheadAttention& attention, PagedKvCache&
   options.num_threads = 1;
   cache.AddSequence(parent);
   std::vector<float> outputs =
-      PackedStep(attention, cache, {{parent, prompt}}, 0, options)[0];
+      AppendAndForward(attention, cache, {{parent, prompt}}, 0, options)[0];
   cache.Fork(parent, child);
   for (int t = 0; t < 5; ++t) {
-    const auto step = PackedStep(
+    const auto step = AppendAndForward(
         attention, cache,
         {{parent, RandomFloats(kEmbed, 300 + t)}, {child, RandomFloats(kEmbed, 400 + t)}},
         0, options);

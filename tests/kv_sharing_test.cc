@@ -126,7 +126,7 @@ TEST(KvSharing, PagedCacheMatchesReference) {
                                   {1, Rows(x_source[1], cache.length(1), other)}};
     std::vector<Chunk> sharers = {{0, Rows(x_shared[0], done, step)},
                                   {1, Rows(x_shared[1], cache.length(1), other)}};
-    PackedStep(source, cache, sources, 0);
+    AppendAndForward(source, cache, sources, 0);
     const auto outputs = PackedForward(shared, cache, sharers, 0, sharing);
     done += step;
     ExpectClose(outputs[0], Rows(expected[0], done - step, step), "sequence 0");
@@ -155,7 +155,7 @@ TEST(KvSharing, UnwrittenSlotsOfAReusedBlockReadAsZeros) {
       PagedKvCache cache(layers.source.config, options);
       if (reused) {
         cache.AddSequence(0);
-        PackedStep(source, cache, {{0, RandomFloats(16 * kEmbed, 53, 4.0f)}});
+        AppendAndForward(source, cache, {{0, RandomFloats(16 * kEmbed, 53, 4.0f)}});
         cache.RemoveSequence(0);
       }
       cache.AddSequence(1);

@@ -204,7 +204,7 @@ std::vector<float> CachedOutputs(const MultiheadAttention& attention,
     cache.AddSequence(0);
     for (int64_t t = 0; t < tokens; ++t) {
       const std::vector<float> row(x.begin() + t * embed, x.begin() + (t + 1) * embed);
-      const std::vector<float> step = PackedStep(attention, cache, {{0, row}})[0];
+      const std::vector<float> step = AppendAndForward(attention, cache, {{0, row}})[0];
       std::copy(step.begin(), step.end(), out.begin() + t * embed);
     }
     return out;

@@ -119,7 +119,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, LatentLayer, ::testing::ValuesIn(Cases()),
                          });
 
 // One packed step: each (sequence, rows) appends its rows; returns each one's output.
-std::vector<std::vector<float>> PackedStep(
+std::vector<std::vector<float>> AppendAndForward(
     const MultiHeadLatentAttention& layer, PagedKvCache& cache,
     const std::vector<std::pair<int64_t, std::vector<float>>>& parts) {
   std::vector<int64_t> ids, starts{0}, counts;
@@ -184,7 +184,7 @@ TEST_P(LatentPaged, MixedStepsForksAndTruncationMatchTheReference) {
       streams[id].insert(streams[id].end(), parts.back().second.begin(),
                          parts.back().second.end());
     }
-    const auto outputs = PackedStep(layer, cache, parts);
+    const auto outputs = AppendAndForward(layer, cache, parts);
     for (size_t i = 0; i < plan.size(); ++i) {
       const int64_t id = plan[i].first, count = plan[i].second;
       const int64_t first = static_cast<int64_t>(streams[id].size()) / kHidden - count;
@@ -227,7 +227,7 @@ TEST_P(LatentTree, DraftTokensAndTheKeptPathMatchTheReference) {
   const double bound = c.storage == DType::kFloat32 ? 1e-4 : 3e-2;
   cache.AddSequence(0);
   const std::vector<float> prompt = RandomFloats(9 * kHidden, 50);
-  PackedStep(layer, cache, {{0, prompt}});
+  AppendAndForward(layer, cache, {{0, prompt}});
   const std::vector<float> draft = RandomFloats(5 * kHidden, 51);
   const int64_t parents[] = {-1, 0, 0, 1, 2};  // branches 0-1-3 and 0-2-4
   const int64_t id = 0, count = 5, starts[] = {0, 5};
@@ -261,7 +261,7 @@ TEST_P(LatentTree, DraftTokensAndTheKeptPathMatchTheReference) {
   const int64_t kept[] = {0, 2, 4};
   cache.KeepTokens(0, 9, kept, 3);
   const std::vector<float> next = RandomFloats(kHidden, 52);
-  const auto outputs = PackedStep(layer, cache, {{0, next}});
+  const auto outputs = AppendAndForward(layer, cache, {{0, next}});
   ExpectClose(outputs[0], NaiveRows(config, weights.views, along({0, 2, 4}, next), 12, 1),
               "after the kept path", bound);
 }

@@ -79,7 +79,7 @@ class PagedCacheProperty : public ::testing::TestWithParam<PropertyCase> {
     const PagedKvCacheStats before = cache_->stats();
     std::vector<std::vector<float>> outputs;
     try {
-      outputs = PackedStep(*attention_, *cache_, chunks);
+      outputs = AppendAndForward(*attention_, *cache_, chunks);
     } catch (const OutOfBlocksError&) {
       ++out_of_blocks_;
       ASSERT_EQ(cache_->stats().used_blocks, before.used_blocks);

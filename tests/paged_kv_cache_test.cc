@@ -107,7 +107,7 @@ TEST_P(PagedMatchesCausalForward, MixedSteps) {
       chunks.push_back({s + 2, Rows(tokens[s], done[s], count)});
       done[s] += count;
     }
-    const auto outputs = PackedStep(attention, cache, chunks);
+    const auto outputs = AppendAndForward(attention, cache, chunks);
     for (size_t i = 0; i < chunks.size(); ++i) {
       const int s = static_cast<int>(chunks[i].sequence - 2);
       const int64_t count = static_cast<int64_t>(chunks[i].tokens.size()) / kEmbed;
@@ -209,7 +209,7 @@ TEST(PagedKvCache, MatchesContiguousCacheForEveryStorage) {
       attention.ForwardWithCache(
           TensorView(step.data(), Shape{count, kEmbed}), {}, contiguous,
           MutableTensorView(expected.data(), Shape{count, kEmbed}));
-      ExpectClose(PackedStep(attention, paged, {{0, step}})[0], expected,
+      ExpectClose(AppendAndForward(attention, paged, {{0, step}})[0], expected,
                   DTypeName(storage), 1e-5);
       done += count;
     }
@@ -223,7 +223,7 @@ TEST(PagedKvCache, ForkSharesBlocksAndCopiesOnWrite) {
   const std::vector<float> prompt = RandomFloats(40 * kEmbed, 1);  // 2.5 blocks
   PagedKvCache cache(layer.config, Options(c, 16));
   cache.AddSequence(0);
-  PackedStep(attention, cache, {{0, prompt}});
+  AppendAndForward(attention, cache, {{0, prompt}});
   cache.Fork(0, 1);
   cache.Fork(0, 2);
   PagedKvCacheStats stats = cache.stats();
@@ -238,7 +238,7 @@ TEST(PagedKvCache, ForkSharesBlocksAndCopiesOnWrite) {
     continuation[s] = RandomFloats(5 * kEmbed, 10 + s);
     chunks.push_back({s, continuation[s]});
   }
-  const auto outputs = PackedStep(attention, cache, chunks);
+  const auto outputs = AppendAndForward(attention, cache, chunks);
   for (int s = 0; s < 3; ++s) {
     std::vector<float> whole = prompt;
     whole.insert(whole.end(), continuation[s].begin(), continuation[s].end());
@@ -259,15 +259,15 @@ TEST(PagedKvCache, TruncateRollsBackEvenInsideSharedBlocks) {
   const std::vector<float> draft = RandomFloats(6 * kEmbed, 3);
   PagedKvCache cache(layer.config, Options(c, 8));
   cache.AddSequence(0);
-  PackedStep(attention, cache, {{0, Rows(x, 0, 24)}});
+  AppendAndForward(attention, cache, {{0, Rows(x, 0, 24)}});
   cache.Fork(0, 1);
-  PackedStep(attention, cache, {{0, draft}});  // speculative tokens, rejected
-  cache.Truncate(0, 20);                       // into the block sequence 1 shares
+  AppendAndForward(attention, cache, {{0, draft}});  // speculative tokens, rejected
+  cache.Truncate(0, 20);                             // into the block sequence 1 shares
   EXPECT_EQ(cache.length(0), 20);
   const std::vector<float> expected = CausalForward(attention, x);
-  ExpectClose(PackedStep(attention, cache, {{0, Rows(x, 20, 10)}})[0],
+  ExpectClose(AppendAndForward(attention, cache, {{0, Rows(x, 20, 10)}})[0],
               Rows(expected, 20, 10), "truncated sequence");
-  ExpectClose(PackedStep(attention, cache, {{1, Rows(x, 24, 6)}})[0],
+  ExpectClose(AppendAndForward(attention, cache, {{1, Rows(x, 24, 6)}})[0],
               Rows(expected, 24, 6), "the sequence sharing its blocks");
   try {  // an unwindowed cache's message speaks of lengths only
     cache.Truncate(0, 31);
@@ -286,7 +286,7 @@ TEST(PagedKvCache, RunningOutOfBlocksChangesNothing) {
   PagedKvCache cache(layer.config, Options(c, 3));
   cache.AddSequence(0);
   cache.AddSequence(1);
-  PackedStep(attention, cache, {{0, Rows(x, 0, 20)}, {1, Rows(x, 0, 10)}});
+  AppendAndForward(attention, cache, {{0, Rows(x, 0, 20)}, {1, Rows(x, 0, 10)}});
   const PagedKvCacheStats before = cache.stats();
   EXPECT_EQ(before.free_blocks, 0);
   // Sequence 1 fits in its block, sequence 0 needs a third: the whole call fails.
@@ -297,7 +297,7 @@ TEST(PagedKvCache, RunningOutOfBlocksChangesNothing) {
   EXPECT_EQ(cache.stats().used_blocks, before.used_blocks);
   cache.RemoveSequence(1);
   const std::vector<float> expected = CausalForward(attention, Rows(x, 0, 33));
-  ExpectClose(PackedStep(attention, cache, {{0, Rows(x, 20, 13)}})[0],
+  ExpectClose(AppendAndForward(attention, cache, {{0, Rows(x, 20, 13)}})[0],
               Rows(expected, 20, 13), "after the failed call");
 }
 
@@ -314,7 +314,7 @@ void DecodeInBoundedBlocks(const PagedCase& c, int64_t pool_blocks, int64_t max_
   PagedKvCache cache(layer.config, Options(c, pool_blocks));
   cache.AddSequence(0);
   for (int64_t t = 0; t < 300; ++t) {
-    ExpectClose(PackedStep(attention, cache, {{0, Rows(x, t, 1)}})[0],
+    ExpectClose(AppendAndForward(attention, cache, {{0, Rows(x, t, 1)}})[0],
                 Rows(expected, t, 1), c.name);
     ASSERT_LE(cache.stats().used_blocks, max_used);
   }
@@ -376,8 +376,8 @@ TEST(PagedKvCache, MultiLayerPoolSharesBlockIds) {
   std::vector<float> hidden0, hidden1;
   for (int64_t count : {19, 1, 20}) {
     const std::vector<float> step = Rows(x, hidden0.size() / kEmbed, count);
-    const auto out0 = PackedStep(layer0, cache, {{0, step}}, 0)[0];
-    const auto out1 = PackedStep(layer1, cache, {{0, out0}}, 1)[0];
+    const auto out0 = AppendAndForward(layer0, cache, {{0, step}}, 0)[0];
+    const auto out1 = AppendAndForward(layer1, cache, {{0, out0}}, 1)[0];
     hidden0.insert(hidden0.end(), out0.begin(), out0.end());
     hidden1.insert(hidden1.end(), out1.begin(), out1.end());
   }
@@ -398,12 +398,13 @@ TEST(PagedKvCache, LongDecodeSplitsKeysAndMergesThem) {
   const std::vector<float> expected = CausalForward(attention, x);
   PagedKvCache cache(layer.config, Options(c, 40));
   cache.AddSequence(0);
-  PackedStep(attention, cache, {{0, Rows(x, 0, 2100)}});
+  AppendAndForward(attention, cache, {{0, Rows(x, 0, 2100)}});
   ForwardOptions two_threads;
   two_threads.num_threads = 2;
   for (int64_t t = 2100; t < 2103; ++t) {
-    ExpectClose(PackedStep(attention, cache, {{0, Rows(x, t, 1)}}, 0, two_threads)[0],
-                Rows(expected, t, 1), "split decode");
+    ExpectClose(
+        AppendAndForward(attention, cache, {{0, Rows(x, t, 1)}}, 0, two_threads)[0],
+        Rows(expected, t, 1), "split decode");
   }
 }
 
@@ -428,7 +429,7 @@ TEST(PagedKvCache, BadArgumentsNameThemselvesAndChangeNothing) {
   const int64_t ids[2] = {0, 0}, counts[2] = {1, 1};
   ExpectErrorMentioning([&] { cache.AppendSlots(ids, counts, 2); }, "appears twice");
   const std::vector<float> x = RandomFloats(4 * kEmbed, 7);
-  PackedStep(attention, cache, {{0, x}});
+  AppendAndForward(attention, cache, {{0, x}});
   std::vector<float> out(4 * kEmbed, -3.0f);
   const int64_t one_id[1] = {0}, bad_starts[2] = {0, 5}, starts[2] = {0, 4};
   ExpectErrorMentioning(
@@ -481,7 +482,7 @@ TEST(PagedKvCache, BadArgumentsNameThemselvesAndChangeNothing) {
   window_cache.AddSequence(0);
   ExpectErrorMentioning(
       [&] {
-        PackedStep(attention, window_cache, {{0, x}});
+        AppendAndForward(attention, window_cache, {{0, x}});
       },
       "sliding window of 16");
 }
@@ -497,7 +498,7 @@ struct ForkedPrefix {
         cache(layer.config, Options(PagedCase{"fp32"}, num_blocks)),
         x(RandomFloats(tokens * kEmbed, seed)) {
     cache.AddSequence(0);
-    PackedStep(attention, cache, {{0, Rows(x, 0, prefix)}});
+    AppendAndForward(attention, cache, {{0, Rows(x, 0, prefix)}});
     cache.Fork(0, 1);
   }
   OwnedLayer layer;
@@ -524,7 +525,7 @@ TEST(PagedKvCache, PackedStepBeyondItsAppendedSlotsIsRefused) {
       },
       "made room for 0");
   PackedForward(attention, cache, {{1, Rows(x, 20, 1)}});
-  const auto next = PackedStep(attention, cache, {{0, Rows(x, 20, 1)}});
+  const auto next = AppendAndForward(attention, cache, {{0, Rows(x, 20, 1)}});
   ExpectClose(next[0], Rows(CausalForward(attention, Rows(x, 0, 21)), 20, 1),
               "parent after the refused step");
 }
@@ -539,12 +540,12 @@ TEST(PagedKvCache, WindowReleasesSharedByForksCountAsFree) {
   PagedKvCache cache(layer.config, Options(c, 4));
   const std::vector<float> x = RandomFloats(34 * kEmbed, 12);
   cache.AddSequence(0);
-  PackedStep(attention, cache, {{0, Rows(x, 0, 32)}});  // blocks 0 and 1, full
+  AppendAndForward(attention, cache, {{0, Rows(x, 0, 32)}});  // blocks 0 and 1, full
   cache.Fork(0, 1);
   EXPECT_EQ(cache.stats().free_blocks, 2);
   // Each needs a new block (2) and releases block 0 (shared: freed by both).
   const auto out =
-      PackedStep(attention, cache, {{0, Rows(x, 32, 1)}, {1, Rows(x, 32, 1)}});
+      AppendAndForward(attention, cache, {{0, Rows(x, 32, 1)}, {1, Rows(x, 32, 1)}});
   EXPECT_EQ(cache.stats().free_blocks, 1);
   const auto expected = Rows(CausalForward(attention, Rows(x, 0, 33)), 32, 1);
   ExpectClose(out[0], expected, "parent");
@@ -552,7 +553,7 @@ TEST(PagedKvCache, WindowReleasesSharedByForksCountAsFree) {
   // Both write into their shared partial block: one copy, the other keeps it.
   cache.Fork(0, 2);
   const auto again =
-      PackedStep(attention, cache, {{0, Rows(x, 33, 1)}, {2, Rows(x, 33, 1)}});
+      AppendAndForward(attention, cache, {{0, Rows(x, 33, 1)}, {2, Rows(x, 33, 1)}});
   EXPECT_EQ(cache.stats().free_blocks, 0);
   ExpectClose(again[1], Rows(CausalForward(attention, Rows(x, 0, 34)), 33, 1), "fork");
 }
@@ -565,11 +566,11 @@ TEST(PagedKvCache, TruncateIntoASharedBlockUsesItsFreedTail) {
   PagedKvCache& cache = f.cache;
   const std::vector<float>& x = f.x;
   // The child copies the shared partial block and takes one more: the pool is full.
-  PackedStep(attention, cache, {{1, Rows(x, 24, 16)}});
+  AppendAndForward(attention, cache, {{1, Rows(x, 24, 16)}});
   EXPECT_EQ(cache.stats().free_blocks, 0);
   cache.Truncate(1, 10);  // its 2 private blocks free, 1 taken by the copy
   EXPECT_EQ(cache.stats().free_blocks, 1);
-  const auto out = PackedStep(attention, cache, {{1, Rows(x, 10, 1)}});
+  const auto out = AppendAndForward(attention, cache, {{1, Rows(x, 10, 1)}});
   ExpectClose(out[0], Rows(CausalForward(attention, Rows(x, 0, 11)), 10, 1), "child");
 }
 
@@ -626,14 +627,14 @@ TEST(PagedKvCache, PerChannelKeyResidualIsCountedAndReleasedWithItsSequence) {
   const std::vector<float> token = RandomFloats(kEmbed, 2);
   const auto in_use = [] { return mallinfo2().uordblks; };
   cache.AddSequence(0);
-  PackedStep(attention, cache, {{0, token}});
+  AppendAndForward(attention, cache, {{0, token}});
   EXPECT_EQ(cache.stats().residual_bytes, residual);
   cache.RemoveSequence(0);
   EXPECT_EQ(cache.stats().residual_bytes, 0);
   const size_t before = in_use();
   for (int64_t id = 1; id < options.max_sequences; ++id) {
     cache.AddSequence(id);
-    PackedStep(attention, cache, {{id, token}});
+    AppendAndForward(attention, cache, {{id, token}});
     cache.RemoveSequence(id);
   }
   // 399 residuals kept would be 26 MB; a sanitizer's allocator reports 0 here.

@@ -1,12 +1,13 @@
-// PackedStep, PackedForward and CausalForward.
+// AppendAndForward, PackedForward and CausalForward.
 #include "tests/paged_test_util.h"
 
 namespace mha::testing {
 
-std::vector<std::vector<float>> PackedStep(const MultiheadAttention& attention,
-                                           PagedKvCache& cache,
-                                           const std::vector<Chunk>& chunks,
-                                           int64_t layer, const ForwardOptions& options) {
+std::vector<std::vector<float>> AppendAndForward(const MultiheadAttention& attention,
+                                                 PagedKvCache& cache,
+                                                 const std::vector<Chunk>& chunks,
+                                                 int64_t layer,
+                                                 const ForwardOptions& options) {
   if (layer == 0) {
     const int64_t embed = attention.config().query_dim;
     std::vector<int64_t> ids, counts;

@@ -20,11 +20,11 @@ struct Chunk {
 
 // AppendSlots for every chunk (layer 0 only: the slots serve every layer), then
 // PackedForward.
-std::vector<std::vector<float>> PackedStep(const MultiheadAttention& attention,
-                                           PagedKvCache& cache,
-                                           const std::vector<Chunk>& chunks,
-                                           int64_t layer = 0,
-                                           const ForwardOptions& options = {});
+std::vector<std::vector<float>> AppendAndForward(const MultiheadAttention& attention,
+                                                 PagedKvCache& cache,
+                                                 const std::vector<Chunk>& chunks,
+                                                 int64_t layer = 0,
+                                                 const ForwardOptions& options = {});
 
 // Attends every chunk in one packed call, into slots already appended; returns each
 // chunk's output.

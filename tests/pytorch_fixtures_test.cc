@@ -355,7 +355,7 @@ TEST_P(DynamicRopeDecode, CachesMatchPyTorchAcrossTheSwitch) {
         MutableTensorView(contiguous_out.data() + done * embed, shape));
     const std::vector<float> rows(x.begin() + done * embed,
                                   x.begin() + (done + step) * embed);
-    const auto packed = PackedStep(attention, paged, {{0, rows}});
+    const auto packed = AppendAndForward(attention, paged, {{0, rows}});
     paged_out.insert(paged_out.end(), packed[0].begin(), packed[0].end());
     done += step;
   }
@@ -385,16 +385,16 @@ void ExpectDraftTreeMatches(DType storage, KvScales scales, double bound) {
     return values;
   };
   const std::vector<float> prompt = LoadFloats(dir / "prompt.npy");
-  ExpectClose(PackedStep(attention, paged, {{0, prompt}})[0],
+  ExpectClose(AppendAndForward(attention, paged, {{0, prompt}})[0],
               LoadFloats(dir / "expected_prompt.npy"), "prompt", bound);
   ExpectClose(
-      PackedStep(attention, paged,
-                 {{0, LoadFloats(dir / "draft.npy"), integers("parents.npy")}})[0],
+      AppendAndForward(attention, paged,
+                       {{0, LoadFloats(dir / "draft.npy"), integers("parents.npy")}})[0],
       LoadFloats(dir / "expected_draft.npy"), "draft tree", bound);
   const std::vector<int64_t> kept = integers("kept.npy");
   const int64_t prompt_len = static_cast<int64_t>(prompt.size()) / layer.config.query_dim;
   paged.KeepTokens(0, prompt_len, kept.data(), static_cast<int64_t>(kept.size()));
-  ExpectClose(PackedStep(attention, paged, {{0, LoadFloats(dir / "next.npy")}})[0],
+  ExpectClose(AppendAndForward(attention, paged, {{0, LoadFloats(dir / "next.npy")}})[0],
               LoadFloats(dir / "expected_next.npy"), "after the kept path", bound);
 }
 

@@ -7,6 +7,7 @@
 #include "mha/error.hpp"
 #include "mha/kv_cache.hpp"
 #include "mha/masks.hpp"
+#include "mha/packed_step.hpp"
 #include "mha/paged_kv_cache.hpp"
 #include "mha/tensor.hpp"
 #include "mha/weights.hpp"
@@ -59,24 +60,6 @@ struct ForwardOptions {
   bool batch_invariant = false;
 };
 
-// The new tokens of N sequences of a PagedKvCache, packed without padding: sequence
-// i (cache id sequence_ids[i]) owns rows query_start_loc[i] .. query_start_loc[i+1]
-// - 1 (cu_seqlens; query_start_loc[0] = 0, query_start_loc[N] = T). Both int32 or
-// int64, shapes [N] and [N + 1].
-//
-// Token trees (speculative decoding): tree_parents ([T] int32/int64, optional) gives
-// each new token's parent as an index among its sequence's new tokens, smaller than
-// its own, or -1 for a token that follows the cached ones directly (a chain is -1,
-// 0, 1, ...). A new token then sees the cached tokens, its ancestors and itself, at
-// rotary position cache length + depth (depth 0 for parent -1). Layers with sliding
-// windows, attention chunks, ALiBi or query temperature refuse trees (they place a
-// token by its slot). PagedKvCache::KeepTokens then keeps the accepted path.
-struct PackedBatch {
-  TensorView sequence_ids;
-  TensorView query_start_loc;
-  TensorView tree_parents = {};  // a default: {ids, starts} stays a full initializer
-};
-
 class MultiheadAttention {
  public:
   // Validates and packs the weights (copied: the caller may free them afterwards)
@@ -123,6 +106,11 @@ class MultiheadAttention {
   void ForwardPacked(const TensorView& query, const PackedBatch& batch,
                      PagedKvCache& cache, int64_t layer, const MutableTensorView& output,
                      const ForwardOptions& options = {}) const;
+  // The same over a step planned once for every layer (PackedStep): query and output
+  // [step.tokens(), .], the step's cache.
+  void ForwardPacked(const TensorView& query, const PackedStep& step, int64_t layer,
+                     const MutableTensorView& output,
+                     const PackedLayerOptions& options = {}) const;
 
   // Cross-attention over a cached memory (Whisper, T5, BART decoders). ProjectMemory
   // projects the encoder output memory [B, S_mem, key_dim] (key_dim = value_dim) to

@@ -109,6 +109,9 @@ class MultiHeadLatentAttention {
                            PagedKvCache& cache, int64_t layer,
                            const MutableTensorView& output,
                            const ForwardOptions& options = {}) const;
+  // The same over a step planned once for every layer (PackedStep).
+  LatentForm ForwardPacked(const TensorView& hidden_states, const PackedStep& step,
+                           int64_t layer, const MutableTensorView& output) const;
 
   struct Impl;
 

@@ -8,6 +8,7 @@
 #include "mha/isa.hpp"
 #include "mha/latent_attention.hpp"
 #include "mha/masks.hpp"
+#include "mha/packed_step.hpp"
 #include "mha/reference.hpp"
 #include "mha/rotary.hpp"
 #include "mha/scaled_dot_product_attention.hpp"

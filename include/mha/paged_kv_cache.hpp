@@ -111,6 +111,7 @@ class PagedKvCache {
  private:
   friend class MultiheadAttention;
   friend class MultiHeadLatentAttention;
+  friend class PackedStep;
   std::unique_ptr<Impl> impl_;
 };
 

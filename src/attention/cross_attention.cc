@@ -121,15 +121,16 @@ void MultiheadAttention::Impl::ForwardCrossAttention(
   masks.key_lengths =
       TensorView(cache.lengths.data(), DType::kInt64, Shape{problem.batch_size});
   const internal::MaskPlan plan(masks, AttentionFeatures{}, problem, config.num_heads);
-  const internal::TileRule tile_rule = TileRuleFor(options);
+  const internal::TileRule tile_rule = TileRuleFor(options.batch_invariant);
   const internal::WorkspacePool::Lease workspace = workspaces.Acquire();
   workspace->tile_rule = tile_rule;
   const MutableTensorView staged = StageOutput(output, *workspace);
-  const internal::ScopedThreadCount thread_count(ThreadsFor(problem, options));
+  const internal::ScopedThreadCount thread_count(
+      ThreadsFor(problem, options.num_threads));
   const auto pages = [&cache](int64_t b, int64_t kv_head) {
     return cache.Pages(b, kv_head);
   };
-  AttentionParams params = BaseParams(problem, {}, options);
+  AttentionParams params = BaseParams(problem, {}, tile_rule);
   params.pages = pages;
   params.page_size = cache.page_size;
   RunQueries({&query, 0, problem.batch_size * problem.query_len, problem.query_len,

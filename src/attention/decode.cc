@@ -77,13 +77,14 @@ void MultiheadAttention::Impl::ForwardWithCache(const TensorView& query,
   const internal::WorkspacePool::Lease workspace = workspaces.Acquire();
   const Problem problem =
       ValidateCacheCall(query, new_lengths, cache, output, options, *workspace);
-  workspace->tile_rule = TileRuleFor(options);
+  workspace->tile_rule = TileRuleFor(options.batch_invariant);
   const RotaryRows rotary_rows =
       RotaryPositions(problem, options.position_ids, workspace->positions.data(),
                       workspace->new_lengths.data(), *workspace);
   const MutableTensorView staged = StageOutput(output, *workspace);
   // Everything is checked: from here on the cache and output are written.
-  const internal::ScopedThreadCount thread_count(ThreadsFor(problem, options));
+  const internal::ScopedThreadCount thread_count(
+      ThreadsFor(problem, options.num_threads));
   const int64_t sq = problem.query_len;
   const int64_t* counts = workspace->new_lengths.data();
   const auto pages = [&cache](int64_t b, int64_t kv_head) {
@@ -94,7 +95,7 @@ void MultiheadAttention::Impl::ForwardWithCache(const TensorView& query,
   write.counts = counts;
   write.first_positions = workspace->positions.data();
   write.pages = pages;
-  AttentionParams params = BaseParams(problem, rotary_rows, options);
+  AttentionParams params = BaseParams(problem, rotary_rows, workspace->tile_rule);
   params.pages = pages;
   params.page_size = cache.page_size;
   params.query_counts = counts;

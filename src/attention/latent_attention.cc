@@ -100,7 +100,7 @@ float* MultiHeadLatentAttention::Impl::ProjectKeys(const internal::LatentCall& c
 
 void MultiHeadLatentAttention::Impl::AppendToCache(
     const internal::LatentCall& call, const float* keys,
-    const internal::LatentStep& step) const {
+    const internal::LatentSequences& step) const {
   internal::LatentWorkspace& workspace = call.workspace;
   internal::KvWrite write;
   write.key =
@@ -111,10 +111,10 @@ void MultiHeadLatentAttention::Impl::AppendToCache(
   write.value_head_dim = config.kv_lora_rank;
   write.counts = step.counts;
   write.count = step.query_len;
-  write.first_positions = workspace.first_positions.data();
+  write.first_positions = step.first_positions;
   if (rotary) {
     write.rotary = &*rotary;
-    write.rotary_positions = workspace.positions.data();
+    write.rotary_positions = step.positions;
     write.positions_per_sequence = step.query_len;
   }
   write.pages = step.pages;
@@ -123,7 +123,7 @@ void MultiHeadLatentAttention::Impl::AppendToCache(
 
 float* MultiHeadLatentAttention::Impl::AttendAbsorbed(
     const internal::LatentCall& call, const float* queries,
-    const internal::LatentStep& step) const {
+    const internal::LatentSequences& step) const {
   return ValueUp(call, AttendLatent(call, AbsorbQueries(call, queries, step.rows), step),
                  step.rows);
 }
@@ -155,7 +155,7 @@ float* MultiHeadLatentAttention::Impl::AbsorbQueries(const internal::LatentCall&
 // input of its W_UV.
 float* MultiHeadLatentAttention::Impl::AttendLatent(
     const internal::LatentCall& call, const float* absorbed,
-    const internal::LatentStep& step) const {
+    const internal::LatentSequences& step) const {
   internal::LatentWorkspace& workspace = call.workspace;
   const int64_t heads = config.num_heads, rank = config.kv_lora_rank;
   const int64_t rows = step.rows, seq = step.query_len;
@@ -180,10 +180,15 @@ float* MultiHeadLatentAttention::Impl::AttendLatent(
   params.page_size = step.page_size;
   if (rotary) {
     params.rotary = &*rotary;
-    params.query_positions = workspace.positions.data();
+    params.query_positions = step.positions;
+  }
+  if (step.plans) {
+    const PackedStep::Impl::FormPlan& plan = step.plans->PlanFor(params, {});
+    internal::RunPlannedCore(params, plan.masks, plan.tasks, workspace.core);
+    return contexts;
   }
   const internal::MaskPlan masks = internal::MaskPlan::ForCache(
-      workspace.first_positions.data(), step.key_len, AttentionFeatures{}, step.tree);
+      step.first_positions, step.key_len, AttentionFeatures{}, step.tree);
   internal::RunAttentionCore(params, masks, workspace.core);
   return contexts;
 }
@@ -275,12 +280,14 @@ LatentForm MultiHeadLatentAttention::Impl::ForwardWithCache(
     first[b] = cache.lengths[b];
     for (int64_t i = 0; i < seq; ++i) positions[b * seq + i] = first[b] + i;
   }
-  internal::LatentStep step;
+  internal::LatentSequences step;
   step.sequences = batch;
   step.query_len = seq;
   step.rows = rows;
   for (int64_t b = 0; b < batch; ++b)
     step.key_len = std::max(step.key_len, first[b] + seq);
+  step.first_positions = first;
+  step.positions = positions;
   step.pages = cache.pages;
   step.page_size = cache.page_size;
   const LatentForm form = Choose(cache, batch);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "mha/latent_attention.hpp"
+#include "src/attention/packed_step.h"
 #include "src/attention/workspace.h"
 #include "src/base/check.h"
 #include "src/cache/contiguous_pages.h"
@@ -28,15 +29,18 @@ namespace internal {
 
 // The sequences one call attends for: `sequences` of query_len new rows each, or
 // (packed) counts[b] rows from batch_rows[b] on, perhaps as token trees; their
-// pages; the longest sequence. Their first positions and every row's position are
-// in the workspace.
-struct LatentStep {
+// pages; the longest sequence; each one's first position and each row's position.
+// A packed step gives its mask and task plans (null: planned per call).
+struct LatentSequences {
   int64_t sequences = 0, query_len = 0, key_len = 0, rows = 0;
   const int64_t* batch_rows = nullptr;
   const int64_t* counts = nullptr;
+  const int64_t* first_positions = nullptr;
+  const int64_t* positions = nullptr;
   TokenTree tree;
   PageSource pages;
   int64_t page_size = 0;
+  const PackedStep::Impl* plans = nullptr;
 };
 
 // Buffers and oneDNN call state of one forward, kept between calls: a pool hands
@@ -46,9 +50,8 @@ struct LatentWorkspace {
   std::vector<LinearCall> calls;  // one per primitive (MultiHeadLatentAttention::Impl)
   std::vector<float> query_a, queries, keys, absorbed_queries, nope_rows, contexts,
       head_outputs, rotation_scratch, latents, expanded, expanded_keys;
-  std::vector<int64_t> positions, first_positions;        // per row, per sequence
-  std::vector<int64_t> sequence_ids, batch_rows, counts;  // packed steps
-  std::vector<int64_t> tree_depths, tree_intervals;       // token trees
+  std::vector<int64_t> positions, first_positions;  // per row, per sequence
+  PackedStep step;  // ForwardPacked's with a batch: a step planned for one layer
   CoreWorkspace core;
   ContiguousPages expanded_pages;  // the expanded form's keys and values
 
@@ -74,25 +77,24 @@ struct MultiHeadLatentAttention::Impl {
   LatentForm ForwardWithCache(const TensorView& hidden, KvCache::Impl& cache,
                               const MutableTensorView& output,
                               const ForwardOptions& options) const;
-  // latent_packed.cc: a continuous-batching step over a paged latent cache.
-  LatentForm ForwardPacked(const TensorView& hidden, const PackedBatch& batch,
-                           PagedKvCache::Impl& cache, int64_t layer,
-                           const MutableTensorView& output,
-                           const ForwardOptions& options) const;
   // The same once checked, on a leased workspace.
   LatentForm ForwardWithCache(const internal::LatentCall& call, const TensorView& hidden,
                               KvCache::Impl& cache,
                               const MutableTensorView& output) const;
-  LatentForm ForwardPacked(const internal::LatentCall& call,
-                           internal::LatentWorkspace& workspace, const TensorView& hidden,
-                           const PackedBatch& batch, PagedKvCache::Impl& cache,
-                           int64_t layer, const MutableTensorView& output) const;
+  // latent_packed.cc: a continuous-batching step over a paged latent cache.
+  LatentForm ForwardPacked(const internal::LatentCall& call, const TensorView& hidden,
+                           const PackedStep::Impl& step, int64_t layer,
+                           const MutableTensorView& output) const;
+  // Runs `forward(call)` on a leased workspace with these options.
+  template <class Forward>
+  LatentForm RunCall(internal::LatentWorkspace& workspace, int num_threads,
+                     bool batch_invariant, const Forward& forward) const;
   // Checks the options MLA takes (threads, batch_invariant; it has no positions or
   // shared KV), leases a workspace and runs `forward(call)` on the options' threads.
   template <class Forward>
   LatentForm WithCall(const ForwardOptions& options, const Forward& forward) const;
-  void CheckPacked(const TensorView& hidden, const PagedKvCache::Impl& cache,
-                   int64_t layer, const MutableTensorView& output) const;
+  void CheckPacked(const TensorView& hidden, const PackedStep::Impl& step, int64_t layer,
+                   const MutableTensorView& output) const;
   void Check(const TensorView& hidden, const KvCache::Impl& cache,
              const MutableTensorView& output) const;
   LatentForm Choose(const KvCache::Impl& cache, int64_t batch) const;
@@ -104,14 +106,14 @@ struct MultiHeadLatentAttention::Impl {
   float* ProjectKeys(const internal::LatentCall& call, const float* hidden,
                      int64_t rows) const;
   void AppendToCache(const internal::LatentCall& call, const float* keys,
-                     const internal::LatentStep& step) const;
+                     const internal::LatentSequences& step) const;
   // Absorbed: returns the head outputs [rows, heads * v_head_dim].
   float* AttendAbsorbed(const internal::LatentCall& call, const float* queries,
-                        const internal::LatentStep& step) const;
+                        const internal::LatentSequences& step) const;
   float* AbsorbQueries(const internal::LatentCall& call, const float* queries,
                        int64_t rows) const;
   float* AttendLatent(const internal::LatentCall& call, const float* absorbed,
-                      const internal::LatentStep& step) const;
+                      const internal::LatentSequences& step) const;
   float* ValueUp(const internal::LatentCall& call, const float* contexts,
                  int64_t rows) const;
   // Expanded (latent_expanded.cc), every sequence starting empty: the same.
@@ -150,14 +152,20 @@ LatentForm MultiHeadLatentAttention::Impl::WithCall(const ForwardOptions& option
         "position_ids and kv_shared must be unset");
   }
   const auto lease = workspaces.Acquire();
+  return RunCall(*lease, options.num_threads, options.batch_invariant, forward);
+}
+
+template <class Forward>
+LatentForm MultiHeadLatentAttention::Impl::RunCall(internal::LatentWorkspace& workspace,
+                                                   int num_threads, bool batch_invariant,
+                                                   const Forward& forward) const {
   // One oneDNN call state per primitive (kKeyAbsorb + h: W_UK, + heads: W_UV).
-  lease->calls.resize(static_cast<size_t>(kKeyAbsorb + 2 * config.num_heads));
-  const internal::LatentCall call{*lease,
-                                  options.batch_invariant
-                                      ? internal::TileRule::kBatchInvariant
-                                      : internal::TileRule::kByRows,
-                                  !options.batch_invariant};
-  const internal::ScopedThreadCount threads(options.num_threads);
+  workspace.calls.resize(static_cast<size_t>(kKeyAbsorb + 2 * config.num_heads));
+  const internal::LatentCall call{
+      workspace,
+      batch_invariant ? internal::TileRule::kBatchInvariant : internal::TileRule::kByRows,
+      !batch_invariant};
+  const internal::ScopedThreadCount threads(num_threads);
   return forward(call);
 }
 

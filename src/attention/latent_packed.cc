@@ -1,27 +1,28 @@
 // MultiHeadLatentAttention::ForwardPacked: a continuous-batching step over a paged
-// latent cache. The packed rows of every sequence are projected at once, their
-// cached rows written into the cache's blocks, and the absorbed attention reads each
-// sequence's latent pages in place.
-#include <algorithm>
-
+// latent cache, planned once (PackedStep). The packed rows of every sequence are
+// projected at once, their cached rows written into the cache's blocks, and the
+// absorbed attention reads each sequence's latent pages in place.
 #include "src/attention/latent_attention_impl.h"
-#include "src/attention/packed_batch.h"
+#include "src/attention/packed_step.h"
 #include "src/base/check.h"
 #include "src/platform/isa_cap.h"
 
 namespace mha {
 
 using internal::Fail;
-using internal::Workspace;
 
 void MultiHeadLatentAttention::Impl::CheckPacked(const TensorView& hidden,
-                                                 const PagedKvCache::Impl& cache,
+                                                 const PackedStep::Impl& step,
                                                  int64_t layer,
                                                  const MutableTensorView& output) const {
-  if (hidden.dtype != DType::kFloat32 || hidden.shape.rank() != 2 ||
-      hidden.shape[1] != config.hidden_size) {
-    Fail("hidden_states: expected float32 [T, hidden_size=", config.hidden_size,
-         "], got ", DTypeName(hidden.dtype), " ", hidden.shape.ToString());
+  step.CheckCurrent();
+  const PagedKvCache::Impl& cache = *step.cache;
+  const int64_t tokens = step.rows.tokens;
+  if (hidden.dtype != DType::kFloat32 ||
+      hidden.shape != Shape{tokens, config.hidden_size}) {
+    Fail("hidden_states: expected float32 [T=", tokens,
+         " (the step's packed rows), hidden_size=", config.hidden_size, "], got ",
+         DTypeName(hidden.dtype), " ", hidden.shape.ToString());
   }
   internal::CheckData("hidden_states", hidden.data, hidden.shape, sizeof(float));
   internal::CheckOutput("output", output, hidden.shape);
@@ -33,66 +34,42 @@ void MultiHeadLatentAttention::Impl::CheckPacked(const TensorView& hidden,
   if (layer < 0 || layer >= cache.options.num_layers) {
     Fail("layer: must be in [0, ", cache.options.num_layers, "), got ", layer);
   }
-}
-
-LatentForm MultiHeadLatentAttention::Impl::ForwardPacked(
-    const TensorView& hidden, const PackedBatch& batch, PagedKvCache::Impl& cache,
-    int64_t layer, const MutableTensorView& output_view,
-    const ForwardOptions& options) const {
-  CheckPacked(hidden, cache, layer, output_view);
-  return WithCall(options, [&](const internal::LatentCall& call) {
-    internal::LatentWorkspace& workspace = call.workspace;
-    return ForwardPacked(call, workspace, hidden, batch, cache, layer, output_view);
-  });
-}
-
-LatentForm MultiHeadLatentAttention::Impl::ForwardPacked(
-    const internal::LatentCall& call, internal::LatentWorkspace& workspace,
-    const TensorView& hidden, const PackedBatch& batch, PagedKvCache::Impl& cache,
-    int64_t layer, const MutableTensorView& output_view) const {
-  const int64_t tokens = hidden.shape[0];
-  const internal::PackedSequences sequences = internal::CheckPackedBatch(
-      batch, tokens, cache, workspace.sequence_ids, workspace.batch_rows,
-      workspace.counts, workspace.first_positions);
-  const int64_t* rows = workspace.batch_rows.data();
-  const internal::TokenTree tree =
-      batch.tree_parents.present()
-          ? internal::BuildTokenTree(batch.tree_parents, tokens, sequences.count, rows,
-                                     workspace.tree_depths, workspace.tree_intervals)
-          : internal::TokenTree{};
-  // A token's position: its sequence's cached length + its slot (in a tree, its depth).
-  int64_t* positions = Workspace::Reserve(workspace.positions, tokens);
-  for (int64_t b = 0; b < sequences.count; ++b) {
-    for (int64_t row = rows[b]; row < rows[b + 1]; ++row) {
-      positions[row] = workspace.first_positions[b] +
-                       (tree.present() ? workspace.tree_depths[row] : row - rows[b]);
-    }
+  if (step.rows.has_position_ids) {
+    Fail("options.position_ids: MultiHeadLatentAttention places tokens itself (unset)");
   }
-  if (rotary && sequences.key_len > rotary->max_positions()) {
-    Fail("batch: positions up to ", sequences.key_len - 1,
+  if (rotary && step.rows.max_position >= rotary->max_positions()) {
+    Fail("batch: positions up to ", step.rows.max_position,
          " exceed config.rotary.max_positions ", rotary->max_positions());
   }
-  if (tokens == 0) return LatentForm::kAbsorbed;
+}
+
+LatentForm MultiHeadLatentAttention::Impl::ForwardPacked(
+    const internal::LatentCall& call, const TensorView& hidden,
+    const PackedStep::Impl& step, int64_t layer,
+    const MutableTensorView& output_view) const {
+  CheckPacked(hidden, step, layer, output_view);
+  const PackedStep::Impl::Rows& rows = step.rows;
+  if (rows.tokens == 0) return LatentForm::kAbsorbed;
   // Everything is checked: from here on the cache and output are written.
   internal::ApplyIsaCap();
-  const int64_t* ids = workspace.sequence_ids.data();
-  const auto pages = [&cache, ids, layer](int64_t b, int64_t kv_head) {
-    return cache.Pages(ids[b], layer, kv_head);
-  };
-  internal::LatentStep step;
-  step.sequences = sequences.count;
-  step.query_len = sequences.query_len;
-  step.key_len = sequences.key_len;
-  step.rows = tokens;
-  step.batch_rows = rows;
-  step.counts = workspace.counts.data();
-  step.tree = tree;
-  step.pages = pages;
-  step.page_size = cache.options.block_size;
-  const float* queries = ProjectQueries(call, hidden.floats(), tokens);
-  AppendToCache(call, ProjectKeys(call, hidden.floats(), tokens), step);
-  Run(output, kOutput, AttendAbsorbed(call, queries, step), tokens, output_view.floats(),
-      call);
+  internal::LatentSequences sequences;
+  sequences.sequences = rows.sequences;
+  sequences.query_len = rows.query_len;
+  sequences.key_len = rows.key_len;
+  sequences.rows = rows.tokens;
+  sequences.batch_rows = rows.rows.data();
+  sequences.counts = rows.counts.data();
+  sequences.first_positions = rows.first_positions.data();
+  sequences.positions = rows.positions.data();
+  sequences.tree = step.tree();
+  const PackedStep::Impl::LayerPages pages{&step, layer};
+  sequences.pages = pages;
+  sequences.page_size = step.cache->options.block_size;
+  sequences.plans = &step;
+  const float* queries = ProjectQueries(call, hidden.floats(), rows.tokens);
+  AppendToCache(call, ProjectKeys(call, hidden.floats(), rows.tokens), sequences);
+  Run(output, kOutput, AttendAbsorbed(call, queries, sequences), rows.tokens,
+      output_view.floats(), call);
   return LatentForm::kAbsorbed;
 }
 
@@ -101,7 +78,24 @@ LatentForm MultiHeadLatentAttention::ForwardPacked(const TensorView& hidden_stat
                                                    PagedKvCache& cache, int64_t layer,
                                                    const MutableTensorView& output,
                                                    const ForwardOptions& options) const {
-  return impl_->ForwardPacked(hidden_states, batch, *cache.impl_, layer, output, options);
+  return impl_->WithCall(options, [&](const internal::LatentCall& call) {
+    PackedStep::Impl& step = *call.workspace.step.impl_;
+    step.Plan(*cache.impl_, batch, options,
+              hidden_states.shape.rank() == 2 ? hidden_states.shape[0] : -1);
+    return impl_->ForwardPacked(call, hidden_states, step, layer, output);
+  });
+}
+
+LatentForm MultiHeadLatentAttention::ForwardPacked(
+    const TensorView& hidden_states, const PackedStep& step, int64_t layer,
+    const MutableTensorView& output) const {
+  const auto workspace = impl_->workspaces.Acquire();
+  const PackedStep::Impl& planned = *step.impl_;
+  return impl_->RunCall(*workspace, planned.num_threads, planned.batch_invariant,
+                        [&](const internal::LatentCall& call) {
+                          return impl_->ForwardPacked(call, hidden_states, planned, layer,
+                                                      output);
+                        });
 }
 
 }  // namespace mha

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "mha/attention.hpp"
+#include "src/attention/packed_step.h"
 #include "src/attention/workspace.h"
 #include "src/cache/kv_cache_storage.h"
 #include "src/cache/paged_kv_cache_storage.h"
@@ -54,7 +55,7 @@ struct MultiheadAttention::Impl {
   // rows of the given widths.
   internal::AttentionParams BaseParams(const internal::Problem& problem,
                                        const RotaryRows& rotary_rows,
-                                       const ForwardOptions& options) const;
+                                       internal::TileRule tile_rule) const;
   // Rotary rows of the query tokens ([B, Sq], in workspace.rotary_positions): at
   // offsets[b] + i by default (offsets null: i). counts: the real rows of each
   // sequence (null: all), whose positions set a dynamic table's lengths.
@@ -75,9 +76,11 @@ struct MultiheadAttention::Impl {
                                 internal::Workspace& workspace) const;
   void FinishOutput(const MutableTensorView& staged,
                     const MutableTensorView& output) const;
-  int ThreadsFor(const internal::Problem& problem, const ForwardOptions& options) const;
-  // How `options` cuts the projections; fails for batch_invariant with int8 weights.
-  internal::TileRule TileRuleFor(const ForwardOptions& options) const;
+  // num_threads: ForwardOptions::num_threads.
+  int ThreadsFor(const internal::Problem& problem, int num_threads) const;
+  // How a call cuts the projections (ForwardOptions::batch_invariant); fails for
+  // batch_invariant with int8 weights.
+  internal::TileRule TileRuleFor(bool batch_invariant) const;
   void ForwardWithCache(const TensorView& query, const TensorView& new_lengths,
                         KvCache::Impl& cache, const MutableTensorView& output,
                         const ForwardOptions& options) const;
@@ -99,20 +102,16 @@ struct MultiheadAttention::Impl {
                      PagedKvCache::Impl& cache, int64_t layer,
                      const MutableTensorView& output,
                      const ForwardOptions& options) const;
-  internal::Problem ValidatePackedCall(const TensorView& query, const PackedBatch& batch,
-                                       const PagedKvCache::Impl& cache, int64_t layer,
-                                       const MutableTensorView& output,
-                                       const ForwardOptions& options,
-                                       internal::Workspace& workspace) const;
-  // depths: each row's depth in its token tree (null: rows in order).
-  RotaryRows PackedRotaryPositions(const internal::Problem& problem, int64_t tokens,
-                                   const TensorView& position_ids, const int64_t* depths,
-                                   internal::Workspace& workspace) const;
-  // Checks a packed step's token trees and fills workspace.tree_depths and
-  // tree_intervals; the mask they make (none without trees).
-  internal::TokenTree PackedTree(const internal::Problem& problem,
-                                 const TensorView& tree_parents, int64_t tokens,
-                                 internal::Workspace& workspace) const;
+  // A planned step (packed_forward.cc): checks it suits this layer, then projects,
+  // writes the pages (unless kv_shared) and attends on the step's plans.
+  void ForwardPacked(const TensorView& query, const PackedStep::Impl& step, int64_t layer,
+                     const MutableTensorView& output, bool kv_shared,
+                     internal::Workspace& workspace) const;
+  void CheckPackedQuery(const TensorView& query) const;
+  void CheckPackedLayer(const TensorView& query, const PackedStep::Impl& step,
+                        int64_t layer, const MutableTensorView& output) const;
+  RotaryRows PackedRotaryRows(const PackedStep::Impl& step,
+                              internal::Workspace& workspace) const;
   // The pipeline (pipeline.cc): project -> write pages -> attention core -> output
   // projection.
   struct QueryPass {
@@ -126,6 +125,7 @@ struct MultiheadAttention::Impl {
     const internal::KvWrite* kv = nullptr;
     float* output = nullptr;  // rows of output_dim floats
     bool padded = false;      // rows past params.query_counts[b] are padding: zeros
+    const internal::TaskPlan* plan = nullptr;  // a step's (null: planned here)
   };
   void RunQueries(const QueryPass& pass, internal::AttentionParams params,
                   const internal::MaskPlan& masks, internal::Workspace& workspace) const;

@@ -86,11 +86,11 @@ MultiheadAttention::Impl::Impl(const AttentionConfig& layer_config,
   }
 }
 
-AttentionParams MultiheadAttention::Impl::BaseParams(
-    const Problem& problem, const RotaryRows& rotary_rows,
-    const ForwardOptions& options) const {
+AttentionParams MultiheadAttention::Impl::BaseParams(const Problem& problem,
+                                                     const RotaryRows& rotary_rows,
+                                                     internal::TileRule tile_rule) const {
   AttentionParams params;
-  params.split_decode_keys = !options.batch_invariant;
+  params.split_decode_keys = tile_rule != internal::TileRule::kBatchInvariant;
   params.num_heads = config.num_heads;
   params.num_kv_heads = config.resolved_num_kv_heads();
   params.head_dim = config.head_dim;
@@ -221,18 +221,16 @@ void MultiheadAttention::Impl::ForwardInChunks(const Problem& problem,
   }
 }
 
-int MultiheadAttention::Impl::ThreadsFor(const Problem& problem,
-                                         const ForwardOptions& options) const {
-  if (options.num_threads > 0) return options.num_threads;
+int MultiheadAttention::Impl::ThreadsFor(const Problem& problem, int num_threads) const {
+  if (num_threads > 0) return num_threads;
   const double rows = double(problem.batch_size) * (problem.query_len + problem.key_len);
   const double work = rows * config.model_dim() *
                       (double(config.query_dim) + double(problem.key_len) + output_dim);
   return work < kSingleThreadBelow ? 1 : 0;
 }
 
-internal::TileRule MultiheadAttention::Impl::TileRuleFor(
-    const ForwardOptions& options) const {
-  if (!options.batch_invariant) return internal::TileRule::kByRows;
+internal::TileRule MultiheadAttention::Impl::TileRuleFor(bool batch_invariant) const {
+  if (!batch_invariant) return internal::TileRule::kByRows;
   if (config.weight_dtype == DType::kInt8) {
     internal::Fail(
         "options.batch_invariant: needs float32 or bfloat16 weights, got ",
@@ -258,15 +256,16 @@ void MultiheadAttention::Impl::Forward(const AttentionInputs& inputs,
                    ", got query length ", problem.query_len, " and key length ",
                    problem.key_len);
   }
-  const internal::TileRule tile_rule = TileRuleFor(options);
+  const internal::TileRule tile_rule = TileRuleFor(options.batch_invariant);
   const internal::WorkspacePool::Lease workspace = workspaces.Acquire();
   workspace->tile_rule = tile_rule;
   const AttentionParams base = BaseParams(
       problem,
       RotaryPositions(problem, options.position_ids, nullptr, nullptr, *workspace),
-      options);
+      tile_rule);
   // Everything is checked: from here on outputs are written.
-  const internal::ScopedThreadCount thread_count(ThreadsFor(problem, options));
+  const internal::ScopedThreadCount thread_count(
+      ThreadsFor(problem, options.num_threads));
   AttentionOutputs fp32_outputs = outputs;
   const MutableTensorView staged = StageOutput(outputs.output, *workspace);
   fp32_outputs.output = staged;

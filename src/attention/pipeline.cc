@@ -130,7 +130,11 @@ void MultiheadAttention::Impl::RunQueries(const QueryPass& pass, AttentionParams
   if (pass.padded) std::fill(context, context + pass.rows * context_width, 0.0f);
   params.context = {context, pass.rows_per_batch * context_width, head_dim, context_width,
                     pass.batch_rows};
-  internal::RunAttentionCore(params, masks, workspace.core);
+  if (pass.plan) {
+    internal::RunPlannedCore(params, masks, *pass.plan, workspace.core);
+  } else {
+    internal::RunAttentionCore(params, masks, workspace.core);
+  }
   if (!has_output) return;
   Linear(kOutputLinear, context, pass.rows, pass.output, workspace);
   if (!pass.padded) return;

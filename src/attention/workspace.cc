@@ -1,6 +1,8 @@
 // Workspace::bytes: what a pooled workspace holds.
 #include "src/attention/workspace.h"
 
+#include "src/attention/packed_step.h"
+
 namespace mha::internal {
 
 size_t Workspace::bytes() const {
@@ -8,9 +10,9 @@ size_t Workspace::bytes() const {
       linear_threads.scratchpads.capacity() +
       linear_threads.partial_sums.capacity() * sizeof(float) +
       (positions.capacity() + new_lengths.capacity() + rotary_positions.capacity() +
-       batch_rows.capacity() + sequence_ids.capacity() + rotary_lengths.capacity() +
-       rotary_starts.capacity() + tree_depths.capacity() + tree_intervals.capacity()) *
-          sizeof(int64_t);
+       rotary_lengths.capacity() + rotary_starts.capacity()) *
+          sizeof(int64_t) +
+      step.impl().bytes();
   for (const std::vector<float>* buffer :
        {&projections, &merged_heads, &per_head_weights, &chunks, &staged_output}) {
     total += buffer->capacity() * sizeof(float);

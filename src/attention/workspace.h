@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "mha/packed_step.hpp"
 #include "oneapi/dnnl/dnnl.hpp"
 #include "src/core/attention_core.h"
 #include "src/projection/linear_primitive.h"
@@ -29,14 +30,11 @@ struct Workspace {
   // How this call cuts its projections (ForwardOptions::batch_invariant).
   TileRule tile_rule = TileRule::kByRows;
   std::vector<float> projections, merged_heads, per_head_weights, chunks, staged_output;
-  std::vector<int64_t> positions, new_lengths;    // per sequence, when decoding
-  std::vector<int64_t> batch_rows, sequence_ids;  // per sequence, packed batches
-  std::vector<int64_t> rotary_positions;          // per query token, [B, Sq]
+  std::vector<int64_t> positions, new_lengths;  // per sequence, when decoding
+  std::vector<int64_t> rotary_positions;        // per query token, [B, Sq]
   // Dynamic rotary scaling: each row's sequence length and the call's own table.
   std::vector<int64_t> rotary_lengths, rotary_starts;
-  // Token trees: each packed row's depth, depth-first place and subtree end
-  // (masks/mask_plan.h).
-  std::vector<int64_t> tree_depths, tree_intervals;
+  PackedStep step;  // ForwardPacked's with a batch: a step planned for one layer
   std::optional<RotaryEmbedding> call_rotary;
   CoreWorkspace core;  // the attention core's buffers
   // One per LinearPrimitive of the layer: query, key, value, fused QKV, output.

@@ -375,6 +375,7 @@ void PagedKvCache::AddSequence(int64_t sequence) {
   s.first_page = 0;
   s.appended_from = 0;
   s.pages.clear();
+  impl_->Touch(s);
   ++impl_->active_sequences;
 }
 
@@ -406,6 +407,8 @@ void PagedKvCache::Fork(int64_t parent, int64_t child) {
   // Their blocks are shared now: neither may write before AppendSlots unshares.
   to.appended_from = from.length;
   from.appended_from = from.length;
+  impl_->Touch(from);
+  impl_->Touch(to);
   to.active = true;
   ++impl_->active_sequences;
 }
@@ -452,6 +455,7 @@ void PagedKvCache::Impl::Truncate(Sequence& s, int64_t length) {
   }
   s.length = length;
   s.appended_from = std::min(s.appended_from, length);
+  Touch(s);
 }
 
 void PagedKvCache::Truncate(int64_t sequence, int64_t length) {
@@ -540,6 +544,7 @@ void PagedKvCache::AppendSlots(const int64_t* sequences, const int64_t* counts,
     Impl::Sequence& s = *impl_->Find(sequences[i]);
     if (counts[i] > 0) s.appended_from = s.length;
     impl_->Grow(s, counts[i]);
+    impl_->Touch(s);
   }
 }
 

@@ -35,6 +35,9 @@ struct PagedKvCache::Impl {
     // partial last block in fp32 (channel_keys.h); held while the sequence exists.
     std::vector<float> key_residual;
     uint64_t stamp = 0;  // the CheckDistinct that saw this id last
+    // Changes with every change of the sequence (Touch): a PackedStep planned at
+    // another version is stale.
+    uint64_t version = 0;
     int64_t end_page() const { return first_page + static_cast<int64_t>(pages.size()); }
   };
 
@@ -42,6 +45,8 @@ struct PagedKvCache::Impl {
   // while they are used (the caller owns the sequence).
   internal::KvPages Pages(int64_t sequence, int64_t layer, int64_t kv_head);
 
+  // Requires the mutex. A new version for a sequence whose slots or length change.
+  void Touch(Sequence& sequence) { sequence.version = ++versions; }
   // Requires the mutex. Checks `sequence` names an active sequence.
   Sequence& Active(const char* what, int64_t sequence);
   // Requires the mutex. The sequence of an id, or null when the id is outside [0,
@@ -108,6 +113,7 @@ struct PagedKvCache::Impl {
   internal::BlockPool pool;
   internal::SequenceTable<Sequence> sequences;  // by id, made on first use
   mutable uint64_t id_stamp = 0;
+  uint64_t versions = 0;                                  // the last version Touch gave
   std::vector<int32_t> released_scratch, copied_scratch;  // AppendSlots' counts
   std::vector<float> keep_scratch;                        // KeepKeys' rows
   int64_t active_sequences = 0;

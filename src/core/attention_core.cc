@@ -51,10 +51,14 @@ void MergeSplits(const AttentionParams& params, const SplitGroup& group,
 
 void RunAttentionCore(const AttentionParams& params, const MaskPlan& masks,
                       CoreWorkspace& workspace) {
+  PlanTasks(params, masks, TeamSize(), workspace.plan);
+  RunPlannedCore(params, masks, workspace.plan, workspace);
+}
+
+void RunPlannedCore(const AttentionParams& params, const MaskPlan& masks,
+                    const TaskPlan& plan, CoreWorkspace& workspace) {
   ApplyIsaCap();
   const int threads = TeamSize();
-  TaskPlan& plan = workspace.plan;
-  PlanTasks(params, masks, threads, plan);
   const HeadScratch layout(params.page_size, params.head_dim, params.ValueHeadDim(),
                            params.values_in_keys);
   const size_t floats = threads * layout.total_floats;

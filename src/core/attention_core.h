@@ -28,7 +28,12 @@ struct CoreWorkspace {
   ContiguousPages kv_pages;
 };
 
+// Plans the call (into workspace.plan) and runs it.
 void RunAttentionCore(const AttentionParams& params, const MaskPlan& masks,
                       CoreWorkspace& workspace);
+// Runs a plan PlanTasks made for params and masks on this thread count (a
+// PackedStep's, shared by its layers).
+void RunPlannedCore(const AttentionParams& params, const MaskPlan& masks,
+                    const TaskPlan& plan, CoreWorkspace& workspace);
 
 }  // namespace mha::internal

@@ -270,11 +270,11 @@ TEST(PagedCacheUnderFailure, CreationForkAndStep) {
                            step2 = RandomFloats(kEmbed, 8);
   const auto prepare = [&](PagedKvCache& cache) {
     cache.AddSequence(0);
-    PackedStep(attention, cache, {{0, prompt}});
+    AppendAndForward(attention, cache, {{0, prompt}});
     cache.Fork(0, 2);
   };
   const auto step = [&](PagedKvCache& cache) {
-    return PackedStep(attention, cache, {{0, step0}, {2, step2}});
+    return AppendAndForward(attention, cache, {{0, step0}, {2, step2}});
   };
   PagedKvCache expected_cache(layer.config, options);
   prepare(expected_cache);
