@@ -133,6 +133,59 @@ TEST(Concurrency, RequestThreadsSharePagedCache) {
   EXPECT_EQ(cache.stats().free_blocks, options.num_blocks);
 }
 
+// One planned step read by request threads at once, each running its own layer
+// (cache layer r) over the step's sequences: the step's form plans are made by the
+// first thread of a form and read by the others; every layer's output is its
+// serial one.
+TEST(Concurrency, RequestThreadsShareAPlannedStep) {
+  const OwnedLayer layer = SharedLayer();
+  OwnedLayer windowed = SharedLayer();
+  windowed.config.features.sliding_window = 5;
+  const MultiheadAttention attention(layer.config, layer.weights),
+      windowed_attention(windowed.config, windowed.weights);
+  PagedKvCacheOptions options;
+  options.num_blocks = 16;
+  options.max_sequences = 2;
+  options.num_layers = kRequests;
+  PagedKvCache cache(layer.config, options);
+  const int64_t ids[2] = {0, 1}, counts[2] = {kLength, 3},
+                starts[3] = {0, kLength, kLength + 3};
+  cache.AddSequence(0);
+  cache.AddSequence(1);
+  cache.AppendSlots(ids, counts, 2);
+  PackedStep step;
+  ForwardOptions call;
+  call.num_threads = 1;
+  step.Plan(cache,
+            {TensorView(ids, DType::kInt64, Shape{2}),
+             TensorView(starts, DType::kInt64, Shape{3})},
+            call);
+  const std::vector<float> x = RandomFloats((kLength + 3) * kEmbed, 41);
+  const auto run = [&](int r) {
+    std::vector<float> y(x.size());
+    (r % 2 ? windowed_attention : attention)
+        .ForwardPacked(TensorView(x.data(), Shape{kLength + 3, kEmbed}), step, r,
+                       MutableTensorView(y.data(), Shape{kLength + 3, kEmbed}));
+    return y;
+  };
+  std::vector<float> serial[kRequests], concurrent[kRequests];
+  for (int r = 0; r < kRequests; ++r) serial[r] = run(r);
+  step.Plan(cache,
+            {TensorView(ids, DType::kInt64, Shape{2}),
+             TensorView(starts, DType::kInt64, Shape{3})},
+            call);  // its form plans made afresh, by the threads
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRequests; ++r) {
+    threads.emplace_back([&, r] {
+      for (int repeat = 0; repeat < 3; ++repeat) concurrent[r] = run(r);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (int r = 0; r < kRequests; ++r) {
+    EXPECT_EQ(concurrent[r], serial[r]) << "layer " << r;
+  }
+}
+
 // MLA: request threads on one latent layer, each with its own KvCache (prefill, then
 // decode steps), run at once on the layer's workspace pool and give the serial bits.
 std::vector<float> ServeLatent(const MultiHeadLatentAttention& attention, int request) {

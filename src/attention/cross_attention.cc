@@ -77,7 +77,8 @@ void MultiheadAttention::Impl::ProjectMemory(const TensorView& memory,
                 head_dim = config.head_dim;
   float* keys = Workspace::Reserve(workspace->projections, 2 * rows * kv_dim);
   float* values = keys + rows * kv_dim;
-  ProjectKeyRows(memory, memory, 0, rows, keys, values, *workspace);
+  ProjectKeyRows(memory, memory, 0, rows, keys, values, internal::TileRule::kByRows,
+                 *workspace);
   for (int64_t b = 0; b < batch; ++b) cache.Truncate(b, 0);
   const auto pages = [&cache](int64_t b, int64_t kv_head) {
     return cache.Pages(b, kv_head);
@@ -123,7 +124,6 @@ void MultiheadAttention::Impl::ForwardCrossAttention(
   const internal::MaskPlan plan(masks, AttentionFeatures{}, problem, config.num_heads);
   const internal::TileRule tile_rule = TileRuleFor(options.batch_invariant);
   const internal::WorkspacePool::Lease workspace = workspaces.Acquire();
-  workspace->tile_rule = tile_rule;
   const MutableTensorView staged = StageOutput(output, *workspace);
   const internal::ScopedThreadCount thread_count(
       ThreadsFor(problem, options.num_threads));
@@ -133,8 +133,8 @@ void MultiheadAttention::Impl::ForwardCrossAttention(
   AttentionParams params = BaseParams(problem, {}, tile_rule);
   params.pages = pages;
   params.page_size = cache.page_size;
-  RunQueries({&query, 0, problem.batch_size * problem.query_len, problem.query_len,
-              nullptr, nullptr, staged.floats()},
+  RunQueries({tile_rule, &query, 0, problem.batch_size * problem.query_len,
+              problem.query_len, nullptr, nullptr, staged.floats()},
              params, plan, *workspace);
   FinishOutput(staged, output);
 }

@@ -77,7 +77,7 @@ void MultiheadAttention::Impl::ForwardWithCache(const TensorView& query,
   const internal::WorkspacePool::Lease workspace = workspaces.Acquire();
   const Problem problem =
       ValidateCacheCall(query, new_lengths, cache, output, options, *workspace);
-  workspace->tile_rule = TileRuleFor(options.batch_invariant);
+  const internal::TileRule tile_rule = TileRuleFor(options.batch_invariant);
   const RotaryRows rotary_rows =
       RotaryPositions(problem, options.position_ids, workspace->positions.data(),
                       workspace->new_lengths.data(), *workspace);
@@ -95,13 +95,13 @@ void MultiheadAttention::Impl::ForwardWithCache(const TensorView& query,
   write.counts = counts;
   write.first_positions = workspace->positions.data();
   write.pages = pages;
-  AttentionParams params = BaseParams(problem, rotary_rows, workspace->tile_rule);
+  AttentionParams params = BaseParams(problem, rotary_rows, tile_rule);
   params.pages = pages;
   params.page_size = cache.page_size;
   params.query_counts = counts;
   const internal::MaskPlan masks = internal::MaskPlan::ForCache(
       workspace->positions.data(), cache.capacity, config.features);
-  RunQueries({&query, 0, problem.batch_size * sq, sq, nullptr,
+  RunQueries({tile_rule, &query, 0, problem.batch_size * sq, sq, nullptr,
               options.kv_shared ? nullptr : &write, staged.floats(), /*padded=*/true},
              params, masks, *workspace);
   if (options.kv_shared) return FinishOutput(staged, output);

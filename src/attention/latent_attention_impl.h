@@ -54,8 +54,6 @@ struct LatentWorkspace {
   PackedStep step;  // ForwardPacked's with a batch: a step planned for one layer
   CoreWorkspace core;
   ContiguousPages expanded_pages;  // the expanded form's keys and values
-
-  void EndCall() {}
 };
 
 // One forward's workspace (leased from the layer's pool) and options.

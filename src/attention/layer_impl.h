@@ -39,10 +39,11 @@ struct MultiheadAttention::Impl {
   void ForwardWhole(const internal::Problem& problem, const internal::MaskPlan& masks,
                     const internal::AttentionParams& base,
                     const AttentionOutputs& outputs, bool average,
-                    internal::Workspace& workspace) const;
+                    internal::TileRule tile_rule, internal::Workspace& workspace) const;
   void ForwardInChunks(const internal::Problem& problem, const internal::MaskPlan& masks,
                        const internal::AttentionParams& base, bool values_in_output,
                        int64_t chunk_rows, const AttentionOutputs& outputs,
+                       internal::TileRule tile_rule,
                        internal::Workspace& workspace) const;
   // A call's rotary rotation: each token row's index into `table` (the layer's
   // table, indexed by position; for dynamic scaling the call's own, by row).
@@ -115,6 +116,7 @@ struct MultiheadAttention::Impl {
   // The pipeline (pipeline.cc): project -> write pages -> attention core -> output
   // projection.
   struct QueryPass {
+    internal::TileRule tile_rule;  // how the call cuts its projections
     // Query rows [first_row, first_row + rows) of `input`; sequence b's start at
     // b * rows_per_batch (0: the call's one sequence), or (packed) batch_rows[b].
     const TensorView* input = nullptr;
@@ -132,6 +134,7 @@ struct MultiheadAttention::Impl {
   // Keys and values projected apart from the queries: the first key_counts[b] rows
   // of each sequence of `key` and `value` ([B, key_len, .]), chunk_rows at a time.
   struct KeyPass {
+    internal::TileRule tile_rule;
     const TensorView* key = nullptr;
     const TensorView* value = nullptr;
     int64_t batch_size = 0, key_len = 0, chunk_rows = 0;
@@ -146,7 +149,7 @@ struct MultiheadAttention::Impl {
   // [count, kv_dim] rows, keys normed across heads where the layer does so.
   void ProjectKeyRows(const TensorView& key, const TensorView& value, int64_t first_row,
                       int64_t count, float* keys, float* values,
-                      internal::Workspace& workspace) const;
+                      internal::TileRule tile_rule, internal::Workspace& workspace) const;
   // QK-norm across heads (OLMo 2) of `count` projected rows, in place: `queries`
   // and `keys` point at their first row's query or key columns (null: none).
   void NormAcrossHeads(float* queries, float* keys, int64_t count, int64_t stride) const;
@@ -167,18 +170,19 @@ struct MultiheadAttention::Impl {
                                                int64_t sequence_value_bytes = 0) const;
   // Projects `rows` rows of `input` with linears[index] into `output`.
   void Linear(int index, const float* input, int64_t rows, float* output,
-              internal::Workspace& workspace) const {
-    linears[index].Execute(input, /*input_bf16=*/false, rows, workspace.tile_rule, output,
+              internal::TileRule tile_rule, internal::Workspace& workspace) const {
+    linears[index].Execute(input, /*input_bf16=*/false, rows, tile_rule, output,
                            workspace.calls[index], workspace.linear_threads);
   }
   // Projects rows [first_row, first_row + rows) of a caller's fp32 or bf16 input.
   void Linear(int index, const TensorView& input, int64_t first_row, int64_t rows,
-              float* output, internal::Workspace& workspace) const {
+              float* output, internal::TileRule tile_rule,
+              internal::Workspace& workspace) const {
     const int64_t width = input.shape[input.shape.rank() - 1];
     const auto* bytes = static_cast<const uint8_t*>(input.data);
     linears[index].Execute(bytes + first_row * width * DTypeSize(input.dtype),
-                           input.dtype == DType::kBFloat16, rows, workspace.tile_rule,
-                           output, workspace.calls[index], workspace.linear_threads);
+                           input.dtype == DType::kBFloat16, rows, tile_rule, output,
+                           workspace.calls[index], workspace.linear_threads);
   }
 
   AttentionConfig config;

@@ -148,6 +148,7 @@ void MultiheadAttention::Impl::ForwardWhole(const Problem& problem,
                                             const internal::MaskPlan& masks,
                                             const AttentionParams& base,
                                             const AttentionOutputs& outputs, bool average,
+                                            internal::TileRule tile_rule,
                                             Workspace& workspace) const {
   const int64_t sq = problem.query_len, sk = problem.key_len;
   AttentionParams params = base;
@@ -165,11 +166,11 @@ void MultiheadAttention::Impl::ForwardWhole(const Problem& problem,
   write.zero_padding = true;
   const bool fused = problem.self_attention && packed.qkv_fused();
   if (!fused) {
-    ProjectKeys({&problem.key, &problem.value, problem.batch_size, sk, sk, write.counts,
-                 rotary_rows, true, write.pages},
+    ProjectKeys({tile_rule, &problem.key, &problem.value, problem.batch_size, sk, sk,
+                 write.counts, rotary_rows, true, write.pages},
                 workspace);
   }
-  RunQueries({&problem.query, 0, problem.batch_size * sq, sq, nullptr,
+  RunQueries({tile_rule, &problem.query, 0, problem.batch_size * sq, sq, nullptr,
               fused ? &write : nullptr, outputs.output.floats()},
              params, masks, workspace);
   if (average) {
@@ -183,19 +184,18 @@ void MultiheadAttention::Impl::ForwardWhole(const Problem& problem,
 // self-attention shapes the V pages can live in the output buffer (see RunFlow):
 // chunks then run last to first over all (batch, row) positions, so every output row
 // written covers only values that no query still to come can see.
-void MultiheadAttention::Impl::ForwardInChunks(const Problem& problem,
-                                               const internal::MaskPlan& masks,
-                                               const AttentionParams& base,
-                                               bool values_in_output, int64_t chunk_rows,
-                                               const AttentionOutputs& outputs,
-                                               Workspace& workspace) const {
+void MultiheadAttention::Impl::ForwardInChunks(
+    const Problem& problem, const internal::MaskPlan& masks, const AttentionParams& base,
+    bool values_in_output, int64_t chunk_rows, const AttentionOutputs& outputs,
+    internal::TileRule tile_rule, Workspace& workspace) const {
   const int64_t sq = problem.query_len;
   AttentionParams params = base;
   internal::ContiguousPages& pages = UseWorkspacePages(
       problem, problem.key_len, params, workspace,
       values_in_output ? static_cast<uint8_t*>(outputs.output.data) : nullptr,
       sq * output_dim * static_cast<int64_t>(sizeof(float)));
-  ProjectKeys({&problem.key,
+  ProjectKeys({tile_rule,
+               &problem.key,
                &problem.value,
                problem.batch_size,
                problem.key_len,
@@ -215,8 +215,8 @@ void MultiheadAttention::Impl::ForwardInChunks(const Problem& problem,
     params.batch_end = b + 1;
     params.first_query = first;
     params.query_count = std::min(chunk_rows, sq - first);
-    RunQueries({&problem.query, b * sq + first, params.query_count, 0, nullptr, nullptr,
-                outputs.output.floats() + (b * sq + first) * output_dim},
+    RunQueries({tile_rule, &problem.query, b * sq + first, params.query_count, 0, nullptr,
+                nullptr, outputs.output.floats() + (b * sq + first) * output_dim},
                params, masks, workspace);
   }
 }
@@ -258,7 +258,6 @@ void MultiheadAttention::Impl::Forward(const AttentionInputs& inputs,
   }
   const internal::TileRule tile_rule = TileRuleFor(options.batch_invariant);
   const internal::WorkspacePool::Lease workspace = workspaces.Acquire();
-  workspace->tile_rule = tile_rule;
   const AttentionParams base = BaseParams(
       problem,
       RotaryPositions(problem, options.position_ids, nullptr, nullptr, *workspace),
@@ -297,6 +296,7 @@ void MultiheadAttention::Impl::RunFlow(const Problem& problem,
                                        const AttentionOutputs& outputs,
                                        const ForwardOptions& options,
                                        Workspace& workspace) const {
+  const internal::TileRule tile_rule = TileRuleFor(options.batch_invariant);
   const double row_bytes = 4.0 * config.model_dim(), kv_row_bytes = 4.0 * config.kv_dim();
   // K/V pages: whole pages of K^T and of V rows padded to panels.
   const int64_t page_size = internal::WorkspacePageSize(problem.key_len);
@@ -312,7 +312,7 @@ void MultiheadAttention::Impl::RunFlow(const Problem& problem,
                                                    2.0 * kv_row_bytes * problem.key_len);
   if (whole_bytes <= options.workspace_budget_bytes || outputs.attn_weights.present()) {
     const bool average = outputs.attn_weights.present() && options.average_attn_weights;
-    ForwardWhole(problem, mask_plan, base, outputs, average, workspace);
+    ForwardWhole(problem, mask_plan, base, outputs, average, tile_rule, workspace);
     return;
   }
   // Causal self-attention can keep the V pages in the output buffer (see
@@ -333,7 +333,7 @@ void MultiheadAttention::Impl::RunFlow(const Problem& problem,
   if (values_in_output)
     chunk_rows = std::max(page_size, chunk_rows / page_size * page_size);
   ForwardInChunks(problem, mask_plan, base, values_in_output, chunk_rows, outputs,
-                  workspace);
+                  tile_rule, workspace);
 }
 
 void MultiheadAttention::Forward(const AttentionInputs& inputs,

@@ -131,7 +131,7 @@ void MultiheadAttention::Impl::ForwardPacked(const TensorView& query,
                                              const MutableTensorView& output,
                                              bool kv_shared, Workspace& workspace) const {
   CheckPackedLayer(query, step, layer, output);
-  workspace.tile_rule = TileRuleFor(step.batch_invariant);
+  const internal::TileRule tile_rule = TileRuleFor(step.batch_invariant);
   const RotaryRows rotary_rows = PackedRotaryRows(step, workspace);
   const MutableTensorView staged = StageOutput(output, workspace);
   const PackedStep::Impl::Rows& rows = step.rows;
@@ -152,13 +152,13 @@ void MultiheadAttention::Impl::ForwardPacked(const TensorView& query,
   write.counts = rows.counts.data();
   write.first_positions = rows.first_positions.data();
   write.pages = pages;
-  AttentionParams params = BaseParams(problem, rotary_rows, workspace.tile_rule);
+  AttentionParams params = BaseParams(problem, rotary_rows, tile_rule);
   params.pages = pages;
   params.page_size = step.cache->options.block_size;
   params.query_counts = rows.counts.data();
   const PackedStep::Impl::FormPlan& plan = step.PlanFor(params, config.features);
-  RunQueries({&query, 0, rows.tokens, 0, rows.rows.data(), kv_shared ? nullptr : &write,
-              staged.floats(), false, &plan.tasks},
+  RunQueries({tile_rule, &query, 0, rows.tokens, 0, rows.rows.data(),
+              kv_shared ? nullptr : &write, staged.floats(), false, &plan.tasks},
              params, plan.masks, workspace);
   FinishOutput(staged, output);
 }

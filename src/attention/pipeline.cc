@@ -64,7 +64,7 @@ void MultiheadAttention::Impl::ProjectKeys(const KeyPass& pass,
     for (int64_t first = 0; first < count; first += pass.chunk_rows) {
       write.count = std::min(pass.chunk_rows, count - first);
       ProjectKeyRows(*pass.key, *pass.value, input_row + first, write.count, keys, values,
-                     workspace);
+                     pass.tile_rule, workspace);
       write.batch_begin = b;
       write.batch_end = b + 1;
       write.first_position = first;
@@ -78,10 +78,11 @@ void MultiheadAttention::Impl::ProjectKeys(const KeyPass& pass,
 void MultiheadAttention::Impl::ProjectKeyRows(const TensorView& key,
                                               const TensorView& value, int64_t first_row,
                                               int64_t count, float* keys, float* values,
+                                              internal::TileRule tile_rule,
                                               Workspace& workspace) const {
-  Linear(kKeyLinear, key, first_row, count, keys, workspace);
+  Linear(kKeyLinear, key, first_row, count, keys, tile_rule, workspace);
   NormAcrossHeads(nullptr, keys, count, config.kv_dim());
-  Linear(kValueLinear, value, first_row, count, values, workspace);
+  Linear(kValueLinear, value, first_row, count, values, tile_rule, workspace);
 }
 
 void MultiheadAttention::Impl::NormAcrossHeads(float* queries, float* keys, int64_t count,
@@ -105,7 +106,7 @@ void MultiheadAttention::Impl::RunQueries(const QueryPass& pass, AttentionParams
   const int64_t width = fused ? model_dim + 2 * config.kv_dim() : model_dim;
   float* rows = Workspace::Reserve(workspace.projections, pass.rows * width);
   Linear(fused ? kFusedLinear : kQueryLinear, *pass.input, pass.first_row, pass.rows,
-         rows, workspace);
+         rows, pass.tile_rule, workspace);
   NormAcrossHeads(rows + (fused ? packed.FusedColumn(PackedWeights::kQuery) : 0),
                   fused ? rows + packed.FusedColumn(PackedWeights::kKey) : nullptr,
                   pass.rows, width);
@@ -136,7 +137,7 @@ void MultiheadAttention::Impl::RunQueries(const QueryPass& pass, AttentionParams
     internal::RunAttentionCore(params, masks, workspace.core);
   }
   if (!has_output) return;
-  Linear(kOutputLinear, context, pass.rows, pass.output, workspace);
+  Linear(kOutputLinear, context, pass.rows, pass.output, pass.tile_rule, workspace);
   if (!pass.padded) return;
   for (int64_t b = params.batch_begin; b < params.batch_end; ++b) {  // 0, not the bias
     std::fill(

@@ -24,11 +24,8 @@ struct Workspace {
   }
 
   size_t bytes() const;
-  void EndCall() { tile_rule = TileRule::kByRows; }  // each call sets its own
 
   LinearThreads linear_threads;  // the projections' streams and scratch
-  // How this call cuts its projections (ForwardOptions::batch_invariant).
-  TileRule tile_rule = TileRule::kByRows;
   std::vector<float> projections, merged_heads, per_head_weights, chunks, staged_output;
   std::vector<int64_t> positions, new_lengths;  // per sequence, when decoding
   std::vector<int64_t> rotary_positions;        // per query token, [B, Sq]
@@ -42,7 +39,8 @@ struct Workspace {
 };
 
 // A pool of W (a layer's workspaces: Workspace, LatentWorkspace): a mutex-guarded
-// free list; a new one only when all are busy. W::EndCall runs as one is returned.
+// free list; a new one only when all are busy. A workspace holds buffers only: what
+// a call decides (its options, its plan) lives in the call or its step.
 template <class W>
 class Pool {
  public:
@@ -86,7 +84,6 @@ class Pool {
 
  private:
   void Release(std::unique_ptr<W> workspace) {
-    workspace->EndCall();
     const std::lock_guard<std::mutex> lock(mutex_);
     free_.push_back(std::move(workspace));  // within the capacity Acquire reserved
   }

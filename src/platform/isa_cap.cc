@@ -33,6 +33,10 @@ namespace {
 
 HWY_EXPORT(CompiledTarget);
 
+// Called here, in CompiledTarget's namespace: a build of one target dispatches
+// statically, to HWY_NAMESPACE::CompiledTarget as it is named at the call.
+int64_t DispatchedTarget() { return HWY_DYNAMIC_DISPATCH(CompiledTarget)(); }
+
 struct IsaName {
   Isa isa;
   const char* name;
@@ -163,7 +167,7 @@ void SetMaxIsa(Isa isa) {
 IsaReport DescribeIsa() {
   internal::ApplyIsaCap();
   IsaReport report;
-  report.simd_target = hwy::TargetName(HWY_DYNAMIC_DISPATCH(internal::CompiledTarget)());
+  report.simd_target = hwy::TargetName(internal::DispatchedTarget());
   report.bf16_dot_products = internal::Bf16DotProductsRun();
   report.amx_tiles = report.bf16_dot_products && internal::AmxTileProducts();
   report.onednn_isa = internal::OnednnIsaName(dnnl::get_effective_cpu_isa());
