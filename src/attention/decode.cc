@@ -78,7 +78,7 @@ void MultiheadAttention::Impl::ForwardWithCache(const TensorView& query,
   const Problem problem =
       ValidateCacheCall(query, new_lengths, cache, output, options, *workspace);
   const internal::TileRule tile_rule = TileRuleFor(options.batch_invariant);
-  const RotaryRows rotary_rows =
+  const internal::RotaryRows rotary_rows =
       RotaryPositions(problem, options.position_ids, workspace->positions.data(),
                       workspace->new_lengths.data(), *workspace);
   const MutableTensorView staged = StageOutput(output, *workspace);

@@ -19,6 +19,7 @@
 #include "src/masks/mask_plan.h"
 #include "src/projection/linear_primitive.h"
 #include "src/projection/packed_weights.h"
+#include "src/rotary/call_rotation.h"
 #include "src/validation/problem.h"
 
 namespace mha {
@@ -45,30 +46,19 @@ struct MultiheadAttention::Impl {
                        int64_t chunk_rows, const AttentionOutputs& outputs,
                        internal::TileRule tile_rule,
                        internal::Workspace& workspace) const;
-  // A call's rotary rotation: each token row's index into `table` (the layer's
-  // table, indexed by position; for dynamic scaling the call's own, by row).
-  struct RotaryRows {
-    const int64_t* positions = nullptr;  // null: no rotary embeddings
-    const RotaryEmbedding* table = nullptr;
-  };
   // Attention params with the layer's sizes, logit features and rotary rows; queries,
   // keys, values and context laid out as projections are: [B, S, heads * head_dim]
   // rows of the given widths.
   internal::AttentionParams BaseParams(const internal::Problem& problem,
-                                       const RotaryRows& rotary_rows,
+                                       const internal::RotaryRows& rotary_rows,
                                        internal::TileRule tile_rule) const;
   // Rotary rows of the query tokens ([B, Sq], in workspace.rotary_positions): at
   // offsets[b] + i by default (offsets null: i). counts: the real rows of each
   // sequence (null: all), whose positions set a dynamic table's lengths.
-  RotaryRows RotaryPositions(const internal::Problem& problem,
-                             const TensorView& position_ids, const int64_t* offsets,
-                             const int64_t* counts, internal::Workspace& workspace) const;
-  // Dynamic scaling: the call's own table for the rows `positions` holds, sequence b's
-  // being [starts[b], starts[b] + counts[b]) (counts null: up to starts[b + 1]);
-  // positions become row indices.
-  RotaryRows CallTable(int64_t* positions, int64_t rows, const int64_t* starts,
-                       const int64_t* counts, int64_t sequences,
-                       internal::Workspace& workspace) const;
+  internal::RotaryRows RotaryPositions(const internal::Problem& problem,
+                                       const TensorView& position_ids,
+                                       const int64_t* offsets, const int64_t* counts,
+                                       internal::Workspace& workspace) const;
   void RunFlow(const internal::Problem& problem, const internal::MaskPlan& mask_plan,
                const internal::AttentionParams& base, bool is_causal,
                const AttentionOutputs& outputs, const ForwardOptions& options,
@@ -111,8 +101,8 @@ struct MultiheadAttention::Impl {
   void CheckPackedQuery(const TensorView& query) const;
   void CheckPackedLayer(const TensorView& query, const PackedStep::Impl& step,
                         int64_t layer, const MutableTensorView& output) const;
-  RotaryRows PackedRotaryRows(const PackedStep::Impl& step,
-                              internal::Workspace& workspace) const;
+  internal::RotaryRows PackedRotaryRows(const PackedStep::Impl& step,
+                                        internal::Workspace& workspace) const;
   // The pipeline (pipeline.cc): project -> write pages -> attention core -> output
   // projection.
   struct QueryPass {
@@ -139,8 +129,8 @@ struct MultiheadAttention::Impl {
     const TensorView* value = nullptr;
     int64_t batch_size = 0, key_len = 0, chunk_rows = 0;
     const int64_t* key_counts = nullptr;
-    RotaryRows rotary_rows;     // [B, key_len], rotary layers
-    bool zero_padding = false;  // workspace pages (write_kv_pages.h)
+    internal::RotaryRows rotary_rows;  // [B, key_len], rotary layers
+    bool zero_padding = false;         // workspace pages (write_kv_pages.h)
     internal::PageSource pages;
   };
   void ProjectKeys(const KeyPass& pass, internal::Workspace& workspace) const;
@@ -155,7 +145,7 @@ struct MultiheadAttention::Impl {
   void NormAcrossHeads(float* queries, float* keys, int64_t count, int64_t stride) const;
   // A KvWrite of this layer's heads, rotated by rotary_rows for rotary layers; the
   // caller sets the rows, sequences and pages.
-  internal::KvWrite LayerKvWrite(const RotaryRows& rotary_rows,
+  internal::KvWrite LayerKvWrite(const internal::RotaryRows& rotary_rows,
                                  int64_t positions_per_sequence) const;
   // The storage of a forward's own K/V pages: bf16 for config.compute_dtype bf16 or
   // bf16 keys or values (attention in bf16), fp32 otherwise.

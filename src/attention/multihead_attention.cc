@@ -10,7 +10,7 @@
 #include "src/kernels/bf16_convert.h"
 #include "src/platform/isa_cap.h"
 #include "src/projection/weight_layout.h"
-#include "src/rotary/positions.h"
+#include "src/rotary/call_rotation.h"
 #include "src/threading/parallel_for.h"
 
 namespace mha {
@@ -86,9 +86,9 @@ MultiheadAttention::Impl::Impl(const AttentionConfig& layer_config,
   }
 }
 
-AttentionParams MultiheadAttention::Impl::BaseParams(const Problem& problem,
-                                                     const RotaryRows& rotary_rows,
-                                                     internal::TileRule tile_rule) const {
+AttentionParams MultiheadAttention::Impl::BaseParams(
+    const Problem& problem, const internal::RotaryRows& rotary_rows,
+    internal::TileRule tile_rule) const {
   AttentionParams params;
   params.split_decode_keys = tile_rule != internal::TileRule::kBatchInvariant;
   params.num_heads = config.num_heads;
@@ -108,7 +108,7 @@ AttentionParams MultiheadAttention::Impl::BaseParams(const Problem& problem,
   return params;
 }
 
-MultiheadAttention::Impl::RotaryRows MultiheadAttention::Impl::RotaryPositions(
+internal::RotaryRows MultiheadAttention::Impl::RotaryPositions(
     const Problem& problem, const TensorView& position_ids, const int64_t* offsets,
     const int64_t* counts, Workspace& workspace) const {
   if (!rotary) {
@@ -121,25 +121,10 @@ MultiheadAttention::Impl::RotaryRows MultiheadAttention::Impl::RotaryPositions(
   int64_t* positions = Workspace::Reserve(workspace.rotary_positions, batch * length);
   internal::ResolvePositions("options.position_ids", position_ids, batch, length,
                              problem.batched, offsets, *rotary, positions);
-  if (!rotary->dynamic()) return {positions, &*rotary};
   int64_t* starts = Workspace::Reserve(workspace.rotary_starts, batch + 1);
   for (int64_t b = 0; b <= batch; ++b) starts[b] = b * length;
-  return CallTable(positions, batch * length, starts, counts, batch, workspace);
-}
-
-MultiheadAttention::Impl::RotaryRows MultiheadAttention::Impl::CallTable(
-    int64_t* positions, int64_t rows, const int64_t* starts, const int64_t* counts,
-    int64_t sequences, Workspace& workspace) const {
-  int64_t* lengths = Workspace::Reserve(workspace.rotary_lengths, rows);
-  for (int64_t b = 0; b < sequences; ++b) {
-    const int64_t end = counts ? starts[b] + counts[b] : starts[b + 1];
-    int64_t length = 0;  // transformers' seq_len: the largest position + 1
-    for (int64_t r = starts[b]; r < end; ++r) length = std::max(length, positions[r] + 1);
-    std::fill(lengths + starts[b], lengths + starts[b + 1], length);
-  }
-  rotary->CallTable(positions, lengths, rows, workspace.call_rotary);
-  for (int64_t r = 0; r < rows; ++r) positions[r] = r;
-  return {positions, &*workspace.call_rotary};
+  return workspace.rotation.Resolve(*rotary, positions, batch * length, starts, counts,
+                                    batch);
 }
 
 // All queries at once: self-attention projects Q, K and V in one fused GEMM and
@@ -157,7 +142,7 @@ void MultiheadAttention::Impl::ForwardWhole(const Problem& problem,
     params.probabilities = Workspace::Reserve(
         workspace.per_head_weights, problem.batch_size * config.num_heads * sq * sk);
   }
-  const RotaryRows rotary_rows{params.query_positions, params.rotary};
+  const internal::RotaryRows rotary_rows{params.query_positions, params.rotary};
   internal::KvWrite write = LayerKvWrite(rotary_rows, sk);
   write.pages = UseWorkspacePages(problem, sk, params, workspace);
   write.batch_end = problem.batch_size;

@@ -101,15 +101,12 @@ void MultiheadAttention::Impl::CheckPackedQuery(const TensorView& query) const {
 }
 
 // The step's positions (dynamic scaling: the layer's own table for them).
-MultiheadAttention::Impl::RotaryRows MultiheadAttention::Impl::PackedRotaryRows(
+internal::RotaryRows MultiheadAttention::Impl::PackedRotaryRows(
     const PackedStep::Impl& step, Workspace& workspace) const {
   if (!rotary) return {};
   const PackedStep::Impl::Rows& rows = step.rows;
-  if (!rotary->dynamic()) return {rows.positions.data(), &*rotary};
-  int64_t* positions = Workspace::Reserve(workspace.rotary_positions, rows.tokens);
-  std::copy(rows.positions.begin(), rows.positions.begin() + rows.tokens, positions);
-  return CallTable(positions, rows.tokens, rows.rows.data(), nullptr, rows.sequences,
-                   workspace);
+  return workspace.rotation.Resolve(*rotary, rows.positions.data(), rows.tokens,
+                                    rows.rows.data(), nullptr, rows.sequences);
 }
 
 void MultiheadAttention::Impl::ForwardPacked(const TensorView& query,
@@ -132,7 +129,7 @@ void MultiheadAttention::Impl::ForwardPacked(const TensorView& query,
                                              bool kv_shared, Workspace& workspace) const {
   CheckPackedLayer(query, step, layer, output);
   const internal::TileRule tile_rule = TileRuleFor(step.batch_invariant);
-  const RotaryRows rotary_rows = PackedRotaryRows(step, workspace);
+  const internal::RotaryRows rotary_rows = PackedRotaryRows(step, workspace);
   const MutableTensorView staged = StageOutput(output, workspace);
   const PackedStep::Impl::Rows& rows = step.rows;
   if (rows.tokens == 0) return;

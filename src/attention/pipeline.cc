@@ -15,7 +15,7 @@ using internal::KvWrite;
 using internal::PackedWeights;
 using internal::Workspace;
 
-KvWrite MultiheadAttention::Impl::LayerKvWrite(const RotaryRows& rotary_rows,
+KvWrite MultiheadAttention::Impl::LayerKvWrite(const internal::RotaryRows& rotary_rows,
                                                int64_t positions_per_sequence) const {
   KvWrite write;
   write.num_kv_heads = config.resolved_num_kv_heads();

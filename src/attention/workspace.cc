@@ -6,13 +6,12 @@
 namespace mha::internal {
 
 size_t Workspace::bytes() const {
-  size_t total =
-      linear_threads.scratchpads.capacity() +
-      linear_threads.partial_sums.capacity() * sizeof(float) +
-      (positions.capacity() + new_lengths.capacity() + rotary_positions.capacity() +
-       rotary_lengths.capacity() + rotary_starts.capacity()) *
-          sizeof(int64_t) +
-      step.impl().bytes();
+  size_t total = linear_threads.scratchpads.capacity() +
+                 linear_threads.partial_sums.capacity() * sizeof(float) +
+                 (positions.capacity() + new_lengths.capacity() +
+                  rotary_positions.capacity() + rotary_starts.capacity()) *
+                     sizeof(int64_t) +
+                 rotation.bytes() + step.impl().bytes();
   for (const std::vector<float>* buffer :
        {&projections, &merged_heads, &per_head_weights, &chunks, &staged_output}) {
     total += buffer->capacity() * sizeof(float);

@@ -12,6 +12,7 @@
 #include "oneapi/dnnl/dnnl.hpp"
 #include "src/core/attention_core.h"
 #include "src/projection/linear_primitive.h"
+#include "src/rotary/call_rotation.h"
 
 namespace mha::internal {
 
@@ -29,10 +30,9 @@ struct Workspace {
   std::vector<float> projections, merged_heads, per_head_weights, chunks, staged_output;
   std::vector<int64_t> positions, new_lengths;  // per sequence, when decoding
   std::vector<int64_t> rotary_positions;        // per query token, [B, Sq]
-  // Dynamic rotary scaling: each row's sequence length and the call's own table.
-  std::vector<int64_t> rotary_lengths, rotary_starts;
-  PackedStep step;  // ForwardPacked's with a batch: a step planned for one layer
-  std::optional<RotaryEmbedding> call_rotary;
+  std::vector<int64_t> rotary_starts;           // per sequence, + 1
+  CallRotation rotation;                        // dynamic rotary scaling's table
+  PackedStep step;     // ForwardPacked's with a batch: a step planned for one layer
   CoreWorkspace core;  // the attention core's buffers
   // One per LinearPrimitive of the layer: query, key, value, fused QKV, output.
   LinearCall calls[5];

@@ -6,7 +6,7 @@
 #include <type_traits>
 
 #include "src/base/check.h"
-#include "src/rotary/positions.h"
+#include "src/rotary/call_rotation.h"
 
 namespace mha::internal {
 namespace {
@@ -200,9 +200,6 @@ void CoreArguments::ResolveRotary(const CoreOptions& options, CausalAlignment al
                    true, query_offsets.data(), *rotary, query_positions.data());
   ResolvePositions("options.key_positions", options.key_positions, batch, key_len, true,
                    nullptr, *rotary, key_positions.data());
-  query_rows = query_positions.data();
-  key_rows = key_positions.data();
-  if (!rotary->dynamic()) return;
   // transformers' seq_len: the sequence's largest position + 1, queries and keys alike.
   sequence_lengths.assign(batch, 0);
   for (int64_t b = 0; b < batch; ++b) {
@@ -215,22 +212,20 @@ void CoreArguments::ResolveRotary(const CoreOptions& options, CausalAlignment al
           std::max(sequence_lengths[b], key_positions[b * key_len + j] + 1);
     }
   }
-  MakeCallTable(query_positions, query_len, query_table);
-  MakeCallTable(key_positions, key_len, key_table);
-  query_rotary = &*query_table;
-  key_rotary = &*key_table;
-  row_indices.resize(batch * std::max(query_len, key_len));
-  for (size_t r = 0; r < row_indices.size(); ++r)
-    row_indices[r] = static_cast<int64_t>(r);
-  query_rows = key_rows = row_indices.data();
+  const RotaryRows queries = Rotate(query_rotation, query_positions, query_len);
+  const RotaryRows keys = Rotate(key_rotation, key_positions, key_len);
+  query_rotary = queries.table;
+  query_rows = queries.positions;
+  key_rotary = keys.table;
+  key_rows = keys.positions;
 }
 
-void CoreArguments::MakeCallTable(const std::vector<int64_t>& positions, int64_t len,
-                                  std::optional<RotaryEmbedding>& table) {
-  const int64_t rows = batch * len;
-  row_lengths.resize(rows);
-  for (int64_t r = 0; r < rows; ++r) row_lengths[r] = sequence_lengths[r / len];
-  rotary->CallTable(positions.data(), row_lengths.data(), rows, table);
+RotaryRows CoreArguments::Rotate(CallRotation& rotation,
+                                 const std::vector<int64_t>& positions, int64_t len) {
+  row_starts.resize(batch + 1);
+  for (int64_t b = 0; b <= batch; ++b) row_starts[b] = b * len;
+  return rotation.Resolve(*rotary, positions.data(), batch * len, row_starts.data(),
+                          nullptr, batch, sequence_lengths.data());
 }
 
 }  // namespace mha::internal

@@ -12,6 +12,7 @@
 #include "src/features/logit_features.h"
 #include "src/features/qk_norm.h"
 #include "src/masks/mask_plan.h"
+#include "src/rotary/call_rotation.h"
 
 namespace mha::internal {
 
@@ -42,23 +43,23 @@ struct CoreArguments {
   // Rotary positions [B, Sq] and [B, Sk] (unused without rotary), and each batch's
   // default query offset.
   std::vector<int64_t> query_positions, key_positions, query_offsets;
-  // What the kernel rotates by: query_rows index query_rotary, key_rows key_rotary.
-  // options.rotary and the positions, or for dynamic scaling the call's own tables
-  // (made for each sequence's length, sequence_lengths[b]) and row indices.
+  // What the kernel rotates by: query_rows index query_rotary, key_rows key_rotary
+  // (call_rotation.h); sequence_lengths[b]: sequence b's length for dynamic
+  // scaling and the reference.
   const RotaryEmbedding* query_rotary = nullptr;
   const RotaryEmbedding* key_rotary = nullptr;
   const int64_t* query_rows = nullptr;
   const int64_t* key_rows = nullptr;
-  std::vector<int64_t> sequence_lengths, row_lengths, row_indices;
-  std::optional<RotaryEmbedding> query_table, key_table;
+  std::vector<int64_t> sequence_lengths, row_starts;
+  CallRotation query_rotation, key_rotation;
 
  private:
   void CheckSizes(const AttentionTensor& query, const AttentionTensor& key,
                   const AttentionTensor& value, const MutableAttentionTensor& output);
   void ResolveRotary(const CoreOptions& options, CausalAlignment alignment);
-  // `table` for `positions` ([B, len]) at each sequence's length.
-  void MakeCallTable(const std::vector<int64_t>& positions, int64_t len,
-                     std::optional<RotaryEmbedding>& table);
+  // The rotation of `positions` ([B, len]) at each sequence's length.
+  RotaryRows Rotate(CallRotation& rotation, const std::vector<int64_t>& positions,
+                    int64_t len);
 };
 
 }  // namespace mha::internal

@@ -15,7 +15,7 @@
 #include "src/masks/mask_plan.h"
 #include "src/projection/weight_layout.h"
 #include "src/reference/naive_core.h"
-#include "src/rotary/positions.h"
+#include "src/rotary/call_rotation.h"
 #include "src/validation/problem.h"
 
 namespace mha {

@@ -1,5 +1,8 @@
-// ResolvePositions: checked rotary positions.
-#include "src/rotary/positions.h"
+// ResolvePositions and CallRotation::Resolve.
+#include "src/rotary/call_rotation.h"
+
+#include <algorithm>
+#include <numeric>
 
 #include "src/base/check.h"
 
@@ -32,6 +35,26 @@ void ResolvePositions(const char* name, const TensorView& position_ids, int64_t 
       positions[index] = position;
     }
   }
+}
+
+RotaryRows CallRotation::Resolve(const RotaryEmbedding& rotary, const int64_t* positions,
+                                 int64_t rows, const int64_t* starts,
+                                 const int64_t* counts, int64_t sequences,
+                                 const int64_t* lengths) {
+  if (!rotary.dynamic()) return {positions, &rotary};
+  row_lengths_.resize(static_cast<size_t>(rows));
+  for (int64_t s = 0; s < sequences; ++s) {
+    const int64_t end = counts ? starts[s] + counts[s] : starts[s + 1];
+    int64_t length = 0;  // transformers' seq_len: the largest position + 1
+    for (int64_t r = starts[s]; r < end; ++r) length = std::max(length, positions[r] + 1);
+    if (lengths) length = lengths[s];
+    std::fill(row_lengths_.begin() + starts[s], row_lengths_.begin() + starts[s + 1],
+              length);
+  }
+  rotary.CallTable(positions, row_lengths_.data(), rows, table_);
+  row_indices_.resize(static_cast<size_t>(rows));
+  std::iota(row_indices_.begin(), row_indices_.end(), int64_t{0});
+  return {row_indices_.data(), &*table_};
 }
 
 }  // namespace mha::internal
