@@ -105,7 +105,7 @@ TEST(TaskPlan, CoversEveryQueryOnceInShortTiles) {
       PlanTasks(p.call, *p.plan, threads, plan);
       std::vector<int> seen(c.batch * c.num_heads * c.query_count, 0);
       for (const CoreTask& task : plan.tasks) {
-        EXPECT_LE(KernelRows(task), 2 * static_cast<int64_t>(kQueryBlock)) << c.name;
+        EXPECT_LE(KernelRows(task), 2 * static_cast<int64_t>(kQueryStep)) << c.name;
         if (task.partial >= 0 && task.partial != plan.groups[task.group].offset) continue;
         for (int64_t h = task.head; h < task.head + task.heads; ++h) {
           for (int64_t r = task.first_row; r < task.first_row + task.rows; ++r) {

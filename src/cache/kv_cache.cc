@@ -47,7 +47,7 @@ KvCache::Impl::Impl(const internal::BlockLayout& layout, int64_t batch, int64_t 
       max_batch(batch),
       max_seq_len(seq_len),
       capacity(static_cast<int64_t>(
-          internal::RoundUp(static_cast<size_t>(seq_len), internal::kKeyBlock))),
+          internal::RoundUp(static_cast<size_t>(seq_len), internal::kKeyStep))),
       page_size(layout.page_size),
       storage(layout.storage),
       latent(layout.values_in_keys),
@@ -111,7 +111,7 @@ KvCache::KvCache(const AttentionConfig& config, int64_t max_batch, int64_t max_s
   internal::ValidateConfig(config);
   const internal::KvStorage kind = internal::KvStorageFor("KvCache", storage, scales);
   CheckSizes(max_batch, max_seq_len);
-  const internal::BlockLayout layout(internal::kKeyBlock, config.resolved_num_kv_heads(),
+  const internal::BlockLayout layout(internal::kKeyStep, config.resolved_num_kv_heads(),
                                      config.head_dim, kind);
   CheckCacheBytes(layout, max_batch, max_seq_len);
   impl_ = std::make_unique<Impl>(layout, max_batch, max_seq_len);
@@ -123,7 +123,7 @@ KvCache::KvCache(const LatentAttentionConfig& config, int64_t max_batch,
   const internal::KvStorage kind = internal::KvStorageFor("KvCache", storage, scales);
   internal::CheckLatentKind("KvCache", kind);
   CheckSizes(max_batch, max_seq_len);
-  const internal::BlockLayout layout(internal::kKeyBlock, 1,
+  const internal::BlockLayout layout(internal::kKeyStep, 1,
                                      internal::LatentKeyDim(config), kind,
                                      config.kv_lora_rank, /*values_in_keys=*/true);
   CheckCacheBytes(layout, max_batch, max_seq_len);

@@ -1,4 +1,4 @@
-// KvCache::Impl: the contiguous cache: per sequence a run of blocks of kKeyBlock
+// KvCache::Impl: the contiguous cache: per sequence a run of blocks of kKeyStep
 // tokens (contiguous_pages.h), laid out as AttendHead reads them, zero-padded.
 #pragma once
 

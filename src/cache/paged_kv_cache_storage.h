@@ -102,7 +102,7 @@ struct PagedKvCache::Impl {
 
   PagedKvCacheOptions options;
   internal::BlockLayout layout;  // of one layer's block
-  int64_t num_kv_heads, head_dim, padded_value_dim;
+  int64_t num_kv_heads, head_dim, padded_value_head_dim;
   internal::KvStorage storage;
   bool latent;  // layout.values_in_keys: a multi-head latent attention cache
   const internal::ResidualKeys* residual_keys;   // keys per channel, else null

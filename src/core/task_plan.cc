@@ -13,7 +13,7 @@ namespace {
 // Tiles have at least a micro-tile of kernel rows and at most two kernel query
 // blocks (a longer tile reuses nothing: the kernel walks the keys once per block),
 // so a long prefill spreads over the threads.
-constexpr int64_t kMaxTileRows = 2 * kQueryBlock;
+constexpr int64_t kMaxTileRows = 2 * kQueryStep;
 // A plan whose busiest thread is within this factor of the mean is taken.
 constexpr double kBalanced = 1.05;
 constexpr int64_t kMaxTasksPerThread = 16;

@@ -1,7 +1,7 @@
 // The task planner: cuts a core call into AttendHead tasks that keep every thread
 // busy. A task is every query head of one KV group (one head without grouped KV
 // heads) over a tile of queries, its kernel rows interleaving the heads, so the
-// group's K/V pages are read once per query block. The tile size is chosen by
+// group's K/V pages are read once per query step. The tile size is chosen by
 // simulating the threads running the tasks longest first (as the dynamic schedule
 // does), from a cost model: kernel rows x visible keys.
 // Decoding tasks (one query position) over long key ranges are split at fixed

@@ -11,7 +11,7 @@ namespace mha::internal {
 
 int64_t WorkspacePageSize(int64_t key_len) {
   return static_cast<int64_t>(
-      std::min(kKeyBlock, RoundUp(static_cast<size_t>(key_len), kPanelWidth)));
+      std::min(kKeyStep, RoundUp(static_cast<size_t>(key_len), kPanelWidth)));
 }
 
 namespace {
@@ -49,7 +49,7 @@ PanelAppend AppendFor(const KvWrite& write, int64_t b, int64_t kv_head,
   return append;
 }
 
-int64_t ValueDim(const KvWrite& write) {
+int64_t ValueHeadDim(const KvWrite& write) {
   return write.value_head_dim > 0 ? write.value_head_dim : write.head_dim;
 }
 
@@ -61,7 +61,7 @@ int64_t WrittenFloats(const KvWrite& write) {
   for (int64_t b = write.batch_begin; b < write.batch_end; ++b) {
     rows += write.counts ? write.counts[b] : write.count;
   }
-  return rows * write.num_kv_heads * (write.head_dim + ValueDim(write));
+  return rows * write.num_kv_heads * (write.head_dim + ValueHeadDim(write));
 }
 
 }  // namespace
@@ -79,7 +79,7 @@ void WriteKvPages(const KvWrite& write, std::vector<float>& rotation_scratch) {
   const bool transformed =
       write.rotary || write.key_norm.enabled() || write.value_norm.enabled();
   const size_t rotation_floats =
-      transformed ? kRotationRows * std::max(write.head_dim, ValueDim(write)) : 0;
+      transformed ? kRotationRows * std::max(write.head_dim, ValueHeadDim(write)) : 0;
   const size_t floats = TeamSize() * rotation_floats;
   if (rotation_scratch.size() < floats) rotation_scratch.resize(floats);
   const auto write_unit = [&](int64_t index, float* scratch) {

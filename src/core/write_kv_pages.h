@@ -42,7 +42,7 @@ struct KvWrite {
   PageSource pages;
 };
 
-// Tokens per workspace page for keys key_len long: a kernel key block (kKeyBlock),
+// Tokens per workspace page for keys key_len long: a kernel key step (kKeyStep),
 // or all the keys when fewer.
 int64_t WorkspacePageSize(int64_t key_len);
 

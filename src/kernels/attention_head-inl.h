@@ -1,5 +1,5 @@
 // The flash kernel, per SIMD target, over the pages of any KV storage kind: for each
-// block of queries (staged: scaled, by Llama 4's temperature too, and rotated) walk
+// step of queries (staged: scaled, by Llama 4's temperature too, and rotated) walk
 // the key pages the masks and window leave open: scores = Q K^T, soft-cap, ALiBi,
 // masks, online softmax (seeded by the sink), context += P V. Each kind's file
 // (src/kv/kinds/) instantiates AttendHeadOf<its traits> once per target.
@@ -36,7 +36,7 @@ using mha::HWY_NAMESPACE::ExpAndSumToBf16;
 using mha::HWY_NAMESPACE::kNegInf;
 using mha::HWY_NAMESPACE::MaskOutside;
 using mha::HWY_NAMESPACE::NormRotateRow;
-using mha::HWY_NAMESPACE::OnlineSoftmaxBlock;
+using mha::HWY_NAMESPACE::OnlineSoftmaxStep;
 using mha::HWY_NAMESPACE::RowMax;
 using mha::HWY_NAMESPACE::ScaleRow;
 using mha::HWY_NAMESPACE::SoftCap;
@@ -67,14 +67,14 @@ void TransposeBlock(const T* HWY_RESTRICT block, T* HWY_RESTRICT transposed) {
 // in AVX512_BF16 dot products (bf16_tile_matmul.h); otherwise every product is fp32
 // on pages widened as they load.
 template <class Kind>
-class QueryBlock {
+class QueryStep {
   using T = typename Kind::Code;
 
  public:
-  QueryBlock(const AttentionParams& params, const CoreTask& task,
-             const TaskRows& task_rows, const MaskPlan& masks, const HeadScratch& layout,
-             float* scratch, const KvPages& pages, int64_t first_row, size_t rows,
-             bool bf16_dot)
+  QueryStep(const AttentionParams& params, const CoreTask& task,
+            const TaskRows& task_rows, const MaskPlan& masks, const HeadScratch& layout,
+            float* scratch, const KvPages& pages, int64_t first_row, size_t rows,
+            bool bf16_dot)
       : params_(params),
         task_(task),
         task_rows_(task_rows),
@@ -87,7 +87,7 @@ class QueryBlock {
         context_(scratch + layout.context),
         query_tile_(scratch + layout.query_tile),
         maxes_(scratch + layout.row_stats),
-        sums_(maxes_ + kQueryBlock),
+        sums_(maxes_ + kQueryStep),
         query_bits_(reinterpret_cast<uint16_t*>(scratch + layout.query_bits)),
         probability_bits_(reinterpret_cast<uint16_t*>(scratch + layout.probability_bits)),
         value_tile_(reinterpret_cast<T*>(scratch + layout.value_tile)),
@@ -100,7 +100,7 @@ class QueryBlock {
 
   template <class D>
   void Run(D d) {
-    std::fill(context_, context_ + rows_ * layout_.padded_value_dim, 0.0f);
+    std::fill(context_, context_ + rows_ * layout_.padded_value_head_dim, 0.0f);
     for (size_t i = 0; i < rows_; ++i) {  // a sink is a logit with no value
       const bool sink = params_.sinks && task_.sink;
       maxes_[i] = sink ? params_.sinks[Head(i)] : kNegInf;
@@ -108,31 +108,31 @@ class QueryBlock {
     }
     const QueryRows query = StageQueries(d);
     // Key ranges grow with the query, so the first row starts and the last row ends
-    // the keys the block can see; pages before and after are never read (a paged
+    // the keys the step can see; pages before and after are never read (a paged
     // cache may have freed those before a window).
     const int64_t key_limit = KeyEnd(rows_ - 1);
     const int64_t key_start = KeyBegin(0) / pages_.page_size * pages_.page_size;
     for (int64_t first_key = key_start; first_key < key_limit;
-         first_key = NextKeyBlock(first_key)) {
-      const int64_t next = NextKeyBlock(first_key);
+         first_key = NextKeyStep(first_key)) {
+      const int64_t next = NextKeyStep(first_key);
       if (has_extras_) PrefetchExtras(next, key_limit);
-      KeyBlock(d, query, first_key, std::min(next, key_limit) - first_key,
-               next < key_limit ? KeyTile(next / pages_.page_size) : nullptr);
+      KeyStep(d, query, first_key, std::min(next, key_limit) - first_key,
+              next < key_limit ? KeyTile(next / pages_.page_size) : nullptr);
     }
     Finish();
     if (task_rows_.Probabilities(0)) WriteProbabilities(d, query, key_start, key_limit);
   }
 
  private:
-  // Softmax steps end at multiples of key_block, wherever a window makes the first
+  // Softmax steps end at multiples of key_step, wherever a window makes the first
   // one start: every page size then groups the keys alike (a KvCache's 128-token
   // pages and a paged cache's 16-token blocks give the same bits).
-  int64_t NextKeyBlock(int64_t first_key) const {
-    const int64_t block = static_cast<int64_t>(layout_.key_block);
-    return (first_key / block + 1) * block;
+  int64_t NextKeyStep(int64_t first_key) const {
+    const int64_t step = static_cast<int64_t>(layout_.key_step);
+    return (first_key / step + 1) * step;
   }
 
-  // Position in the sequence of the block's row i, as the masks see it.
+  // Position in the sequence of the step's row i, as the masks see it.
   int64_t Absolute(size_t i) const { return positions_[i]; }
   // Row i's key range: the masks' and the task's split.
   int64_t KeyBegin(size_t i) const {
@@ -144,7 +144,7 @@ class QueryBlock {
   int64_t Head(size_t i) const { return heads_[i]; }
   int64_t KernelRow(size_t i) const { return first_row_ + static_cast<int64_t>(i); }
 
-  // The block's query rows: scaled and rotated into the query tile when asked, or
+  // The step's query rows: scaled and rotated into the query tile when asked, or
   // gathered there when they are not evenly spaced (several heads at several
   // positions); otherwise read in place.
   struct QueryRows {
@@ -206,23 +206,24 @@ class QueryBlock {
     const T* keys = KeyTile(page);
     const size_t head_dim = static_cast<size_t>(params_.head_dim);
     const size_t offset = static_cast<size_t>(params_.value_offset);
-    const size_t value_dim = static_cast<size_t>(params_.ValueHeadDim());
+    const size_t value_head_dim = static_cast<size_t>(params_.ValueHeadDim());
     const size_t page_size = static_cast<size_t>(pages_.page_size);
-    const size_t tokens = RoundUp(depth, kPanelWidth), whole = value_dim / kPanelWidth;
+    const size_t tokens = RoundUp(depth, kPanelWidth),
+                 whole = value_head_dim / kPanelWidth;
     for (size_t c = 0; c < whole * kPanelWidth; c += kPanelWidth) {
       for (size_t t = 0; t < tokens; t += kPanelWidth) {
         TransposeBlock(keys + TileOffset<T>(offset + c, t, head_dim),
                        value_tile_ + TileOffset<T>(t, c, page_size));
       }
     }
-    for (size_t c = whole * kPanelWidth; c < layout_.padded_value_dim; ++c) {
+    for (size_t c = whole * kPanelWidth; c < layout_.padded_value_head_dim; ++c) {
       for (size_t t = 0; t < tokens; ++t) {  // a last partial panel, zero-padded
         value_tile_[TileOffset<T>(t, c, page_size)] =
-            c < value_dim ? keys[TileOffset<T>(offset + c, t, head_dim)] : T();
+            c < value_head_dim ? keys[TileOffset<T>(offset + c, t, head_dim)] : T();
       }
     }
     if (PairsRows(sizeof(T)) && depth % 2 == 1) {
-      for (size_t c = 0; c < layout_.padded_value_dim; ++c) {
+      for (size_t c = 0; c < layout_.padded_value_head_dim; ++c) {
         value_tile_[TileOffset<T>(depth, c, page_size)] = T();
       }
     }
@@ -250,7 +251,7 @@ class QueryBlock {
   template <class D>
   void Logits(D d, const QueryRows& query, int64_t first_key, int64_t count,
               size_t padded) {
-    const size_t stride = layout_.key_block;
+    const size_t stride = layout_.key_step;
     const size_t head_dim = static_cast<size_t>(params_.head_dim);
     const size_t page_size = static_cast<size_t>(pages_.page_size);
     if (!bf16_dot_ && page_size < StripColumns(d) && StripColumns(d) % page_size == 0) {
@@ -289,7 +290,7 @@ class QueryBlock {
   // group: a page's K and V lines in 2 of 5) missed on every page.
   void PrefetchExtras(int64_t first_key, int64_t key_limit) const {
     const int64_t end =
-        std::min(key_limit, first_key + static_cast<int64_t>(layout_.key_block));
+        std::min(key_limit, first_key + static_cast<int64_t>(layout_.key_step));
     for (int64_t key = first_key; key < end; key += pages_.page_size) {
       const int64_t page = key / pages_.page_size;
       PrefetchLines(pages_.KeyPage(page) + pages_.key_codes_bytes,
@@ -305,13 +306,13 @@ class QueryBlock {
   // strip later, and the tile's last pages before its first V pages.
   template <class D>
   void PagedScores(D d, const QueryRows& query, int64_t first_key, size_t padded) {
-    const size_t stride = layout_.key_block;
+    const size_t stride = layout_.key_step;
     const size_t page_size = static_cast<size_t>(pages_.page_size);
     const size_t count = (padded + page_size - 1) / page_size;
     const size_t group = StripColumns(d) / page_size;
     const int64_t first_page = first_key / pages_.page_size;
-    const T* tiles[kKeyBlock / kPanelWidth];
-    const T* afters[kKeyBlock / kPanelWidth];
+    const T* tiles[kKeyStep / kPanelWidth];
+    const T* afters[kKeyStep / kPanelWidth];
     for (size_t i = 0; i < count; ++i) {
       tiles[i] = KeyTile(first_page + static_cast<int64_t>(i));
       afters[i] = i + group < count
@@ -328,20 +329,20 @@ class QueryBlock {
 
   // next_keys: the next key tile's first K page, or null after the last tile.
   template <class D>
-  void KeyBlock(D d, const QueryRows& query, int64_t first_key, int64_t count,
-                const T* next_keys) {
+  void KeyStep(D d, const QueryRows& query, int64_t first_key, int64_t count,
+               const T* next_keys) {
     const size_t padded = RoundUp(static_cast<size_t>(count), kPanelWidth);
-    const size_t dim = layout_.padded_value_dim, stride = layout_.key_block;
+    const size_t dim = layout_.padded_value_head_dim, stride = layout_.key_step;
     Logits(d, query, first_key, count, padded);
-    float block_maxes[kQueryBlock];
+    float step_maxes[kQueryStep];
     for (size_t i = 0; i < rows_; ++i)
-      block_maxes[i] = RowMax(d, scores_ + i * stride, padded);
+      step_maxes[i] = RowMax(d, scores_ + i * stride, padded);
     for (size_t i = 0; i < rows_; ++i) {
       float* row = scores_ + i * stride;
       const bool has_context = sums_[i] > 0.0f;
       const float rescale =
-          OnlineSoftmaxBlock(d, row, padded, block_maxes[i], maxes_[i], sums_[i],
-                             bf16_dot_ ? probability_bits_ + i * stride : nullptr);
+          OnlineSoftmaxStep(d, row, padded, step_maxes[i], maxes_[i], sums_[i],
+                            bf16_dot_ ? probability_bits_ + i * stride : nullptr);
       if (has_context && rescale != 1.0f) ScaleRow(d, context_ + i * dim, dim, rescale);
     }
     if constexpr (Kind::kProbabilityTerms) {
@@ -358,7 +359,7 @@ class QueryBlock {
       // The padding keys after the tile's last have probability 0: P V stops there
       // (a small call's 6 keys in a 16-key tile: 6 rows of V, not 16). bf16 products
       // run to the page's padded end: AMX groups a row's products by depth, and the
-      // tile's key count depends on the block's last row (causal).
+      // tile's key count depends on the step's last row (causal).
       const size_t depth =
           bf16_dot_ ? keys : std::min(keys, static_cast<size_t>(count) - column);
       const T* values = Values(page, depth);
@@ -383,8 +384,8 @@ class QueryBlock {
   void PagedContext(D d, int64_t first_key, size_t count, size_t padded,
                     const T* next_keys) {
     const size_t page_size = static_cast<size_t>(pages_.page_size);
-    const size_t dim = layout_.padded_value_dim, stride = layout_.key_block;
-    const T* tiles[kKeyBlock / kPanelWidth];
+    const size_t dim = layout_.padded_value_head_dim, stride = layout_.key_step;
+    const T* tiles[kKeyStep / kPanelWidth];
     ForEachPage(first_key, padded, [&](int64_t page, size_t column, size_t) {
       tiles[column / page_size] = ValueTile(page);
     });
@@ -425,7 +426,7 @@ class QueryBlock {
       // row attends to) stays NaN, never zeros that would hide it.
       const float inverse = sum == 0.0f ? 0.0f : 1.0f / sum;
       float* out = task_rows_.Context(KernelRow(i));
-      const float* acc = context_ + i * layout_.padded_value_dim;
+      const float* acc = context_ + i * layout_.padded_value_head_dim;
       for (int64_t k = 0; k < params_.ValueHeadDim(); ++k) out[k] = acc[k] * inverse;
       if (float* logsumexp = task_rows_.LogSumExp(KernelRow(i)))
         *logsumexp = LogSumExp(i);
@@ -448,15 +449,15 @@ class QueryBlock {
       std::fill(probs, probs + params_.key_len, std::isnan(sums_[i]) ? sums_[i] : 0.0f);
     }
     for (int64_t first_key = key_start; first_key < key_limit;
-         first_key = NextKeyBlock(first_key)) {
-      const int64_t count = std::min(NextKeyBlock(first_key), key_limit) - first_key;
+         first_key = NextKeyStep(first_key)) {
+      const int64_t count = std::min(NextKeyStep(first_key), key_limit) - first_key;
       const size_t padded = RoundUp(static_cast<size_t>(count), kPanelWidth);
       Logits(d, query, first_key, count, padded);
       for (size_t i = 0; i < rows_; ++i) {
         if (sums_[i] == 0.0f || std::isnan(sums_[i])) continue;  // zeros, or NaN
-        float* row = scores_ + i * layout_.key_block;
+        float* row = scores_ + i * layout_.key_step;
         if (bf16_dot_) {  // the rounded weights the context was computed with
-          uint16_t* bits = probability_bits_ + i * layout_.key_block;
+          uint16_t* bits = probability_bits_ + i * layout_.key_step;
           ExpAndSumToBf16(d, row, padded, maxes_[i], bits);
           Bf16ToFloat(bits, padded, row);
         } else {
@@ -491,12 +492,12 @@ class QueryBlock {
   uint16_t* probability_bits_;  // bf16_dot: the score tile's probabilities, rounded
   T* value_tile_;               // values in keys: the page's V tile
   const bool bf16_dot_;
-  int64_t positions_[kQueryBlock], heads_[kQueryBlock];  // of each row
+  int64_t positions_[kQueryStep], heads_[kQueryStep];  // of each row
 };
 
-// Whether query blocks over bfloat16 pages run bf16 products (bf16_tile_matmul.h):
+// Whether query steps over bfloat16 pages run bf16 products (bf16_tile_matmul.h):
 // only from an AVX-512 target (so MHA_MAX_ISA caps it) of a CPU with AVX512_BF16.
-// Never chosen by a block's row count: that depends on the thread count, the
+// Never chosen by a step's row count: that depends on the thread count, the
 // chunking of a prompt and the other sequences of a step, and the two paths round
 // q and P differently (docs/errors.md promises the same bits for all of them).
 inline bool Bf16DotProducts() {
@@ -512,11 +513,11 @@ void AttendRows(D d, const AttentionParams& params, const CoreTask& task,
                 const TaskRows& rows, const MaskPlan& masks, const HeadScratch& layout,
                 float* scratch, const KvPages& pages) {
   const int64_t count = KernelRows(task);
-  for (int64_t first = 0; first < count; first += static_cast<int64_t>(kQueryBlock)) {
-    const size_t block = std::min<size_t>(kQueryBlock, count - first);
+  for (int64_t first = 0; first < count; first += static_cast<int64_t>(kQueryStep)) {
+    const size_t rows_in_step = std::min<size_t>(kQueryStep, count - first);
     const bool bf16_dot = Kind::kBf16Products && Bf16DotProducts();
-    QueryBlock<Kind>(params, task, rows, masks, layout, scratch, pages, first, block,
-                     bf16_dot)
+    QueryStep<Kind>(params, task, rows, masks, layout, scratch, pages, first,
+                    rows_in_step, bf16_dot)
         .Run(d);
   }
 }
@@ -527,7 +528,7 @@ void AttendHeadOf(const AttentionParams& params, const CoreTask& task,
                   const KvPages& pages, const MaskPlan& masks, const HeadScratch& layout,
                   float* partials, float* scratch) {
   const hn::ScalableTag<float> d;
-  HWY_DASSERT(static_cast<int64_t>(layout.key_block) % pages.page_size == 0);
+  HWY_DASSERT(static_cast<int64_t>(layout.key_step) % pages.page_size == 0);
   HWY_DASSERT(KernelRows(task) > 0 && task.key_begin <= task.key_end);
   HWY_DASSERT(!params.rotary || params.query_positions);
   HWY_DASSERT(params.values_in_keys == pages.values_in_keys);

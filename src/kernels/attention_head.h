@@ -1,5 +1,5 @@
 // AttendHead: scaled dot-product attention for one (batch, head), dispatched at run
-// time to the best SIMD target (Highway). Flash-style: query blocks meet key blocks
+// time to the best SIMD target (Highway). Flash-style: query steps meet key steps
 // through tile products and an online softmax, so no score matrix is ever built
 // unless the caller asks for the attention weights. Every feature (rotary
 // embeddings, soft-capping, ALiBi, sinks, sliding windows, masks, the storage type
@@ -23,11 +23,11 @@ struct HeadScratch {
   HeadScratch(int64_t page_size, int64_t head_dim, int64_t value_head_dim,
               bool values_in_keys);
 
-  size_t padded_head_dim, padded_value_dim;
-  // Keys per tile: as many whole pages as fit kKeyBlock, or one larger page. Small
+  size_t padded_head_dim, padded_value_head_dim;
+  // Keys per tile: as many whole pages as fit kKeyStep, or one larger page. Small
   // pages (a paged cache's 16 tokens) share one softmax step and its fixed costs.
   // The same with or without probabilities, so that both give the same bits.
-  size_t key_block;
+  size_t key_step;
   // Offsets: the score tile, the context accumulators, the staged query tile, the
   // running softmax max and sum per row, (AVX512_BF16 dot products) the query tile
   // and the probabilities rounded to bfloat16, and (values_in_keys) one page's V

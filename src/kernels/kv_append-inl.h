@@ -30,7 +30,7 @@ namespace internal {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-inline int64_t ValueDim(const PanelAppend& a) {
+inline int64_t ValueHeadDim(const PanelAppend& a) {
   return a.value_head_dim > 0 ? a.value_head_dim : a.head_dim;
 }
 
@@ -40,8 +40,8 @@ void AppendSplit(const PanelAppend& a) {
   const hn::ScalableTag<float> d;
   const KvPages& pages = *a.pages;
   const size_t head_dim = static_cast<size_t>(a.head_dim);
-  const size_t value_dim = static_cast<size_t>(ValueDim(a));
-  const size_t padded = RoundUp(value_dim, kPanelWidth);
+  const size_t value_head_dim = static_cast<size_t>(ValueHeadDim(a));
+  const size_t padded = RoundUp(value_head_dim, kPanelWidth);
   for (int64_t done = 0; done < a.rows;) {
     const int64_t position = a.first + done, page = position / pages.page_size;
     const size_t offset = static_cast<size_t>(position % pages.page_size);
@@ -65,7 +65,7 @@ void AppendSplit(const PanelAppend& a) {
     if (!pages.values_in_keys) {
       mha::HWY_NAMESPACE::SplitNormalizedValues(
           d, a.values + done * a.value_stride, a.value_stride, offset, rows, zero_end,
-          value_dim, padded, reinterpret_cast<T*>(pages.ValuePage(page)),
+          value_head_dim, padded, reinterpret_cast<T*>(pages.ValuePage(page)),
           static_cast<size_t>(pages.page_size), a.value_norm, a.rotation_scratch,
           a.rotation_rows);
     }
@@ -141,11 +141,11 @@ struct TokenCodes {
                        [&](size_t k) { return PanelOffset(k, offset, head_dim); });
     if (scaled) KeyTokenScales(pages, page)[offset] = scale;
   }
-  void Value(const KvPages& pages, const float* value, size_t value_dim, int64_t page,
-             size_t offset) const {
+  void Value(const KvPages& pages, const float* value, size_t value_head_dim,
+             int64_t page, size_t offset) const {
     const size_t page_size = static_cast<size_t>(pages.page_size);
     const float scale =
-        Quantize<Code>(value, value_dim, scaled,
+        Quantize<Code>(value, value_head_dim, scaled,
                        reinterpret_cast<typename Code::Type*>(pages.ValuePage(page)),
                        [&](size_t k) { return PanelOffset(offset, k, page_size); });
     if (scaled) ValueTokenScales(pages, page)[offset] = scale;
@@ -166,7 +166,7 @@ inline void AppendChannelKey(const KvPages& pages, const ResidualKeys& residual_
 
 // Token by token: each key (rotated, normalised) and value (normalised) to the
 // kind's writer, which codes it into its page: Key(pages, key, page, offset, last
-// row of the write) and Value(pages, value, value_dim, page, offset).
+// row of the write) and Value(pages, value, value_head_dim, page, offset).
 template <class Writer>
 void AppendRows(const PanelAppend& a, const Writer& writer) {
   const hn::ScalableTag<float> d;
@@ -185,14 +185,14 @@ void AppendRows(const PanelAppend& a, const Writer& writer) {
     // Key `offset` is column `offset` of the page's K^T tile, row `offset` of its V.
     writer.Key(pages, key, page, offset, r + 1 == a.rows);
     if (pages.values_in_keys) continue;
-    const size_t value_dim = static_cast<size_t>(ValueDim(a));
+    const size_t value_head_dim = static_cast<size_t>(ValueHeadDim(a));
     const float* value = a.values + r * a.value_stride;
     if (a.value_norm.enabled()) {  // the key's scratch is free again
-      mha::HWY_NAMESPACE::NormRotateRow(d, value, value_dim, a.value_norm, nullptr, 0,
-                                        1.0f, a.rotation_scratch);
+      mha::HWY_NAMESPACE::NormRotateRow(d, value, value_head_dim, a.value_norm, nullptr,
+                                        0, 1.0f, a.rotation_scratch);
       value = a.rotation_scratch;
     }
-    writer.Value(pages, value, value_dim, page, offset);
+    writer.Value(pages, value, value_head_dim, page, offset);
   }
 }
 

@@ -52,9 +52,9 @@ inline size_t PairedOffset(size_t row, size_t col, size_t rows) {
 // target, so a vector's columns share their scale.
 constexpr size_t kValueGroup = 32;
 
-// Value scale groups of a V tile of padded_value_dim columns.
-inline int64_t ValueGroups(int64_t padded_value_dim) {
-  return (padded_value_dim + static_cast<int64_t>(kValueGroup) - 1) /
+// Value scale groups of a V tile of padded_value_head_dim columns.
+inline int64_t ValueGroups(int64_t padded_value_head_dim) {
+  return (padded_value_head_dim + static_cast<int64_t>(kValueGroup) - 1) /
          static_cast<int64_t>(kValueGroup);
 }
 
@@ -126,7 +126,7 @@ struct KvPages {
   int64_t key_page_bytes = 0, value_page_bytes = 0;
   int64_t key_codes_bytes = 0, value_codes_bytes = 0;
   // K^T rows and V columns (padded to whole panels).
-  int64_t head_dim = 0, padded_value_dim = 0;
+  int64_t head_dim = 0, padded_value_head_dim = 0;
   // Keys per channel: the sequence's keys from its partial last page on,
   // [page_size, head_dim] fp32 rows (what each append requantises that page from).
   float* key_residual = nullptr;
@@ -154,7 +154,7 @@ struct BlockLayout {
               KvStorage storage, int64_t value_head_dim = 0, bool values_in_keys = false);
 
   int64_t page_size = 0, num_kv_heads = 0, head_dim = 0, value_head_dim = 0,
-          padded_value_dim = 0;
+          padded_value_head_dim = 0;
   KvStorage storage = KvStorage::kFloat32;
   bool values_in_keys = false;
   // One KV head's pages and their codes.
@@ -175,7 +175,7 @@ struct BlockLayout {
     pages.value_page_bytes = values_in_keys ? key_page_bytes : value_page_bytes;
     pages.value_codes_bytes = values_in_keys ? key_codes_bytes : value_codes_bytes;
     pages.head_dim = head_dim;
-    pages.padded_value_dim = padded_value_dim;
+    pages.padded_value_head_dim = padded_value_head_dim;
     pages.page_size = page_size;
     pages.storage = storage;
     pages.values_in_keys = values_in_keys;
@@ -190,7 +190,7 @@ inline BlockLayout::BlockLayout(int64_t page_size_, int64_t num_kv_heads_,
       num_kv_heads(num_kv_heads_),
       head_dim(head_dim_),
       value_head_dim(value_head_dim_ > 0 ? value_head_dim_ : head_dim_),
-      padded_value_dim(static_cast<int64_t>(
+      padded_value_head_dim(static_cast<int64_t>(
           RoundUp(static_cast<size_t>(value_head_dim), kPanelWidth))),
       storage(storage_),
       values_in_keys(values_in_keys_) {
@@ -200,7 +200,7 @@ inline BlockLayout::BlockLayout(int64_t page_size_, int64_t num_kv_heads_,
   key_page_bytes = keys.total;
   key_codes_bytes = keys.codes;
   if (!values_in_keys) {
-    const PageBytes values = kind.value_page(page_size, padded_value_dim);
+    const PageBytes values = kind.value_page(page_size, padded_value_head_dim);
     value_page_bytes = values.total;
     value_codes_bytes = values.codes;
   }

@@ -1,7 +1,7 @@
 // Per-target K/V panels: copies one head's key and value rows (projection rows, or
 // the core API's tensors) into pages shaped for the tile products
-// (src/kernels/kv_pages.h): K^T in key blocks of [head_dim, block] (scores = Q K^T
-// streams one block) and V in pages of [block, padded head_dim]. Padding is zero so
+// (src/kernels/kv_pages.h): K^T in pages of [head_dim, page_size] (scores = Q K^T
+// streams one page) and V in pages of [page_size, padded head_dim]. Padding is zero so
 // padded lanes add nothing. Panels hold float, or bfloat16 for bf16 KV caches. Q
 // needs no copy (the tile product broadcasts its elements in place), and the head
 // merge needs none either: context rows are written straight into their head's

@@ -33,7 +33,7 @@ void CopyCodes(const KvPages& pages, int64_t from, int64_t to, bool keys = true)
     key_to[TileOffset<T>(k, to_slot, dims)] = key_from[TileOffset<T>(k, from_slot, dims)];
   }
   if (pages.values_in_keys) return;  // the values moved with the keys
-  for (size_t k = 0; k < static_cast<size_t>(pages.padded_value_dim); ++k) {
+  for (size_t k = 0; k < static_cast<size_t>(pages.padded_value_head_dim); ++k) {
     value_to[TileOffset<T>(to_slot, k, page_size)] =
         value_from[TileOffset<T>(from_slot, k, page_size)];
   }
@@ -60,7 +60,7 @@ void ClearValueCodes(const KvPages& pages, int64_t page, int64_t first_row,
                      int64_t end_row) {
   if (pages.values_in_keys) return;
   ZeroTileRows(pages.ValuePage(page), static_cast<size_t>(pages.page_size),
-               static_cast<size_t>(pages.padded_value_dim),
+               static_cast<size_t>(pages.padded_value_head_dim),
                static_cast<size_t>(first_row), static_cast<size_t>(end_row), sizeof(T));
 }
 

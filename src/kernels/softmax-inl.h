@@ -1,13 +1,13 @@
-// Per-target online softmax for attention rows processed one key block at a time
-// (flash-attention style): each block is exponentiated against the running row max
+// Per-target online softmax for attention rows processed one key step at a time
+// (flash-attention style): each step is exponentiated against the running row max
 // and the running sum rescaled, so a row's probabilities never need all keys at once.
 // A row whose keys are all masked (-inf) keeps sum 0 and ends as zeros, never NaN.
 //
-// The running max lags: it moves only when a block's max exceeds it by more than
+// The running max lags: it moves only when a step's max exceeds it by more than
 // kMaxExpArgument (8, exp-inl.h). Softmax is invariant under the shift, so the
 // result is the same up to rounding; every exp argument stays <= 8, so an
 // unnormalised probability is at most e^8 = 2981 and a row's sum under 3e3 x its
-// keys (finite for any key count below 1e34); and blocks whose max grew less than
+// keys (finite for any key count below 1e34); and steps whose max grew less than
 // that (after the first few, nearly all) leave the context rows unscaled.
 //
 // Accuracy: exp-inl.h's SoftmaxExp: within 2e-7 relative down to exp(-86), 0 below.
@@ -141,24 +141,23 @@ HWY_INLINE void ScaleProbabilities(D d, float* HWY_RESTRICT row,
   }
 }
 
-// Turns one block of masked scores into unnormalised probabilities against the
+// Turns one step of masked scores into unnormalised probabilities against the
 // updated running max: in place, or (bits given) rounded to bfloat16 into bits.
-// block_max is RowMax of the row (taken apart, so that a caller can take every row's
+// step_max is RowMax of the row (taken apart, so that a caller can take every row's
 // first: short rows then overlap their reductions instead of waiting on each).
-// Returns the factor by which everything accumulated from earlier blocks (the sum,
+// Returns the factor by which everything accumulated from earlier steps (the sum,
 // already applied here, and the context row) must be multiplied.
 // running_max starts at -inf and running_sum at 0 for each row.
 template <class D>
-HWY_INLINE float OnlineSoftmaxBlock(D d, float* HWY_RESTRICT row, size_t n,
-                                    float block_max, float& running_max,
-                                    float& running_sum,
-                                    uint16_t* HWY_RESTRICT bits = nullptr) {
+HWY_INLINE float OnlineSoftmaxStep(D d, float* HWY_RESTRICT row, size_t n, float step_max,
+                                   float& running_max, float& running_sum,
+                                   uint16_t* HWY_RESTRICT bits = nullptr) {
   HWY_DASSERT(n % hn::Lanes(d) == 0);
   // A NaN max (from a NaN score) must not be dropped: it would read as "every key
   // masked" and zero the row.
-  const float new_max = std::isnan(block_max) || running_max == kNegInf ||
-                                block_max > running_max + kMaxExpArgument
-                            ? block_max
+  const float new_max = std::isnan(step_max) || running_max == kNegInf ||
+                                step_max > running_max + kMaxExpArgument
+                            ? step_max
                             : running_max;
   if (new_max == kNegInf || !std::isfinite(new_max)) {
     // Every key so far masked: zeros. A NaN or +inf score: the row is NaN.
@@ -173,9 +172,9 @@ HWY_INLINE float OnlineSoftmaxBlock(D d, float* HWY_RESTRICT row, size_t n,
   const float rescale = running_max == new_max   ? 1.0f
                         : running_max == kNegInf ? 0.0f
                                                  : std::exp(running_max - new_max);
-  const float block_sum =
+  const float step_sum =
       bits ? ExpAndSumToBf16(d, row, n, new_max, bits) : ExpAndSum(d, row, n, new_max);
-  running_sum = running_sum * rescale + block_sum;
+  running_sum = running_sum * rescale + step_sum;
   running_max = new_max;
   return rescale;
 }

@@ -31,10 +31,10 @@ TaskRows::TaskRows(const AttentionParams& params, const CoreTask& task, float* p
   if (task.partial >= 0) {  // one split of the keys: partial results, merged later
     // Kernel rows in order: context rows of value_head_dim floats, then their
     // log-sum-exps.
-    const int64_t value_dim = params.ValueHeadDim();
+    const int64_t value_head_dim = params.ValueHeadDim();
     context_ = partials + task.partial;
-    context_steps_ = {task.heads * value_dim, value_dim};
-    logsumexp_ = context_ + KernelRows(task) * value_dim;
+    context_steps_ = {task.heads * value_head_dim, value_head_dim};
+    logsumexp_ = context_ + KernelRows(task) * value_head_dim;
     logsumexp_steps_ = {task.heads, 1};
   }
 }

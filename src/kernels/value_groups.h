@@ -14,9 +14,9 @@ namespace mha::internal {
 // group g of kValueGroup channels a scale per token (at g x page_size), then as many
 // minimums.
 template <typename T>
-PageBytes GroupedValuePage(int64_t page_size, int64_t padded_value_dim) {
-  const int64_t codes = TileBytes<T>(page_size, padded_value_dim);
-  const int64_t floats = page_size * (1 + 2 * ValueGroups(padded_value_dim));
+PageBytes GroupedValuePage(int64_t page_size, int64_t padded_value_head_dim) {
+  const int64_t codes = TileBytes<T>(page_size, padded_value_head_dim);
+  const int64_t floats = page_size * (1 + 2 * ValueGroups(padded_value_head_dim));
   return {codes, codes + floats * static_cast<int64_t>(sizeof(float))};
 }
 inline int64_t ValueGroupScalesAt(const KvPages& pages) {  // bytes from a V page's start
@@ -27,13 +27,13 @@ inline float* ValueGroupScales(const KvPages& pages, int64_t page) {
 }
 inline float* ValueGroupMins(const KvPages& pages, int64_t page) {
   return ValueGroupScales(pages, page) +
-         ValueGroups(pages.padded_value_dim) * pages.page_size;
+         ValueGroups(pages.padded_value_head_dim) * pages.page_size;
 }
 
-// Token `position`'s value (value_dim floats) into its page: codes, the token scale
+// Token `position`'s value (value_head_dim floats) into its page: codes, the token scale
 // (1, or NaN with zero codes and group scales for a value with a non-finite
 // element: every context it enters is NaN, as with float pages) and the groups'.
 void QuantizeValueGroups(const KvPages& pages, int64_t position, const float* value,
-                         int64_t value_dim);
+                         int64_t value_head_dim);
 
 }  // namespace mha::internal

@@ -20,7 +20,7 @@ inline int64_t ScaleBlocks(int64_t channels) {
   return (channels + kScaleBlock - 1) / kScaleBlock;
 }
 
-// A K page ([head_dim, page_size] K^T) and a V page ([page_size, padded_value_dim])
+// A K page ([head_dim, page_size] K^T) and a V page ([page_size, padded_value_head_dim])
 // of T codes, their block scales after them.
 template <typename T>
 PageBytes BlockScaledKeyPage(int64_t page_size, int64_t head_dim) {
@@ -28,9 +28,9 @@ PageBytes BlockScaledKeyPage(int64_t page_size, int64_t head_dim) {
   return {codes, codes + ScaleBlocks(head_dim) * page_size * 2};
 }
 template <typename T>
-PageBytes BlockScaledValuePage(int64_t page_size, int64_t padded_value_dim) {
-  const int64_t codes = TileBytes<T>(page_size, padded_value_dim);
-  return {codes, codes + ScaleBlocks(padded_value_dim) * page_size * 2};
+PageBytes BlockScaledValuePage(int64_t page_size, int64_t padded_value_head_dim) {
+  const int64_t codes = TileBytes<T>(page_size, padded_value_head_dim);
+  return {codes, codes + ScaleBlocks(padded_value_head_dim) * page_size * 2};
 }
 
 inline uint16_t* KeyBlockScales(const KvPages& pages, int64_t page) {
@@ -88,7 +88,7 @@ inline void CopyBlockScales(const KvPages& pages, int64_t from, int64_t to) {
     KeyBlockScales(pages, to / size)[b * size + to_at] =
         KeyBlockScales(pages, from / size)[b * size + from_at];
   }
-  for (int64_t b = 0; b < ScaleBlocks(pages.padded_value_dim); ++b) {
+  for (int64_t b = 0; b < ScaleBlocks(pages.padded_value_head_dim); ++b) {
     ValueBlockScales(pages, to / size)[b * size + to_at] =
         ValueBlockScales(pages, from / size)[b * size + from_at];
   }
@@ -96,7 +96,7 @@ inline void CopyBlockScales(const KvPages& pages, int64_t from, int64_t to) {
 inline void ClearValueBlockScales(const KvPages& pages, int64_t page, int64_t first_row,
                                   int64_t end_row) {
   uint16_t* scales = ValueBlockScales(pages, page);
-  for (int64_t b = 0; b < ScaleBlocks(pages.padded_value_dim); ++b) {
+  for (int64_t b = 0; b < ScaleBlocks(pages.padded_value_head_dim); ++b) {
     for (int64_t t = first_row; t < end_row; ++t) scales[b * pages.page_size + t] = 0;
   }
 }

@@ -34,9 +34,9 @@ struct PageBytes {
 
 struct KvKind {
   // Its K page ([rows = head_dim, page_size] K^T) and V page ([page_size,
-  // padded_value_dim]).
+  // padded_value_head_dim]).
   PageBytes (*key_page)(int64_t page_size, int64_t head_dim);
-  PageBytes (*value_page)(int64_t page_size, int64_t padded_value_dim);
+  PageBytes (*value_page)(int64_t page_size, int64_t padded_value_head_dim);
   // Keys per channel (else null): a cache keeps each sequence's partial last page of
   // keys in fp32 too (KvPages::key_residual), which every write requantises the
   // page from, and moves and truncates keys through these (channel_keys.h).

@@ -11,15 +11,15 @@
 
 namespace mha::internal {
 
-// A K page ([head_dim, page_size] K^T) and a V page ([page_size, padded_value_dim]).
+// A K page ([head_dim, page_size] K^T) and a V page ([page_size, padded_value_head_dim]).
 template <typename T>
 PageBytes CodesKeyPage(int64_t page_size, int64_t head_dim) {
   const int64_t codes = TileBytes<T>(head_dim, page_size);
   return {codes, codes};
 }
 template <typename T>
-PageBytes CodesValuePage(int64_t page_size, int64_t padded_value_dim) {
-  const int64_t codes = TileBytes<T>(page_size, padded_value_dim);
+PageBytes CodesValuePage(int64_t page_size, int64_t padded_value_head_dim) {
+  const int64_t codes = TileBytes<T>(page_size, padded_value_head_dim);
   return {codes, codes};
 }
 template <typename T>
@@ -28,8 +28,8 @@ PageBytes TokenScaledKeyPage(int64_t page_size, int64_t head_dim) {
   return {codes, codes + page_size * static_cast<int64_t>(sizeof(float))};
 }
 template <typename T>
-PageBytes TokenScaledValuePage(int64_t page_size, int64_t padded_value_dim) {
-  const int64_t codes = TileBytes<T>(page_size, padded_value_dim);
+PageBytes TokenScaledValuePage(int64_t page_size, int64_t padded_value_head_dim) {
+  const int64_t codes = TileBytes<T>(page_size, padded_value_head_dim);
   return {codes, codes + page_size * static_cast<int64_t>(sizeof(float))};
 }
 

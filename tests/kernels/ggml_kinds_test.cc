@@ -98,7 +98,8 @@ TEST(GgmlKinds, Q8_0HoldsGgmlsBlocks) {
   const auto* tie = reinterpret_cast<const int8_t*>(cache.p.KeyPage(0));
   EXPECT_EQ(tie[PanelOffset(1, 9, kHeadDim)], 3);  // roundf: halves away from zero
   EXPECT_EQ(tie[PanelOffset(2, 9, kHeadDim)], -3);
-  const int64_t padded = cache.p.padded_value_dim;  // 80: the last block's 8 + 8 zeros
+  const int64_t padded =
+      cache.p.padded_value_head_dim;  // 80: the last block's 8 + 8 zeros
   for (int64_t t = 0; t < kRows; ++t) {
     const int64_t page = t / kPage, slot = t % kPage;
     const auto* k = reinterpret_cast<const int8_t*>(cache.p.KeyPage(page));
@@ -134,7 +135,7 @@ TEST(GgmlKinds, Q8_0HoldsGgmlsBlocks) {
 
 TEST(GgmlKinds, Q4_0HoldsGgmlsBlocks) {
   const Filled cache(KvStorage::kQ4_0);
-  const int64_t padded = cache.p.padded_value_dim;
+  const int64_t padded = cache.p.padded_value_head_dim;
   EXPECT_EQ(mha::internal::KeyBlockScales(cache.p, 0)[9], Fp16FromFloat(-127.0f / 8));
   for (int64_t t = 0; t < kRows; ++t) {
     const int64_t page = t / kPage, slot = t % kPage;

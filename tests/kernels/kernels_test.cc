@@ -23,7 +23,7 @@ namespace HWY_NAMESPACE {
 
 // Softmax of row[0, n) computed `block` keys at a time, as AttendHead does: each
 // block padded to 16 with -inf, earlier outputs rescaled, then normalised.
-void BlockedSoftmaxForTest(float* row, size_t n, size_t block) {
+void SteppedSoftmaxForTest(float* row, size_t n, size_t block) {
   const hwy::HWY_NAMESPACE::ScalableTag<float> d;
   float max = kNegInf, sum = 0.0f;
   std::vector<float> padded;
@@ -32,8 +32,8 @@ void BlockedSoftmaxForTest(float* row, size_t n, size_t block) {
     padded.assign((count + 15) / 16 * 16, kNegInf);
     std::copy(row + first, row + first + count, padded.begin());
     const float rescale =
-        OnlineSoftmaxBlock(d, padded.data(), padded.size(),
-                           RowMax(d, padded.data(), padded.size()), max, sum);
+        OnlineSoftmaxStep(d, padded.data(), padded.size(),
+                          RowMax(d, padded.data(), padded.size()), max, sum);
     for (size_t i = 0; i < first; ++i) row[i] *= rescale;
     std::copy(padded.begin(), padded.begin() + count, row + first);
   }
@@ -46,9 +46,9 @@ float SoftmaxStepForTest(float score, float& running_max, float& running_sum) {
   const hwy::HWY_NAMESPACE::ScalableTag<float> d;
   std::vector<float> block(16, kNegInf);
   block[3] = score;
-  return OnlineSoftmaxBlock(d, block.data(), block.size(),
-                            RowMax(d, block.data(), block.size()), running_max,
-                            running_sum);
+  return OnlineSoftmaxStep(d, block.data(), block.size(),
+                           RowMax(d, block.data(), block.size()), running_max,
+                           running_sum);
 }
 
 // b: a [b_rows, >= n] tile in column panels, as KV pages are stored.
@@ -137,7 +137,7 @@ HWY_AFTER_NAMESPACE();
 #include "tests/test_util.h"
 
 namespace mha {
-HWY_EXPORT(BlockedSoftmaxForTest);
+HWY_EXPORT(SteppedSoftmaxForTest);
 HWY_EXPORT(SoftmaxStepForTest);
 HWY_EXPORT(TileMatMulForTest);
 HWY_EXPORT(TileMatMulBf16ForTest);
@@ -196,7 +196,7 @@ TEST_P(Kernels, OnlineSoftmaxMatchesPlainSoftmax) {
       const std::vector<float> expected = PlainSoftmax(row);
       for (size_t block : {size_t{16}, size_t{5}, n}) {
         std::vector<float> actual = row;
-        HWY_DYNAMIC_DISPATCH(mha::BlockedSoftmaxForTest)(actual.data(), n, block);
+        HWY_DYNAMIC_DISPATCH(mha::SteppedSoftmaxForTest)(actual.data(), n, block);
         ExpectClose(actual, expected, "softmax", 1e-6);
       }
     }
@@ -213,7 +213,7 @@ TEST_P(Kernels, OnlineSoftmaxWithALaggingMaxMatchesPlainSoftmax) {
     const std::vector<float> expected = PlainSoftmax(row);
     for (size_t block : {size_t{16}, size_t{48}}) {
       std::vector<float> actual = row;
-      HWY_DYNAMIC_DISPATCH(mha::BlockedSoftmaxForTest)(actual.data(), row.size(), block);
+      HWY_DYNAMIC_DISPATCH(mha::SteppedSoftmaxForTest)(actual.data(), row.size(), block);
       ExpectClose(actual, expected, "ramp softmax", 1e-6);
     }
   }
@@ -235,7 +235,7 @@ TEST_P(Kernels, RunningMaxMovesOnlyBeyondTheLag) {
 TEST_P(Kernels, FullyMaskedRowBecomesZeros) {
   for (size_t n : {1, 7, 16, 33}) {
     std::vector<float> row(n, kNegInf);
-    HWY_DYNAMIC_DISPATCH(mha::BlockedSoftmaxForTest)(row.data(), n, 16);
+    HWY_DYNAMIC_DISPATCH(mha::SteppedSoftmaxForTest)(row.data(), n, 16);
     for (float p : row) EXPECT_EQ(p, 0.0f);
   }
 }

@@ -63,10 +63,10 @@ struct Int4Writer {
            bool last) const {
     AppendChannelKey(pages, kInt4ChannelKeys, key, page, offset, last);
   }
-  void Value(const KvPages& pages, const float* value, size_t value_dim, int64_t page,
-             size_t offset) const {
+  void Value(const KvPages& pages, const float* value, size_t value_head_dim,
+             int64_t page, size_t offset) const {
     QuantizeValueGroups(pages, page * pages.page_size + static_cast<int64_t>(offset),
-                        value, static_cast<int64_t>(value_dim));
+                        value, static_cast<int64_t>(value_head_dim));
   }
 };
 
@@ -94,12 +94,12 @@ void CopyValue(const KvPages& pages, int64_t from, int64_t to) {
   const int64_t from_page = from / size, to_page = to / size;
   const int64_t from_slot = from % size, to_slot = to % size;
   const size_t rows = static_cast<size_t>(size);
-  for (size_t k = 0; k < static_cast<size_t>(pages.padded_value_dim); ++k) {
+  for (size_t k = 0; k < static_cast<size_t>(pages.padded_value_head_dim); ++k) {
     SetInt4(pages.ValuePage(to_page), static_cast<size_t>(to_slot), k, rows,
             GetInt4(pages.ValuePage(from_page), static_cast<size_t>(from_slot), k, rows));
   }
   CopyTokenScales(pages, from, to, /*keys=*/false);
-  for (int64_t g = 0; g < ValueGroups(pages.padded_value_dim); ++g) {
+  for (int64_t g = 0; g < ValueGroups(pages.padded_value_head_dim); ++g) {
     ValueGroupScales(pages, to_page)[g * size + to_slot] =
         ValueGroupScales(pages, from_page)[g * size + from_slot];
     ValueGroupMins(pages, to_page)[g * size + to_slot] =

@@ -29,9 +29,9 @@ struct Int8ChannelKeysWriter {
            bool last) const {
     AppendChannelKey(pages, kInt8ChannelKeys, key, page, offset, last);
   }
-  void Value(const KvPages& pages, const float* value, size_t value_dim, int64_t page,
-             size_t offset) const {
-    TokenCodes<Int8Code>{}.Value(pages, value, value_dim, page, offset);
+  void Value(const KvPages& pages, const float* value, size_t value_head_dim,
+             int64_t page, size_t offset) const {
+    TokenCodes<Int8Code>{}.Value(pages, value, value_head_dim, page, offset);
   }
 };
 

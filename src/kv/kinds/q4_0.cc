@@ -102,12 +102,12 @@ struct Q4_0Writer {
         [&](size_t c, uint8_t code) { SetInt4(tile, c, offset, head_dim, code); },
         KeyBlockScales(pages, page) + offset, static_cast<size_t>(pages.page_size));
   }
-  void Value(const KvPages& pages, const float* value, size_t value_dim, int64_t page,
-             size_t offset) const {
+  void Value(const KvPages& pages, const float* value, size_t value_head_dim,
+             int64_t page, size_t offset) const {
     const size_t page_size = static_cast<size_t>(pages.page_size);
     uint8_t* tile = pages.ValuePage(page);
     QuantizeBlocks(
-        value, value_dim, static_cast<size_t>(pages.padded_value_dim),
+        value, value_head_dim, static_cast<size_t>(pages.padded_value_head_dim),
         [&](size_t c, uint8_t code) { SetInt4(tile, offset, c, page_size, code); },
         ValueBlockScales(pages, page) + offset, page_size);
   }
@@ -140,7 +140,7 @@ void CopyToken(const KvPages& pages, int64_t from, int64_t to) {
   }
   uint8_t* value_from = pages.ValuePage(from / size);
   uint8_t* value_to = pages.ValuePage(to / size);
-  for (size_t c = 0; c < static_cast<size_t>(pages.padded_value_dim); ++c) {
+  for (size_t c = 0; c < static_cast<size_t>(pages.padded_value_head_dim); ++c) {
     SetInt4(value_to, to_at, c, rows, GetInt4(value_from, from_at, c, rows));
   }
   CopyBlockScales(pages, from, to);

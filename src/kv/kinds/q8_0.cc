@@ -76,11 +76,11 @@ struct Q8_0Writer {
         [&](size_t c) { return PanelOffset(c, offset, head_dim); },
         KeyBlockScales(pages, page) + offset, static_cast<size_t>(pages.page_size));
   }
-  void Value(const KvPages& pages, const float* value, size_t value_dim, int64_t page,
-             size_t offset) const {
+  void Value(const KvPages& pages, const float* value, size_t value_head_dim,
+             int64_t page, size_t offset) const {
     const size_t page_size = static_cast<size_t>(pages.page_size);
     QuantizeBlocks(
-        value, value_dim, static_cast<size_t>(pages.padded_value_dim),
+        value, value_head_dim, static_cast<size_t>(pages.padded_value_head_dim),
         reinterpret_cast<int8_t*>(pages.ValuePage(page)),
         [&](size_t c) { return PanelOffset(offset, c, page_size); },
         ValueBlockScales(pages, page) + offset, page_size);
