@@ -336,7 +336,7 @@ void RegisterServingCases() {
          : kind.scales == KvScales::kPerChannelKeys && kind.storage == DType::kInt8
              ? "_channel_keys"
              : "");
-    if (kind.scales == KvScales::kPerBlock) {
+    if (kind.scales == KvScales::kPerGroup) {
       name = std::string("BM_Serve/decode_long_b1/") +
              static_cast<char>(kind.name[0] + 32) + (kind.name + 1);  // Q8_0: q8_0
     }

@@ -140,7 +140,7 @@ struct CacheKind {
   std::string Name() const {
     return std::string(DTypeName(storage)) +
            (scales == KvScales::kPerChannelKeys ? " keys per channel"
-            : scales == KvScales::kPerBlock     ? " per block"
+            : scales == KvScales::kPerGroup     ? " per group"
                                                 : "");
   }
 };
@@ -150,8 +150,8 @@ constexpr CacheKind kCacheKinds[] = {{DType::kFloat32},
                                      {DType::kFloat8E4M3},
                                      {DType::kInt8, KvScales::kPerChannelKeys},
                                      {DType::kInt4, KvScales::kPerChannelKeys},
-                                     {DType::kInt8, KvScales::kPerBlock},
-                                     {DType::kInt4, KvScales::kPerBlock}};
+                                     {DType::kInt8, KvScales::kPerGroup},
+                                     {DType::kInt4, KvScales::kPerGroup}};
 
 void DecodeContiguous(const Combination& c, const OwnedLayer& layer,
                       const std::vector<float>& x, const std::vector<float>& ref,

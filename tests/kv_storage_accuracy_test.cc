@@ -30,8 +30,8 @@ constexpr StorageKind kKinds[] = {
     {"fp8_e5m2_scale_free", DType::kFloat8E5M2, KvScales::kNone},
     {"int8_channel_keys", DType::kInt8, KvScales::kPerChannelKeys},
     {"int4", DType::kInt4, KvScales::kPerChannelKeys},
-    {"q8_0", DType::kInt8, KvScales::kPerBlock},
-    {"q4_0", DType::kInt4, KvScales::kPerBlock},
+    {"q8_0", DType::kInt8, KvScales::kPerGroup},
+    {"q4_0", DType::kInt4, KvScales::kPerGroup},
 };
 constexpr int kKindCount = sizeof(kKinds) / sizeof(kKinds[0]);
 

@@ -30,11 +30,11 @@ enum class KvScales {
   // keeps each sequence's partial last block of keys in fp32 too, which every append
   // requantises the block from (a KvCache's block: 128 tokens).
   kPerChannelKeys,
-  // int8 and int4, ggml's q8_0 and q4_0: each token's key and value in blocks of 32
-  // channels, one fp16 scale per block (symmetric; int4: codes 0..15 standing for
-  // -8..7). A block whose scale passes fp16's 65504 (int8: max|x| above 8.3e6) reads
-  // back infinite, as in ggml.
-  kPerBlock,
+  // int8 and int4, ggml's q8_0 and q4_0: each token's key and value in groups of 32
+  // channels (ggml's blocks), one fp16 scale per group (symmetric; int4: codes 0..15
+  // standing for -8..7). A group whose scale passes fp16's 65504 (int8: max|x|
+  // above 8.3e6) reads back infinite, as in ggml.
+  kPerGroup,
 };
 
 // Preallocated at creation for max_batch sequences of up to max_seq_len tokens,

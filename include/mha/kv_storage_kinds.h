@@ -24,6 +24,6 @@ MHA_KV_KIND(Int8ChannelKeys, INT8_CHANNEL_KEYS, 7, kInt8, kPerChannelKeys)
    groups of 32 channels */
 MHA_KV_KIND(Int4, INT4, 8, kInt4, kPerChannelKeys)
 /* ggml's q8_0: int8, one fp16 scale per 32 channels of each token's key and value */
-MHA_KV_KIND(Q8_0, Q8_0, 9, kInt8, kPerBlock)
+MHA_KV_KIND(Q8_0, Q8_0, 9, kInt8, kPerGroup)
 /* ggml's q4_0: 4-bit codes for -8..7, one fp16 scale per 32 channels of each token */
-MHA_KV_KIND(Q4_0, Q4_0, 10, kInt4, kPerBlock)
+MHA_KV_KIND(Q4_0, Q4_0, 10, kInt4, kPerGroup)

@@ -46,8 +46,8 @@ const char* KvScalesName(KvScales scales) {
       return "kNone";
     case KvScales::kPerChannelKeys:
       return "kPerChannelKeys";
-    case KvScales::kPerBlock:
-      return "kPerBlock";
+    case KvScales::kPerGroup:
+      return "kPerGroup";
   }
   return "unknown";
 }

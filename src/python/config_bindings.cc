@@ -20,7 +20,7 @@ void BindEnums(py::module_& m) {
       .value("per_token", KvScales::kPerToken)
       .value("none", KvScales::kNone)
       .value("per_channel_keys", KvScales::kPerChannelKeys)
-      .value("per_block", KvScales::kPerBlock);
+      .value("per_group", KvScales::kPerGroup);
   py::enum_<WeightLayout>(m, "WeightLayout", "How a projection weight is laid out.")
       .value("out_in", WeightLayout::kOutIn)
       .value("in_out", WeightLayout::kInOut)

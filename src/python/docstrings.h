@@ -131,7 +131,7 @@ inline constexpr const char* kKvCache =
     "    storage: mha.DType: float32, bfloat16, int8, float8_e4m3fn, float8_e5m2 or "
     "int4.\n"
     "    scales: mha.KvScales: per_token, none (scale-free fp8), per_channel_keys "
-    "(int8 keys per channel; int4) or per_block (ggml's q8_0 and q4_0).\n";
+    "(int8 keys per channel; int4) or per_group (ggml's q8_0 and q4_0).\n";
 
 inline constexpr const char* kPagedKvCache =
     "A pool of blocks shared by a server's sequences and layers (paged_kv_cache.hpp): "

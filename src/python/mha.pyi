@@ -34,7 +34,7 @@ class KvScales(_Enum):
     per_token: KvScales
     none: KvScales
     per_channel_keys: KvScales
-    per_block: KvScales
+    per_group: KvScales
 
 class WeightLayout(_Enum):
     out_in: WeightLayout

@@ -14,7 +14,7 @@
 
 #include "src/cache/contiguous_pages.h"
 #include "src/kernels/int4_codes.h"
-#include "src/kv/block_scales.h"
+#include "src/kv/group_scales.h"
 #include "tests/kernels/append_rows.h"
 #include "tests/test_util.h"
 
@@ -109,7 +109,7 @@ TEST(GgmlKinds, Q8_0HoldsGgmlsBlocks) {
       if (first < kHeadDim) {
         const BlockQ8_0 key = ReferenceQ8_0(&cache.keys[t * kHeadDim + first],
                                             std::min<int64_t>(32, kHeadDim - first));
-        const uint16_t d = mha::internal::KeyBlockScales(cache.p, page)[b * kPage + slot];
+        const uint16_t d = mha::internal::KeyGroupScales(cache.p, page)[b * kPage + slot];
         if (t == 4 && b == 1) {  // a NaN: no q8_0 form
           ASSERT_TRUE(std::isnan(mha::internal::FloatFromFp16(d)));
         } else {
@@ -123,7 +123,7 @@ TEST(GgmlKinds, Q8_0HoldsGgmlsBlocks) {
       }
       const BlockQ8_0 value = ReferenceQ8_0(&cache.values[t * kHeadDim + first],
                                             std::clamp<int64_t>(kHeadDim - first, 0, 32));
-      ASSERT_EQ(mha::internal::ValueBlockScales(cache.p, page)[b * kPage + slot], value.d)
+      ASSERT_EQ(mha::internal::ValueGroupScales(cache.p, page)[b * kPage + slot], value.d)
           << "value " << t << " block " << b;
       for (int64_t j = 0; j < 32 && first + j < padded; ++j) {
         ASSERT_EQ(v[PanelOffset(slot, first + j, kPage)], value.qs[j])
@@ -136,7 +136,7 @@ TEST(GgmlKinds, Q8_0HoldsGgmlsBlocks) {
 TEST(GgmlKinds, Q4_0HoldsGgmlsBlocks) {
   const Filled cache(KvStorage::kQ4_0);
   const int64_t padded = cache.p.padded_value_head_dim;
-  EXPECT_EQ(mha::internal::KeyBlockScales(cache.p, 0)[9], Fp16FromFloat(-127.0f / 8));
+  EXPECT_EQ(mha::internal::KeyGroupScales(cache.p, 0)[9], Fp16FromFloat(-127.0f / 8));
   for (int64_t t = 0; t < kRows; ++t) {
     const int64_t page = t / kPage, slot = t % kPage;
     const uint8_t* k = cache.p.KeyPage(page);
@@ -146,7 +146,7 @@ TEST(GgmlKinds, Q4_0HoldsGgmlsBlocks) {
       if (first < kHeadDim) {
         const int64_t n = std::min<int64_t>(32, kHeadDim - first);
         const BlockQ4_0 key = ReferenceQ4_0(&cache.keys[t * kHeadDim + first], n);
-        const uint16_t d = mha::internal::KeyBlockScales(cache.p, page)[b * kPage + slot];
+        const uint16_t d = mha::internal::KeyGroupScales(cache.p, page)[b * kPage + slot];
         const bool nan = t == 4 && b == 1;  // no q4_0 form: codes 8 (0), scale NaN
         if (nan) {
           ASSERT_TRUE(std::isnan(mha::internal::FloatFromFp16(d)));
@@ -161,7 +161,7 @@ TEST(GgmlKinds, Q4_0HoldsGgmlsBlocks) {
       }
       const BlockQ4_0 value = ReferenceQ4_0(&cache.values[t * kHeadDim + first],
                                             std::clamp<int64_t>(kHeadDim - first, 0, 32));
-      ASSERT_EQ(mha::internal::ValueBlockScales(cache.p, page)[b * kPage + slot], value.d)
+      ASSERT_EQ(mha::internal::ValueGroupScales(cache.p, page)[b * kPage + slot], value.d)
           << "value " << t << " block " << b;
       for (int64_t j = 0; j < 32 && first + j < padded; ++j) {
         ASSERT_EQ(mha::internal::GetInt4(v, slot, first + j, kPage), value.q[j])

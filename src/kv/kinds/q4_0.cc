@@ -1,11 +1,11 @@
-// The q4_0 KV kind, ggml's block_q4_0: each token's key and value in blocks of 32
-// channels, one fp16 scale d per block, 4-bit codes q standing for q - 8:
-// x ~ d (q - 8). As ggml's reference quantiser: m = the block's element of largest
+// The q4_0 KV kind, ggml's block_q4_0: each token's key and value in groups of 32
+// channels, one fp16 scale d per group, 4-bit codes q standing for q - 8:
+// x ~ d (q - 8). As ggml's reference quantiser: m = the group's element of largest
 // magnitude (the first, if several), d = m / -8, q = min(15, trunc(x / d + 8.5))
 // (through 1 / d in fp32), d stored rounded to fp16. The codes and scales are ggml's
 // bit for bit; they sit in mha's int4 tiles (two rows of a column to a byte,
-// Int4Offset; ggml pairs channels j and j + 16 of a block instead), the scales per
-// block after them (block_scales.h). A block with a non-finite element: codes 8,
+// Int4Offset; ggml pairs channels j and j + 16 of a group instead), the scales per
+// group after them (group_scales.h). A group with a non-finite element: codes 8,
 // scale NaN. 4.5 bits per value.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/kv/kinds/q4_0.cc"
@@ -18,7 +18,7 @@
 #include "src/kernels/attention_head-inl.h"
 #include "src/kernels/int4_codes.h"
 #include "src/kernels/kv_append-inl.h"
-#include "src/kv/block_scales-inl.h"
+#include "src/kv/group_scales-inl.h"
 #include "src/kv/kind_entry_points.h"
 #include "src/kv/kind_traits-inl.h"
 
@@ -51,8 +51,8 @@ struct Q4Codes {
 };
 
 struct Q4_0Traits : CodesKind<Int4Pair> {
-  using KeyLoader = mha::HWY_NAMESPACE::KeyBlockLoader<Q4Codes>;
-  using ValueLoader = mha::HWY_NAMESPACE::ValueBlockLoader<Q4Codes>;
+  using KeyLoader = mha::HWY_NAMESPACE::KeyGroupLoader<Q4Codes>;
+  using ValueLoader = mha::HWY_NAMESPACE::ValueGroupLoader<Q4Codes>;
   static KeyLoader Keys(const KvPages& pages) {
     return {pages.key_codes_bytes, static_cast<size_t>(pages.page_size)};
   }
@@ -63,14 +63,14 @@ struct Q4_0Traits : CodesKind<Int4Pair> {
 
 MHA_KV_KIND_ATTEND(Q4_0, Q4_0Traits)
 
-// A row of n values (`count` of them given, zeros after) as blocks: code c of the
-// row through set(c, code), block b's scale to scales[b * page_size].
+// A row of n values (`count` of them given, zeros after) as groups: code c of the
+// row through set(c, code), group b's scale to scales[b * page_size].
 template <class Set>
-void QuantizeBlocks(const float* row, size_t count, size_t n, const Set& set,
+void QuantizeGroups(const float* row, size_t count, size_t n, const Set& set,
                     uint16_t* scales, size_t page_size) {
-  constexpr size_t kBlock = static_cast<size_t>(kScaleBlock);
-  for (size_t first = 0, b = 0; first < n; first += kBlock, ++b) {
-    const size_t end = std::min(n, first + kBlock), given = std::min(end, count);
+  constexpr size_t kGroup = static_cast<size_t>(kScaleGroup);
+  for (size_t first = 0, b = 0; first < n; first += kGroup, ++b) {
+    const size_t end = std::min(n, first + kGroup), given = std::min(end, count);
     float amax = 0.0f, max = 0.0f;
     bool finite = true;
     for (size_t c = first; c < given; ++c) {
@@ -97,19 +97,19 @@ struct Q4_0Writer {
            bool) const {
     const size_t head_dim = static_cast<size_t>(pages.head_dim);
     uint8_t* tile = pages.KeyPage(page);
-    QuantizeBlocks(
+    QuantizeGroups(
         key, head_dim, head_dim,
         [&](size_t c, uint8_t code) { SetInt4(tile, c, offset, head_dim, code); },
-        KeyBlockScales(pages, page) + offset, static_cast<size_t>(pages.page_size));
+        KeyGroupScales(pages, page) + offset, static_cast<size_t>(pages.page_size));
   }
   void Value(const KvPages& pages, const float* value, size_t value_head_dim,
              int64_t page, size_t offset) const {
     const size_t page_size = static_cast<size_t>(pages.page_size);
     uint8_t* tile = pages.ValuePage(page);
-    QuantizeBlocks(
+    QuantizeGroups(
         value, value_head_dim, static_cast<size_t>(pages.padded_value_head_dim),
         [&](size_t c, uint8_t code) { SetInt4(tile, offset, c, page_size, code); },
-        ValueBlockScales(pages, page) + offset, page_size);
+        ValueGroupScales(pages, page) + offset, page_size);
   }
 };
 
@@ -143,21 +143,21 @@ void CopyToken(const KvPages& pages, int64_t from, int64_t to) {
   for (size_t c = 0; c < static_cast<size_t>(pages.padded_value_head_dim); ++c) {
     SetInt4(value_to, to_at, c, rows, GetInt4(value_from, from_at, c, rows));
   }
-  CopyBlockScales(pages, from, to);
+  CopyGroupScales(pages, from, to);
 }
 
 }  // namespace
 
 MHA_KV_KIND_ENTRY_POINTS(Q4_0)
 
-extern const KvKind kKvKindQ4_0 = {BlockScaledKeyPage<Int4Pair>,
-                                   BlockScaledValuePage<Int4Pair>,
+extern const KvKind kKvKindQ4_0 = {GroupScaledKeyPage<Int4Pair>,
+                                   GroupScaledValuePage<Int4Pair>,
                                    nullptr,
                                    /*latent=*/false,
                                    AttendQ4_0Run,
                                    AppendQ4_0Run,
                                    CopyToken,
-                                   ClearValueBlockScales};
+                                   ClearValueGroupScales};
 
 }  // namespace mha::internal
 #endif  // HWY_ONCE

@@ -1,9 +1,9 @@
-// The q8_0 KV kind, ggml's block_q8_0: each token's key and value in blocks of 32
-// channels, one fp16 scale d per block, symmetric int8 codes: x ~ d q. As ggml's
+// The q8_0 KV kind, ggml's block_q8_0: each token's key and value in groups of 32
+// channels, one fp16 scale d per group, symmetric int8 codes: x ~ d q. As ggml's
 // reference quantiser: d = max|x| / 127, q = round(x / d) (halves away from zero,
 // through 1 / d in fp32), d stored rounded to fp16. The codes and scales are ggml's
-// bit for bit; they sit in mha's tiles (codes in column panels, scales per block
-// after them: block_scales.h), not in ggml's 34-byte structs. A block with a
+// bit for bit; they sit in mha's tiles (codes in column panels, scales per group
+// after them: group_scales.h), not in ggml's 34-byte structs. A group with a
 // non-finite element: zero codes, scale NaN. 8.5 bits per value.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/kv/kinds/q8_0.cc"
@@ -16,7 +16,7 @@
 #include "src/kernels/attention_head-inl.h"
 #include "src/kernels/kv_append-inl.h"
 #include "src/kernels/kv_token_copy.h"
-#include "src/kv/block_scales-inl.h"
+#include "src/kv/group_scales-inl.h"
 #include "src/kv/kind_entry_points.h"
 #include "src/kv/kind_traits-inl.h"
 
@@ -26,8 +26,8 @@ namespace mha::internal::HWY_NAMESPACE {
 using Q8Codes = mha::HWY_NAMESPACE::CodesLoader<int8_t>;
 
 struct Q8_0Traits : CodesKind<int8_t> {
-  using KeyLoader = mha::HWY_NAMESPACE::KeyBlockLoader<Q8Codes>;
-  using ValueLoader = mha::HWY_NAMESPACE::ValueBlockLoader<Q8Codes>;
+  using KeyLoader = mha::HWY_NAMESPACE::KeyGroupLoader<Q8Codes>;
+  using ValueLoader = mha::HWY_NAMESPACE::ValueGroupLoader<Q8Codes>;
   static KeyLoader Keys(const KvPages& pages) {
     return {pages.key_codes_bytes, static_cast<size_t>(pages.page_size)};
   }
@@ -38,14 +38,14 @@ struct Q8_0Traits : CodesKind<int8_t> {
 
 MHA_KV_KIND_ATTEND(Q8_0, Q8_0Traits)
 
-// A row of n values (`count` of them given, zeros after) as blocks: block b's codes
+// A row of n values (`count` of them given, zeros after) as groups: group b's codes
 // to codes[index(c)] for its channels c, its scale to scales[b * page_size].
 template <class Index>
-void QuantizeBlocks(const float* row, size_t count, size_t n, int8_t* codes,
+void QuantizeGroups(const float* row, size_t count, size_t n, int8_t* codes,
                     const Index& index, uint16_t* scales, size_t page_size) {
-  constexpr size_t kBlock = static_cast<size_t>(kScaleBlock);
-  for (size_t first = 0, b = 0; first < n; first += kBlock, ++b) {
-    const size_t end = std::min(n, first + kBlock), given = std::min(end, count);
+  constexpr size_t kGroup = static_cast<size_t>(kScaleGroup);
+  for (size_t first = 0, b = 0; first < n; first += kGroup, ++b) {
+    const size_t end = std::min(n, first + kGroup), given = std::min(end, count);
     float amax = 0.0f;
     bool finite = true;
     for (size_t c = first; c < given; ++c) {
@@ -71,19 +71,19 @@ struct Q8_0Writer {
   void Key(const KvPages& pages, const float* key, int64_t page, size_t offset,
            bool) const {
     const size_t head_dim = static_cast<size_t>(pages.head_dim);
-    QuantizeBlocks(
+    QuantizeGroups(
         key, head_dim, head_dim, reinterpret_cast<int8_t*>(pages.KeyPage(page)),
         [&](size_t c) { return PanelOffset(c, offset, head_dim); },
-        KeyBlockScales(pages, page) + offset, static_cast<size_t>(pages.page_size));
+        KeyGroupScales(pages, page) + offset, static_cast<size_t>(pages.page_size));
   }
   void Value(const KvPages& pages, const float* value, size_t value_head_dim,
              int64_t page, size_t offset) const {
     const size_t page_size = static_cast<size_t>(pages.page_size);
-    QuantizeBlocks(
+    QuantizeGroups(
         value, value_head_dim, static_cast<size_t>(pages.padded_value_head_dim),
         reinterpret_cast<int8_t*>(pages.ValuePage(page)),
         [&](size_t c) { return PanelOffset(offset, c, page_size); },
-        ValueBlockScales(pages, page) + offset, page_size);
+        ValueGroupScales(pages, page) + offset, page_size);
   }
 };
 
@@ -102,21 +102,21 @@ namespace {
 void CopyToken(const KvPages& pages, int64_t from, int64_t to) {
   if (from == to) return;
   CopyCodes<int8_t>(pages, from, to);
-  CopyBlockScales(pages, from, to);
+  CopyGroupScales(pages, from, to);
 }
 
 }  // namespace
 
 MHA_KV_KIND_ENTRY_POINTS(Q8_0)
 
-extern const KvKind kKvKindQ8_0 = {BlockScaledKeyPage<int8_t>,
-                                   BlockScaledValuePage<int8_t>,
+extern const KvKind kKvKindQ8_0 = {GroupScaledKeyPage<int8_t>,
+                                   GroupScaledValuePage<int8_t>,
                                    nullptr,
                                    /*latent=*/false,
                                    AttendQ8_0Run,
                                    AppendQ8_0Run,
                                    CopyToken,
-                                   ClearValueBlockScales};
+                                   ClearValueGroupScales};
 
 }  // namespace mha::internal
 #endif  // HWY_ONCE

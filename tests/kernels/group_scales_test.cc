@@ -1,11 +1,11 @@
-// Pages scaled per block (src/kv/block_scales.h, block_scales-inl.h) on every SIMD
+// Pages scaled per group (src/kv/group_scales.h, group_scales-inl.h) on every SIMD
 // target this CPU supports: fp16 scales coded with round-to-nearest-even and decoded
 // exactly (every one of the 65536 codes, scalar and vector), and the tile product
-// reading int8 K^T pages through KeyBlockLoader (rows times their block's scale per
-// token) and V pages through ValueBlockLoader (rows times their block's scale),
+// reading int8 K^T pages through KeyGroupLoader (rows times their group's scale per
+// token) and V pages through ValueGroupLoader (rows times their group's scale),
 // against the same products in double.
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "tests/kernels/block_scales_test.cc"
+#define HWY_TARGET_INCLUDE "tests/kernels/group_scales_test.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include <cmath>
@@ -16,7 +16,7 @@
 
 #include "hwy/highway.h"
 #include "src/kernels/tile_matmul-inl.h"
-#include "src/kv/block_scales-inl.h"
+#include "src/kv/group_scales-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mha {
@@ -37,11 +37,11 @@ void BlockProductForTest(bool keys, size_t rows, size_t n, size_t depth, size_t 
                          float* c) {
   const hwy::HWY_NAMESPACE::ScalableTag<float> d;
   if (keys) {
-    const KeyBlockLoader<CodesLoader<int8_t>> loader{scales_at, page};
+    const KeyGroupLoader<CodesLoader<int8_t>> loader{scales_at, page};
     return TileMatMul(d, loader, rows, n, depth, a, depth, page_bytes, depth, c, n,
                       /*accumulate=*/false);
   }
-  const ValueBlockLoader<CodesLoader<int8_t>> loader{scales_at, page};
+  const ValueGroupLoader<CodesLoader<int8_t>> loader{scales_at, page};
   TileMatMul(d, loader, rows, n, depth, a, depth, page_bytes, page, c, n,
              /*accumulate=*/false);
 }
@@ -100,20 +100,20 @@ TEST_P(BlockScales, TileProductsScaleEachRowByItsBlock) {
   constexpr size_t kPage = 16;
   for (const bool keys : {true, false}) {
     for (const size_t rows : {1, 5, 7}) {
-      for (const size_t head_dim : {16, 48, 64, 96}) {  // 48: a partial last block
+      for (const size_t head_dim : {16, 48, 64, 96}) {  // 48: a partial last group
         const size_t depth = keys ? head_dim : kPage, n = keys ? kPage : head_dim;
-        const size_t blocks = (head_dim + 31) / 32;
+        const size_t groups = (head_dim + 31) / 32;
         const std::vector<float> a =
             mha::testing::RandomFloats(rows * depth, uint32_t(rows + head_dim));
         const std::vector<float> scales =
-            mha::testing::RandomFloats(blocks * kPage, uint32_t(head_dim), 0.5f);
-        std::vector<int8_t> page(depth * n + blocks * kPage * 2);
+            mha::testing::RandomFloats(groups * kPage, uint32_t(head_dim), 0.5f);
+        std::vector<int8_t> page(depth * n + groups * kPage * 2);
         std::vector<double> b(depth * n);
         for (size_t t = 0; t < kPage; ++t) {
           for (size_t c = 0; c < head_dim; ++c) {
-            const size_t block = c / 32;
-            const uint16_t scale = Fp16FromFloat(scales[block * kPage + t]);
-            std::memcpy(page.data() + depth * n + (block * kPage + t) * 2, &scale, 2);
+            const size_t group = c / 32;
+            const uint16_t scale = Fp16FromFloat(scales[group * kPage + t]);
+            std::memcpy(page.data() + depth * n + (group * kPage + t) * 2, &scale, 2);
             const int8_t code = static_cast<int8_t>((t * 7 + c * 3) % 255 - 127);
             const size_t k = keys ? c : t, j = keys ? t : c;
             page[PanelOffset(k, j, depth)] = code;

@@ -1,13 +1,13 @@
-// Per-target loaders of pages scaled per block (block_scales.h): a K^T row (a
-// channel) times the fp16 scales of its block for the vector's tokens, a V row (a
-// token) times its block's scale. Codes: a loader of the codes as numbers
+// Per-target loaders of pages scaled per group (group_scales.h): a K^T row (a
+// channel) times the fp16 scales of its group for the vector's tokens, a V row (a
+// token) times its group's scale. Codes: a loader of the codes as numbers
 // (tile_loaders-inl.h; a kind subtracts its offset there).
 
-#if defined(MHA_KV_BLOCK_SCALES_INL_H_) == defined(HWY_TARGET_TOGGLE)
-#ifdef MHA_KV_BLOCK_SCALES_INL_H_
-#undef MHA_KV_BLOCK_SCALES_INL_H_
+#if defined(MHA_KV_GROUP_SCALES_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef MHA_KV_GROUP_SCALES_INL_H_
+#undef MHA_KV_GROUP_SCALES_INL_H_
 #else
-#define MHA_KV_BLOCK_SCALES_INL_H_
+#define MHA_KV_GROUP_SCALES_INL_H_
 #endif
 
 #include <cstddef>
@@ -15,7 +15,7 @@
 
 #include "hwy/highway.h"
 #include "src/kernels/tile_loaders-inl.h"
-#include "src/kv/block_scales.h"
+#include "src/kv/group_scales.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mha {
@@ -44,10 +44,10 @@ HWY_INLINE hn::Vec<D> LoadFp16(D d, const uint16_t* HWY_RESTRICT p) {
 #endif
 }
 
-// K^T tiles: row k of column c times scales[k / kScaleBlock x page_size + c], the
+// K^T tiles: row k of column c times scales[k / kScaleGroup x page_size + c], the
 // scales `scales_at` bytes from the tile's start.
 template <class Codes>
-struct KeyBlockLoader {
+struct KeyGroupLoader {
   using Code = typename Codes::Code;
   static constexpr size_t kRowsPerLoad = Codes::kRowsPerLoad;
   static constexpr size_t kPanelRowBytes = Codes::kPanelRowBytes;
@@ -61,13 +61,13 @@ struct KeyBlockLoader {
     size_t page_size;
     template <class D>
     HWY_INLINE hn::Vec<D> Scale(D d, size_t k) const {
-      return LoadFp16(d, scales + k / internal::kScaleBlock * page_size);
+      return LoadFp16(d, scales + k / internal::kScaleGroup * page_size);
     }
     template <class D>
     HWY_INLINE hn::Vec<D> Load(D d, size_t k) const {
       return hn::Mul(codes_column.Load(d, k), Scale(d, k));
     }
-    // Rows k and k + 1 (k even) share their block.
+    // Rows k and k + 1 (k even) share their group.
     template <class D>
     HWY_INLINE void Load(D d, size_t k, hn::Vec<D>& even, hn::Vec<D>& odd) const {
       codes_column.Load(d, k, even, odd);
@@ -87,9 +87,9 @@ struct KeyBlockLoader {
   }
 };
 
-// V tiles: row k (a token) of column c times scales[c / kScaleBlock x page_size + k].
+// V tiles: row k (a token) of column c times scales[c / kScaleGroup x page_size + k].
 template <class Codes>
-struct ValueBlockLoader {
+struct ValueGroupLoader {
   using Code = typename Codes::Code;
   static constexpr size_t kRowsPerLoad = Codes::kRowsPerLoad;
   static constexpr size_t kPanelRowBytes = Codes::kPanelRowBytes;
@@ -99,7 +99,7 @@ struct ValueBlockLoader {
   struct Column {
     typename Codes::Column codes_column;
     const Code* codes;
-    const uint16_t* scales;  // the column's block's
+    const uint16_t* scales;  // the column's group's
     template <class D>
     HWY_INLINE hn::Vec<D> Load(D d, size_t k) const {
       return hn::Mul(codes_column.Load(d, k),
@@ -118,7 +118,7 @@ struct ValueBlockLoader {
     return {codes, codes.codes,
             reinterpret_cast<const uint16_t*>(reinterpret_cast<const uint8_t*>(tile) +
                                               scales_at) +
-                column / internal::kScaleBlock * page_size};
+                column / internal::kScaleGroup * page_size};
   }
 };
 
@@ -126,4 +126,4 @@ struct ValueBlockLoader {
 }  // namespace mha
 HWY_AFTER_NAMESPACE();
 
-#endif  // MHA_KV_BLOCK_SCALES_INL_H_
+#endif  // MHA_KV_GROUP_SCALES_INL_H_
