@@ -15,7 +15,7 @@ void MultiHeadLatentAttention::Impl::CheckPacked(const TensorView& hidden,
                                                  const PackedStep::Impl& step,
                                                  int64_t layer,
                                                  const MutableTensorView& output) const {
-  step.CheckCurrent();
+  step.CheckCurrent(layer);
   const PagedKvCache::Impl& cache = *step.cache;
   const int64_t tokens = step.rows.tokens;
   if (hidden.dtype != DType::kFloat32 ||
@@ -30,9 +30,6 @@ void MultiHeadLatentAttention::Impl::CheckPacked(const TensorView& hidden,
       cache.layout.value_head_dim != config.kv_lora_rank) {
     Fail("cache: must be a latent PagedKvCache of this layer's kv_lora_rank ",
          config.kv_lora_rank, " and qk_rope_head_dim ", config.qk_rope_head_dim);
-  }
-  if (layer < 0 || layer >= cache.options.num_layers) {
-    Fail("layer: must be in [0, ", cache.options.num_layers, "), got ", layer);
   }
   if (step.rows.has_position_ids) {
     Fail("options.position_ids: MultiHeadLatentAttention places tokens itself (unset)");

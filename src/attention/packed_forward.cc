@@ -45,12 +45,9 @@ void MultiheadAttention::Impl::CheckPackedLayer(const TensorView& query,
                                                 const PackedStep::Impl& step,
                                                 int64_t layer,
                                                 const MutableTensorView& output) const {
-  step.CheckCurrent();
+  step.CheckCurrent(layer);
   const PagedKvCache::Impl& cache = *step.cache;
   CheckCacheShape(cache.num_kv_heads, cache.head_dim, cache.latent);
-  if (layer < 0 || layer >= cache.options.num_layers) {
-    Fail("layer: must be in [0, ", cache.options.num_layers, "), got ", layer);
-  }
   const AttentionFeatures& f = config.features;
   const int64_t window = f.sliding_window.value_or(0);
   if (cache.options.sliding_window > 0 &&

@@ -172,8 +172,11 @@ void PackedStep::Impl::Plan(PagedKvCache::Impl& target, const PackedBatch& batch
   form_count_ = 0;
 }
 
-void PackedStep::Impl::CheckCurrent() const {
+void PackedStep::Impl::CheckCurrent(int64_t layer) const {
   if (!cache) Fail("step: not planned (call step.Plan(cache, batch) first)");
+  if (layer < 0 || layer >= cache->options.num_layers) {
+    Fail("layer: must be in [0, ", cache->options.num_layers, "), got ", layer);
+  }
   const std::lock_guard<std::mutex> lock(cache->mutex);
   for (int64_t i = 0; i < rows.sequences; ++i) {
     const PagedKvCache::Impl::Sequence* found = cache->Find(rows.ids[i]);

@@ -48,8 +48,9 @@ struct PackedStep::Impl {
   void Plan(PagedKvCache::Impl& cache, const PackedBatch& batch,
             const ForwardOptions& options, int64_t tokens);
   size_t bytes() const;  // of its buffers and plans
-  // Fails unless the step is planned and its sequences are as Plan saw them.
-  void CheckCurrent() const;
+  // Fails unless the step is planned, its sequences are as Plan saw them and
+  // `layer` is one of the cache's.
+  void CheckCurrent(int64_t layer) const;
   internal::TokenTree tree() const;
   // The pages of one layer, by (sequence index, KV head): a PageSource's lookup.
   struct LayerPages {
