@@ -200,6 +200,9 @@ void CoreArguments::ResolveRotary(const CoreOptions& options, CausalAlignment al
                    true, query_offsets.data(), *rotary, query_positions.data());
   ResolvePositions("options.key_positions", options.key_positions, batch, key_len, true,
                    nullptr, *rotary, key_positions.data());
+  query_rows = query_positions.data();
+  key_rows = key_positions.data();
+  if (!rotary->dynamic()) return;
   // transformers' seq_len: the sequence's largest position + 1, queries and keys alike.
   sequence_lengths.assign(batch, 0);
   for (int64_t b = 0; b < batch; ++b) {
