@@ -41,7 +41,8 @@ struct PackedBatch {
 // hold for the whole step; kv_shared is each layer's (PackedLayerOptions).
 // Keep one PackedStep and plan it each step: its memory is reused. A plan holds
 // while its sequences are unchanged: a layer call fails once AppendSlots, Fork,
-// Truncate, KeepTokens or RemoveSequence touched one of them. One thread at a time
+// Truncate, KeepTokens or RemoveSequence touched one of them. The cache must outlive
+// the layer calls on a step planned over it. One thread at a time
 // plans a step; layers may run it from several threads.
 class PackedStep {
  public:
