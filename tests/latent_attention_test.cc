@@ -18,6 +18,7 @@
 
 #include "mha/latent_attention.hpp"
 #include "mha/mha.hpp"
+#include "src/kernels/bf16_convert.h"
 #include "tests/latent_test_util.h"
 #include "tests/test_util.h"
 
@@ -294,7 +295,7 @@ TEST(LatentPaged, CachesOfTheOtherKindAndBadTreesAreRefused) {
   const TensorView in(x.data(), Shape{1, kHidden});
   const MutableTensorView out_view(out.data(), Shape{1, kHidden});
   ExpectErrorMentioning([&] { layer.ForwardPacked(in, batch, plain_cache, 0, out_view); },
-                        "cache: must be a latent PagedKvCache");
+                        "cache: must be made from a LatentAttentionConfig");
   const int64_t parents[] = {0};  // a token cannot be its own parent
   PackedBatch tree = batch;
   tree.tree_parents = TensorView(parents, DType::kInt64, Shape{1});
@@ -355,7 +356,7 @@ TEST(LatentCache, AndAPlainLayerRefuseEachOthersCaches) {
             TensorView(x.data(), Shape{1, 2, kHidden}), plain_cache,
             MutableTensorView(out.data(), Shape{1, 2, kHidden}));
       },
-      "cache: must be a KvCache made from a LatentAttentionConfig");
+      "cache: must be made from a LatentAttentionConfig");
   ExpectErrorMentioning(
       [&] {
         plain_layer.ForwardWithCache(TensorView(x.data(), Shape{1, 2, kHidden}), {},
@@ -365,6 +366,90 @@ TEST(LatentCache, AndAPlainLayerRefuseEachOthersCaches) {
       "cache: made for multi-head latent attention layers");
   EXPECT_EQ(latent_cache.length(0), 0);
   EXPECT_EQ(plain_cache.length(0), 0);
+}
+
+// MLA runs on the layers' one pipeline, so it takes what every layer takes: bf16
+// hidden states are read as the floats they round to, and a bf16 output is the fp32
+// one rounded; for the expanded prompt and the absorbed decode after it.
+TEST(LatentLayer, Bf16HiddenStatesAndOutputsAreTheFloatPathRounded) {
+  const LatentAttentionConfig config = Config({});
+  const Weights weights(config);
+  const MultiHeadLatentAttention layer(config, weights.views);
+  KvCache float_cache(config, 2, 16), bf16_cache(config, 2, 16);
+  for (const int64_t step : {5, 1}) {
+    std::vector<float> x = RandomFloats(2 * step * kHidden, 20 + step);
+    std::vector<uint16_t> x16(x.size()), out16(x.size());
+    internal::FloatToBf16(x.data(), x.size(), x16.data());
+    internal::Bf16ToFloat(x16.data(), x16.size(), x.data());
+    std::vector<float> out(x.size());
+    const LatentForm form =
+        layer.ForwardWithCache(TensorView(x.data(), Shape{2, step, kHidden}), float_cache,
+                               MutableTensorView(out.data(), Shape{2, step, kHidden}));
+    EXPECT_EQ(form, step == 5 ? LatentForm::kExpanded : LatentForm::kAbsorbed);
+    layer.ForwardWithCache(
+        TensorView(x16.data(), DType::kBFloat16, Shape{2, step, kHidden}), bf16_cache,
+        MutableTensorView(out16.data(), DType::kBFloat16, Shape{2, step, kHidden}));
+    for (size_t i = 0; i < out.size(); ++i) {
+      ASSERT_EQ(out16[i], internal::RoundToBf16Bits(out[i]))
+          << "step " << step << " " << i;
+    }
+  }
+}
+
+// Rotary positions may come from options.position_ids, as for every layer. RoPE
+// makes a logit depend on the distance between positions only, so a sequence placed
+// 7 positions later attends as before (to rounding), through the contiguous cache and
+// a packed step alike; positions in another order do not.
+TEST(LatentLayer, PositionIdsMoveTheRotationOnly) {
+  const LatentAttentionConfig config = Config({});
+  const Weights weights(config);
+  const MultiHeadLatentAttention layer(config, weights.views);
+  constexpr int64_t kTokens = 6;
+  const std::vector<float> x = RandomFloats(kTokens * kHidden, 31);
+  const auto cached = [&](const std::vector<int64_t>& positions) {
+    KvCache cache(config, 1, kTokens);
+    std::vector<float> out(x.size());
+    ForwardOptions options;
+    if (!positions.empty()) {
+      options.position_ids =
+          TensorView(positions.data(), DType::kInt64, Shape{1, kTokens});
+    }
+    layer.ForwardWithCache(TensorView(x.data(), Shape{1, kTokens, kHidden}), cache,
+                           MutableTensorView(out.data(), Shape{1, kTokens, kHidden}),
+                           options);
+    return out;
+  };
+  const std::vector<float> plain = cached({});
+  std::vector<int64_t> shifted(kTokens), reversed(kTokens);
+  for (int64_t i = 0; i < kTokens; ++i) {
+    shifted[i] = i + 7;
+    reversed[i] = kTokens - 1 - i;
+  }
+  ExpectClose(cached(shifted), plain, "shifted positions", 1e-5);
+  const std::vector<float> other = cached(reversed);
+  double largest = 0;
+  for (size_t i = 0; i < other.size(); ++i) {
+    largest = std::max(largest, double(std::fabs(other[i] - plain[i])));
+  }
+  EXPECT_GT(largest, 1e-3);
+
+  PagedKvCacheOptions options;
+  options.num_blocks = 2, options.max_sequences = 1;
+  PagedKvCache paged(config, options);
+  paged.AddSequence(0);
+  const int64_t id = 0, count = kTokens, starts[] = {0, kTokens};
+  paged.AppendSlots(&id, &count, 1);
+  ForwardOptions step_options;
+  step_options.position_ids = TensorView(shifted.data(), DType::kInt64, Shape{kTokens});
+  PackedStep step;
+  step.Plan(paged,
+            {TensorView(&id, DType::kInt64, Shape{1}),
+             TensorView(starts, DType::kInt64, Shape{2})},
+            step_options);
+  std::vector<float> out(x.size());
+  layer.ForwardPacked(TensorView(x.data(), Shape{kTokens, kHidden}), step, 0,
+                      MutableTensorView(out.data(), Shape{kTokens, kHidden}));
+  ExpectClose(out, plain, "packed, shifted positions", 1e-5);
 }
 
 TEST(LatentCache, BytesPerTokenAreTheLatentAndRotaryPart) {
@@ -403,7 +488,7 @@ TEST(LatentLayer, BadArgumentsNameThemselvesAndChangeNothing) {
         layer.ForwardWithCache(TensorView(x.data(), Shape{1, 1, kHidden + 1}), cache,
                                MutableTensorView(out.data(), Shape{1, 1, kHidden}));
       },
-      "hidden_states: expected float32 [B >= 1, S >= 1, hidden_size=32]");
+      "hidden_states: expected float32 or bfloat16 [B >= 1, S >= 1, hidden_size=32]");
   EXPECT_EQ(cache.length(0), 3);
   EXPECT_EQ(out, std::vector<float>(3 * kHidden, 7.0f));
   LatentAttentionConfig other = config;

@@ -88,12 +88,13 @@ class MultiHeadLatentAttention {
 
   const LatentAttentionConfig& config() const;
 
-  // hidden_states [B, S, hidden] float32, B <= cache.max_batch(): appends S tokens to
-  // each of the first B sequences of `cache` (at positions length(b) ..) and writes
-  // output [B, S, hidden]: causal attention over each sequence's cache. On an error
-  // (mha::Error, naming the argument) nothing is written and the cache is unchanged.
-  // Returns the form the call ran. options: num_threads and batch_invariant, as
-  // MultiheadAttention's (position_ids and kv_shared are refused). Safe to call from
+  // hidden_states [B, S, hidden] float32 or bfloat16, B <= cache.max_batch():
+  // appends S tokens to each of the first B sequences of `cache` (at positions
+  // length(b) ..) and writes output [B, S, hidden] (float32 or bfloat16): causal
+  // attention over each sequence's cache. On an error (mha::Error, naming the
+  // argument) nothing is written and the cache is unchanged. Returns the form the
+  // call ran. options as MultiheadAttention's (num_threads, batch_invariant,
+  // position_ids for the rotary parts); kv_shared is refused. Safe to call from
   // several threads at once, each with its own cache.
   LatentForm ForwardWithCache(const TensorView& hidden_states, KvCache& cache,
                               const MutableTensorView& output,

@@ -59,11 +59,10 @@ class PackedStep {
   int64_t tokens() const;  // T: the rows every layer's query and output have
 
   struct Impl;  // opaque: defined inside the library
+  Impl& impl() { return *impl_; }
   const Impl& impl() const { return *impl_; }
 
  private:
-  friend class MultiheadAttention;
-  friend class MultiHeadLatentAttention;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -3,7 +3,7 @@
 // then projects only its queries and attends over the cache's pages.
 #include <algorithm>
 
-#include "src/attention/layer_impl.h"
+#include "src/attention/multihead_attention_impl.h"
 #include "src/base/check.h"
 #include "src/threading/parallel_for.h"
 
@@ -17,17 +17,7 @@ using internal::Workspace;
 void MultiheadAttention::Impl::CheckMemoryCache(const KvCache::Impl& cache,
                                                 int64_t batch) const {
   if (rotary) Fail("cross-attention: the layer has rotary embeddings (not supported)");
-  if (cache.latent) {
-    Fail("cache: made for multi-head latent attention layers (latents, no keys and ",
-         "values of their own)");
-  }
-  if (cache.num_kv_heads != config.resolved_num_kv_heads() ||
-      cache.head_dim != config.head_dim) {
-    Fail("cache: made for num_kv_heads=", cache.num_kv_heads,
-         " head_dim=", cache.head_dim,
-         ", this layer has num_kv_heads=", config.resolved_num_kv_heads(),
-         " head_dim=", config.head_dim);
-  }
+  CheckCacheHeads(cache.pages.layout());
   if (batch > cache.max_batch) {
     Fail("batch ", batch, " exceeds the cache's max_batch ", cache.max_batch);
   }
@@ -75,7 +65,7 @@ void MultiheadAttention::Impl::ProjectMemory(const TensorView& memory,
   // still as it was.
   const int64_t rows = batch * length, kv_dim = config.kv_dim(),
                 head_dim = config.head_dim;
-  float* keys = Workspace::Reserve(workspace->projections, 2 * rows * kv_dim);
+  float* keys = workspace->Rows(kProjectedRows, 2 * rows * kv_dim);
   float* values = keys + rows * kv_dim;
   ProjectKeyRows(memory, memory, 0, rows, keys, values, internal::TileRule::kByRows,
                  *workspace);
@@ -83,7 +73,7 @@ void MultiheadAttention::Impl::ProjectMemory(const TensorView& memory,
   const auto pages = [&cache](int64_t b, int64_t kv_head) {
     return cache.Pages(b, kv_head);
   };
-  internal::KvWrite write = LayerKvWrite({}, 0);
+  internal::KvWrite write = KvWriteFor({}, 0);
   write.key = {keys, length * kv_dim, head_dim, kv_dim};
   write.value = {values, length * kv_dim, head_dim, kv_dim};
   write.batch_end = batch;
@@ -130,7 +120,7 @@ void MultiheadAttention::Impl::ForwardCrossAttention(
   const auto pages = [&cache](int64_t b, int64_t kv_head) {
     return cache.Pages(b, kv_head);
   };
-  AttentionParams params = BaseParams(problem, {}, tile_rule);
+  AttentionParams params = BaseParams(problem, {}, tile_rule, /*form=*/0);
   params.pages = pages;
   params.page_size = cache.page_size;
   RunQueries({tile_rule, &query, 0, problem.batch_size * problem.query_len,

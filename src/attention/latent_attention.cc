@@ -1,21 +1,22 @@
-// MultiHeadLatentAttention: DeepSeek's MLA as a few named ops over one workspace:
-// project the queries and the cached rows ([rotary part, latent], the latent
-// RMS-normalised), append the rows to the cache (rotated on the way in), attend in
-// the form the call's cost picks, the output projection. The absorbed form lives
-// here: W_UK into each head's query, MQA over the latent pages (values in keys),
-// W_UV per head.
+// MultiHeadLatentAttention: DeepSeek's MLA as a projection strategy of the one
+// pipeline (latent_attention_impl.h): project the queries and the cached rows
+// ([rotary part, latent], the latent RMS-normalised), which the pipeline writes into
+// the cache (rotated on the way in); attend in the form the call's cost picks; the
+// output projection. The absorbed form lives here: W_UK into each head's query, MQA
+// over the latent pages (values in keys), W_UV per head.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "src/attention/latent_attention_impl.h"
 #include "src/base/check.h"
-#include "src/core/write_kv_pages.h"
 #include "src/kernels/rms_norm_rows.h"
 #include "src/platform/isa_cap.h"
 
 namespace mha {
 
+using internal::AttentionParams;
+using internal::Fail;
 using internal::Workspace;
 
 double DeepSeekYarnMscale(double factor, double mscale) {
@@ -34,7 +35,8 @@ internal::LinearPrimitive Linear(const dnnl::engine& engine, const float* weight
 
 MultiHeadLatentAttention::Impl::Impl(const LatentAttentionConfig& c,
                                      const LatentAttentionWeights& w)
-    : config(c),
+    : Layer(c.hidden_size, c.hidden_size, "hidden_states"),
+      config(c),
       softmax_scale(c.softmax_scale
                         ? *c.softmax_scale
                         : 1.0f / std::sqrt(static_cast<float>(c.qk_nope_head_dim +
@@ -68,77 +70,160 @@ MultiHeadLatentAttention::Impl::Impl(const LatentAttentionConfig& c,
   }
 }
 
-const float* MultiHeadLatentAttention::Impl::ProjectQueries(
-    const internal::LatentCall& call, const float* hidden, int64_t rows) const {
-  internal::LatentWorkspace& workspace = call.workspace;
-  float* queries =
-      Workspace::Reserve(workspace.queries, rows * config.num_heads * query_dim());
-  if (config.q_lora_rank == 0) {
-    Run(query, kQuery, hidden, rows, queries, call);
-    return queries;
+internal::Problem MultiHeadLatentAttention::Impl::CheckInput(
+    const TensorView& hidden, const MutableTensorView& output,
+    const ForwardOptions& options) const {
+  internal::CheckThreadCount("options.num_threads", options.num_threads);
+  if (options.kv_shared) {
+    Fail("options.kv_shared: MultiHeadLatentAttention layers write their own cache");
   }
-  float* query_a_rows = Workspace::Reserve(workspace.query_a, rows * config.q_lora_rank);
-  Run(query_a, kQueryA, hidden, rows, query_a_rows, call);
-  internal::RmsNormRows(query_a_rows, rows, config.q_lora_rank, config.q_lora_rank,
-                        weights.query_a_norm.data(),
-                        static_cast<float>(config.rms_norm_eps));
-  Run(query, kQuery, query_a_rows, rows, queries, call);
-  return queries;
+  if ((hidden.dtype != DType::kFloat32 && hidden.dtype != DType::kBFloat16) ||
+      hidden.shape.rank() != 3 || hidden.shape[2] != config.hidden_size ||
+      hidden.shape[0] < 1 || hidden.shape[1] < 1) {
+    Fail("hidden_states: expected float32 or bfloat16 [B >= 1, S >= 1, hidden_size=",
+         config.hidden_size, "], got ", DTypeName(hidden.dtype), " ",
+         hidden.shape.ToString());
+  }
+  internal::CheckTensor("hidden_states", hidden, hidden.dtype, hidden.shape);
+  internal::CheckOutput("output", output, hidden.shape, /*bf16_allowed=*/true);
+  internal::Problem problem;
+  problem.batch_size = hidden.shape[0];
+  problem.query_len = hidden.shape[1];
+  return problem;
 }
 
-float* MultiHeadLatentAttention::Impl::ProjectKeys(const internal::LatentCall& call,
-                                                   const float* hidden,
-                                                   int64_t rows) const {
-  internal::LatentWorkspace& workspace = call.workspace;
-  float* keys = Workspace::Reserve(workspace.keys, rows * key_dim());
-  Run(key, kKey, hidden, rows, keys, call);
-  internal::RmsNormRows(keys + config.qk_rope_head_dim, rows, key_dim(),
-                        config.kv_lora_rank, weights.latent_norm.data(),
-                        static_cast<float>(config.rms_norm_eps));
-  return keys;
+void MultiHeadLatentAttention::Impl::CheckCacheLayout(
+    const internal::BlockLayout& layout) const {
+  if (!layout.values_in_keys) {
+    Fail("cache: must be made from a LatentAttentionConfig (KvCache or PagedKvCache), ",
+         "got one of ", layout.num_kv_heads, " KV heads of ", layout.head_dim);
+  }
+  if (layout.head_dim != key_dim() || layout.value_head_dim != config.kv_lora_rank) {
+    Fail("cache: made for kv_lora_rank ", layout.value_head_dim, " and qk_rope_head_dim ",
+         layout.head_dim - layout.value_head_dim, ", the layer has ", config.kv_lora_rank,
+         " and ", config.qk_rope_head_dim);
+  }
 }
 
-void MultiHeadLatentAttention::Impl::AppendToCache(
-    const internal::LatentCall& call, const float* keys,
-    const internal::LatentSequences& step) const {
-  internal::LatentWorkspace& workspace = call.workspace;
+int MultiHeadLatentAttention::Impl::ChooseForm(const int64_t* first_positions,
+                                               int64_t sequences) const {
+  if (config.form == LatentForm::kAbsorbed) return kAbsorbedForm;
+  for (int64_t b = 0; b < sequences; ++b) {
+    if (first_positions[b] > 0) return kAbsorbedForm;
+  }
+  return kExpandedForm;
+}
+
+void MultiHeadLatentAttention::Impl::SetCoreParams(AttentionParams& params,
+                                                   int form) const {
+  params.num_heads = config.num_heads;
+  params.query_scale = softmax_scale;
+  if (form == kExpandedForm) {
+    params.num_kv_heads = config.num_heads;
+    params.head_dim = query_dim();
+    params.value_head_dim = config.v_head_dim;
+    if (expanded_rotary) params.rotary = &*expanded_rotary;
+    return;
+  }
+  params.num_kv_heads = 1;
+  params.head_dim = key_dim();
+  params.value_head_dim = config.kv_lora_rank;
+  params.values_in_keys = true;
+  params.value_offset = config.qk_rope_head_dim;
+}
+
+internal::KvWrite MultiHeadLatentAttention::Impl::KvWriteFor(
+    const internal::RotaryRows& rotary_rows, int64_t positions_per_sequence) const {
   internal::KvWrite write;
-  write.key =
-      write.value = {keys, step.query_len * key_dim(), 0, key_dim(), step.batch_rows};
-  write.batch_end = step.sequences;
   write.num_kv_heads = 1;
   write.head_dim = key_dim();
   write.value_head_dim = config.kv_lora_rank;
-  write.counts = step.counts;
-  write.count = step.query_len;
-  write.first_positions = step.first_positions;
   if (rotary) {
-    write.rotary = &*rotary;
-    write.rotary_positions = step.positions;
-    write.positions_per_sequence = step.query_len;
+    write.rotary = rotary_rows.table;
+    write.rotary_positions = rotary_rows.positions;
+    write.positions_per_sequence = positions_per_sequence;
   }
-  write.pages = step.pages;
-  internal::WriteKvPages(write, workspace.rotation_scratch);
+  return write;
 }
 
-float* MultiHeadLatentAttention::Impl::AttendAbsorbed(
-    const internal::LatentCall& call, const float* queries,
-    const internal::LatentSequences& step) const {
-  return ValueUp(call, AttendLatent(call, AbsorbQueries(call, queries, step.rows), step),
-                 step.rows);
+internal::Layer::Projected MultiHeadLatentAttention::Impl::Project(
+    const QueryPass& pass, AttentionParams& params, Workspace& workspace) const {
+  const float* queries = ProjectQueries(pass, workspace);
+  const bool expanded = pass.form == kExpandedForm;
+  const float* latent_rows =
+      pass.kv || expanded ? ProjectLatentRows(pass, workspace) : nullptr;
+  const int64_t heads = config.num_heads;
+  if (!expanded) {
+    return {AbsorbQueries(queries, pass, workspace), heads * key_dim(), latent_rows,
+            latent_rows, key_dim()};
+  }
+  ExpandKeysAndValues(latent_rows, pass, params, workspace);
+  return {queries, heads * query_dim(), latent_rows, latent_rows, key_dim()};
+}
+
+internal::HeadRows<float> MultiHeadLatentAttention::Impl::ContextRows(
+    const QueryPass& pass, Workspace& workspace) const {
+  const int64_t heads = config.num_heads, rows = pass.rows;
+  if (pass.form == kExpandedForm) {
+    const int64_t width = heads * config.v_head_dim;
+    float* outputs = workspace.Rows(kHeadOutputs, rows * width);
+    if (pass.padded) std::fill(outputs, outputs + rows * width, 0.0f);
+    return {outputs, pass.rows_per_batch * width, config.v_head_dim, width,
+            pass.batch_rows};
+  }
+  const int64_t rank = config.kv_lora_rank;
+  float* contexts = workspace.Rows(kContexts, heads * rows * rank);
+  if (pass.padded) std::fill(contexts, contexts + heads * rows * rank, 0.0f);
+  return {contexts, pass.rows_per_batch * rank, rows * rank, rank, pass.batch_rows};
+}
+
+void MultiHeadLatentAttention::Impl::ProjectOutput(const float* context,
+                                                   const QueryPass& pass,
+                                                   Workspace& workspace) const {
+  const float* head_outputs =
+      pass.form == kExpandedForm ? context : ValueUp(context, pass, workspace);
+  Run(output, kOutput, head_outputs, pass.rows, pass.output, pass, workspace);
+}
+
+const float* MultiHeadLatentAttention::Impl::ProjectQueries(const QueryPass& pass,
+                                                            Workspace& workspace) const {
+  const int64_t rows = pass.rows;
+  float* queries = workspace.Rows(kQueries, rows * config.num_heads * query_dim());
+  if (config.q_lora_rank == 0) {
+    RunLinear(query, kQuery, *pass.input, pass.first_row, rows, queries, pass.tile_rule,
+              workspace);
+    return queries;
+  }
+  float* query_a_rows = workspace.Rows(kQueryARows, rows * config.q_lora_rank);
+  RunLinear(query_a, kQueryA, *pass.input, pass.first_row, rows, query_a_rows,
+            pass.tile_rule, workspace);
+  internal::RmsNormRows(query_a_rows, rows, config.q_lora_rank, config.q_lora_rank,
+                        weights.query_a_norm.data(),
+                        static_cast<float>(config.rms_norm_eps));
+  Run(query, kQuery, query_a_rows, rows, queries, pass, workspace);
+  return queries;
+}
+
+float* MultiHeadLatentAttention::Impl::ProjectLatentRows(const QueryPass& pass,
+                                                         Workspace& workspace) const {
+  float* rows = workspace.Rows(kLatentRows, pass.rows * key_dim());
+  RunLinear(key, kKey, *pass.input, pass.first_row, pass.rows, rows, pass.tile_rule,
+            workspace);
+  internal::RmsNormRows(rows + config.qk_rope_head_dim, pass.rows, key_dim(),
+                        config.kv_lora_rank, weights.latent_norm.data(),
+                        static_cast<float>(config.rms_norm_eps));
+  return rows;
 }
 
 // Absorbed queries [rows, heads, rope + latent]: each head's q_pe, then q_nope W_UK_h
 // (written by its projection in place, a row stride of heads x key_dim apart).
-float* MultiHeadLatentAttention::Impl::AbsorbQueries(const internal::LatentCall& call,
-                                                     const float* queries,
-                                                     int64_t rows) const {
-  internal::LatentWorkspace& workspace = call.workspace;
+float* MultiHeadLatentAttention::Impl::AbsorbQueries(const float* queries,
+                                                     const QueryPass& pass,
+                                                     Workspace& workspace) const {
   const int64_t heads = config.num_heads, nope = config.qk_nope_head_dim;
-  const int64_t rope = config.qk_rope_head_dim;
-  float* absorbed =
-      Workspace::Reserve(workspace.absorbed_queries, rows * heads * key_dim());
-  float* nope_rows = Workspace::Reserve(workspace.nope_rows, rows * nope);
+  const int64_t rope = config.qk_rope_head_dim, rows = pass.rows;
+  float* absorbed = workspace.Rows(kAbsorbedQueries, rows * heads * key_dim());
+  float* nope_rows = workspace.Rows(kNopeRows, rows * nope);
   for (int64_t h = 0; h < heads; ++h) {
     for (int64_t r = 0; r < rows; ++r) {
       const float* head = queries + (r * heads + h) * query_dim();
@@ -146,160 +231,22 @@ float* MultiHeadLatentAttention::Impl::AbsorbQueries(const internal::LatentCall&
       std::copy(head + rope, head + rope + nope, nope_rows + r * nope);
     }
     Run(key_absorb[h], kKeyAbsorb + h, nope_rows, rows, absorbed + h * key_dim() + rope,
-        call);
+        pass, workspace);
   }
   return absorbed;
 }
 
-// Latent contexts [heads, rows, kv_lora_rank]: each head's rows in one run, the
-// input of its W_UV.
-float* MultiHeadLatentAttention::Impl::AttendLatent(
-    const internal::LatentCall& call, const float* absorbed,
-    const internal::LatentSequences& step) const {
-  internal::LatentWorkspace& workspace = call.workspace;
-  const int64_t heads = config.num_heads, rank = config.kv_lora_rank;
-  const int64_t rows = step.rows, seq = step.query_len;
-  float* contexts = Workspace::Reserve(workspace.contexts, heads * rows * rank);
-  internal::AttentionParams params;
-  params.num_heads = heads;
-  params.num_kv_heads = 1;
-  params.head_dim = key_dim();
-  params.value_head_dim = rank;
-  params.values_in_keys = true;
-  params.value_offset = config.qk_rope_head_dim;
-  params.query_len = params.query_count = seq;
-  params.key_len = step.key_len;
-  params.batch_end = step.sequences;
-  params.query = {absorbed, seq * heads * key_dim(), key_dim(), heads * key_dim(),
-                  step.batch_rows};
-  params.context = {contexts, seq * rank, rows * rank, rank, step.batch_rows};
-  params.query_counts = step.counts;
-  params.query_scale = softmax_scale;
-  params.split_decode_keys = call.split_decode_keys;
-  params.pages = step.pages;
-  params.page_size = step.page_size;
-  if (rotary) {
-    params.rotary = &*rotary;
-    params.query_positions = step.positions;
-  }
-  if (step.plans) {
-    const PackedStep::Impl::FormPlan& plan = step.plans->PlanFor(params, {});
-    internal::RunPlannedCore(params, plan.masks, plan.tasks, workspace.core);
-    return contexts;
-  }
-  const internal::MaskPlan masks = internal::MaskPlan::ForCache(
-      step.first_positions, step.key_len, AttentionFeatures{}, step.tree);
-  internal::RunAttentionCore(params, masks, workspace.core);
-  return contexts;
-}
-
 // Head outputs [rows, heads * v_head_dim]: W_UV_h of each head's latent context.
-float* MultiHeadLatentAttention::Impl::ValueUp(const internal::LatentCall& call,
-                                               const float* contexts,
-                                               int64_t rows) const {
-  internal::LatentWorkspace& workspace = call.workspace;
-  const int64_t heads = config.num_heads, rank = config.kv_lora_rank;
-  float* outputs =
-      Workspace::Reserve(workspace.head_outputs, rows * heads * config.v_head_dim);
+float* MultiHeadLatentAttention::Impl::ValueUp(const float* contexts,
+                                               const QueryPass& pass,
+                                               Workspace& workspace) const {
+  const int64_t heads = config.num_heads, rank = config.kv_lora_rank, rows = pass.rows;
+  float* outputs = workspace.Rows(kHeadOutputs, rows * heads * config.v_head_dim);
   for (int64_t h = 0; h < heads; ++h) {
     Run(value_up[h], kKeyAbsorb + heads + h, contexts + h * rows * rank, rows,
-        outputs + h * config.v_head_dim, call);
+        outputs + h * config.v_head_dim, pass, workspace);
   }
   return outputs;
-}
-
-void MultiHeadLatentAttention::Impl::Check(const TensorView& hidden,
-                                           const KvCache::Impl& cache,
-                                           const MutableTensorView& output) const {
-  if (hidden.dtype != DType::kFloat32 || hidden.shape.rank() != 3 ||
-      hidden.shape[2] != config.hidden_size || hidden.shape[0] < 1 ||
-      hidden.shape[1] < 1) {
-    internal::Fail("hidden_states: expected float32 [B >= 1, S >= 1, hidden_size=",
-                   config.hidden_size, "], got ", DTypeName(hidden.dtype), " ",
-                   hidden.shape.ToString());
-  }
-  internal::CheckData("hidden_states", hidden.data, hidden.shape, sizeof(float));
-  internal::CheckOutput("output", output, hidden.shape);
-  if (!cache.latent) {
-    internal::Fail("cache: must be a KvCache made from a LatentAttentionConfig, got one ",
-                   "of ", cache.num_kv_heads, " KV heads of ", cache.head_dim);
-  }
-  if (cache.rope_dim != config.qk_rope_head_dim ||
-      cache.latent_dim != config.kv_lora_rank) {
-    internal::Fail("cache: made for kv_lora_rank ", cache.latent_dim,
-                   " and qk_rope_head_dim ", cache.rope_dim, ", the layer has ",
-                   config.kv_lora_rank, " and ", config.qk_rope_head_dim);
-  }
-  const int64_t batch = hidden.shape[0], seq = hidden.shape[1];
-  if (batch > cache.max_batch) {
-    internal::Fail("hidden_states: batch ", batch, " exceeds the cache's max_batch ",
-                   cache.max_batch);
-  }
-  for (int64_t b = 0; b < batch; ++b) {
-    const int64_t end = cache.lengths[b] + seq;
-    if (end > cache.max_seq_len) {
-      internal::Fail("cache: sequence ", b, " holds ", cache.lengths[b],
-                     " tokens; appending ", seq, " exceeds max_seq_len ",
-                     cache.max_seq_len);
-    }
-    if (rotary && end > rotary->max_positions()) {
-      internal::Fail("hidden_states: positions up to ", end - 1, " of sequence ", b,
-                     " exceed config.rotary.max_positions ", rotary->max_positions());
-    }
-  }
-}
-
-// Expanded only where nothing is cached (LatentForm's costs).
-LatentForm MultiHeadLatentAttention::Impl::Choose(const KvCache::Impl& cache,
-                                                  int64_t batch) const {
-  if (config.form == LatentForm::kAbsorbed) return LatentForm::kAbsorbed;
-  for (int64_t b = 0; b < batch; ++b) {
-    if (cache.lengths[b] > 0) return LatentForm::kAbsorbed;
-  }
-  return LatentForm::kExpanded;
-}
-
-LatentForm MultiHeadLatentAttention::Impl::ForwardWithCache(
-    const TensorView& hidden, KvCache::Impl& cache, const MutableTensorView& output_view,
-    const ForwardOptions& options) const {
-  Check(hidden, cache, output_view);
-  return WithCall(options, [&](const internal::LatentCall& call) {
-    return ForwardWithCache(call, hidden, cache, output_view);
-  });
-}
-
-LatentForm MultiHeadLatentAttention::Impl::ForwardWithCache(
-    const internal::LatentCall& call, const TensorView& hidden, KvCache::Impl& cache,
-    const MutableTensorView& output_view) const {
-  internal::LatentWorkspace& workspace = call.workspace;
-  internal::ApplyIsaCap();
-  const int64_t batch = hidden.shape[0], seq = hidden.shape[1], rows = batch * seq;
-  int64_t* first = Workspace::Reserve(workspace.first_positions, batch);
-  int64_t* positions = Workspace::Reserve(workspace.positions, rows);
-  for (int64_t b = 0; b < batch; ++b) {
-    first[b] = cache.lengths[b];
-    for (int64_t i = 0; i < seq; ++i) positions[b * seq + i] = first[b] + i;
-  }
-  internal::LatentSequences step;
-  step.sequences = batch;
-  step.query_len = seq;
-  step.rows = rows;
-  for (int64_t b = 0; b < batch; ++b)
-    step.key_len = std::max(step.key_len, first[b] + seq);
-  step.first_positions = first;
-  step.positions = positions;
-  step.pages = cache.pages;
-  step.page_size = cache.page_size;
-  const LatentForm form = Choose(cache, batch);
-  const float* queries = ProjectQueries(call, hidden.floats(), rows);
-  const float* keys = ProjectKeys(call, hidden.floats(), rows);
-  AppendToCache(call, keys, step);
-  const float* head_outputs = form == LatentForm::kExpanded
-                                  ? AttendExpanded(call, queries, keys, batch, seq)
-                                  : AttendAbsorbed(call, queries, step);
-  Run(output, kOutput, head_outputs, rows, output_view.floats(), call);
-  for (int64_t b = 0; b < batch; ++b) cache.lengths[b] += seq;  // only on success
-  return form;
 }
 
 MultiHeadLatentAttention::MultiHeadLatentAttention(
@@ -322,7 +269,31 @@ const LatentAttentionConfig& MultiHeadLatentAttention::config() const {
 LatentForm MultiHeadLatentAttention::ForwardWithCache(
     const TensorView& hidden_states, KvCache& cache, const MutableTensorView& output,
     const ForwardOptions& options) const {
-  return impl_->ForwardWithCache(hidden_states, *cache.impl_, output, options);
+  return impl_->ForwardWithCache(hidden_states, {}, *cache.impl_, output, options) ==
+                 Impl::kExpandedForm
+             ? LatentForm::kExpanded
+             : LatentForm::kAbsorbed;
+}
+
+LatentForm MultiHeadLatentAttention::ForwardPacked(const TensorView& hidden_states,
+                                                   const PackedBatch& batch,
+                                                   PagedKvCache& cache, int64_t layer,
+                                                   const MutableTensorView& output,
+                                                   const ForwardOptions& options) const {
+  if (options.kv_shared) {
+    Fail("options.kv_shared: MultiHeadLatentAttention layers write their own cache");
+  }
+  impl_->ForwardPacked(hidden_states, batch, *cache.impl_, layer, output, options);
+  return LatentForm::kAbsorbed;
+}
+
+LatentForm MultiHeadLatentAttention::ForwardPacked(
+    const TensorView& hidden_states, const PackedStep& step, int64_t layer,
+    const MutableTensorView& output) const {
+  const internal::WorkspacePool::Lease workspace = impl_->workspaces.Acquire();
+  impl_->ForwardPacked(hidden_states, step.impl(), layer, output, /*kv_shared=*/false,
+                       *workspace);
+  return LatentForm::kAbsorbed;
 }
 
 }  // namespace mha

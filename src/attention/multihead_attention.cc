@@ -5,9 +5,8 @@
 
 #include <algorithm>
 
-#include "src/attention/layer_impl.h"
+#include "src/attention/multihead_attention_impl.h"
 #include "src/base/check.h"
-#include "src/kernels/bf16_convert.h"
 #include "src/platform/isa_cap.h"
 #include "src/projection/weight_layout.h"
 #include "src/rotary/call_rotation.h"
@@ -60,13 +59,15 @@ void AverageHeads(const float* per_head, int64_t batch_size, int64_t num_heads,
 
 MultiheadAttention::Impl::Impl(const AttentionConfig& layer_config,
                                const AttentionWeights& weights)
-    : config(layer_config),
-      output_dim(internal::ValidateLayer(layer_config, weights)),
+    : Layer(layer_config.query_dim, internal::ValidateLayer(layer_config, weights),
+            "query"),
+      config(layer_config),
       engine(internal::CpuEngine()),
       packed(layer_config, weights, output_dim, LinearPrimitive::Bf16Supported(engine),
              LinearPrimitive::Int8WeightLevels()),
       logits(layer_config.features, weights.sinks, layer_config.num_heads,
              "weights.sinks") {
+  features = config.features;
   if (config.rotary.enabled()) rotary.emplace(config.rotary, config.head_dim);
   qk_norm.Set(config.features.qk_norm, weights.query_norm_weight, weights.key_norm_weight,
               config.num_heads, config.resolved_num_kv_heads(), config.head_dim,
@@ -86,47 +87,6 @@ MultiheadAttention::Impl::Impl(const AttentionConfig& layer_config,
   }
 }
 
-AttentionParams MultiheadAttention::Impl::BaseParams(
-    const Problem& problem, const internal::RotaryRows& rotary_rows,
-    internal::TileRule tile_rule) const {
-  AttentionParams params;
-  params.split_decode_keys = tile_rule != internal::TileRule::kBatchInvariant;
-  params.num_heads = config.num_heads;
-  params.num_kv_heads = config.resolved_num_kv_heads();
-  params.head_dim = config.head_dim;
-  params.query_len = problem.query_len;
-  params.key_len = problem.key_len;
-  params.batch_end = problem.batch_size;
-  params.query_count = problem.query_len;
-  internal::SetLogits(logits, params);
-  params.query_scale = packed.unfolded_query_scale();
-  params.query_norm = qk_norm.QueryHeadNorm();
-  if (rotary) {
-    params.rotary = rotary_rows.table;
-    params.query_positions = rotary_rows.positions;
-  }
-  return params;
-}
-
-internal::RotaryRows MultiheadAttention::Impl::RotaryPositions(
-    const Problem& problem, const TensorView& position_ids, const int64_t* offsets,
-    const int64_t* counts, Workspace& workspace) const {
-  if (!rotary) {
-    if (position_ids.present()) {
-      internal::Fail("options.position_ids: given to a layer without rotary embeddings");
-    }
-    return {};
-  }
-  const int64_t batch = problem.batch_size, length = problem.query_len;
-  int64_t* positions = Workspace::Reserve(workspace.rotary_positions, batch * length);
-  internal::ResolvePositions("options.position_ids", position_ids, batch, length,
-                             problem.batched, offsets, *rotary, positions);
-  int64_t* starts = Workspace::Reserve(workspace.rotary_starts, batch + 1);
-  for (int64_t b = 0; b <= batch; ++b) starts[b] = b * length;
-  return workspace.rotation.Resolve(*rotary, positions, batch * length, starts, counts,
-                                    batch);
-}
-
 // All queries at once: self-attention projects Q, K and V in one fused GEMM and
 // writes K/V into the pages on the way; other shapes project K/V first.
 void MultiheadAttention::Impl::ForwardWhole(const Problem& problem,
@@ -143,7 +103,7 @@ void MultiheadAttention::Impl::ForwardWhole(const Problem& problem,
         workspace.per_head_weights, problem.batch_size * config.num_heads * sq * sk);
   }
   const internal::RotaryRows rotary_rows{params.query_positions, params.rotary};
-  internal::KvWrite write = LayerKvWrite(rotary_rows, sk);
+  internal::KvWrite write = KvWriteFor(rotary_rows, sk);
   write.pages = UseWorkspacePages(problem, sk, params, workspace);
   write.batch_end = problem.batch_size;
   write.counts = internal::VisibleKeyCounts(masks, problem.batch_size, sq,
@@ -214,6 +174,41 @@ int MultiheadAttention::Impl::ThreadsFor(const Problem& problem, int num_threads
   return work < kSingleThreadBelow ? 1 : 0;
 }
 
+internal::Problem MultiheadAttention::Impl::CheckInput(
+    const TensorView& input, const MutableTensorView& output,
+    const ForwardOptions& options) const {
+  return internal::ValidateForward(config, output_dim, {input, input, input},
+                                   {output, {}}, options);
+}
+
+void MultiheadAttention::Impl::CheckCacheLayout(
+    const internal::BlockLayout& layout) const {
+  if (!layout.values_in_keys && !packed.qkv_fused()) {
+    internal::Fail(
+        "a KV cache needs a self-attention layer (key_dim = value_dim = query_dim), "
+        "got query_dim=",
+        config.query_dim, " key_dim=", config.resolved_key_dim(),
+        " value_dim=", config.resolved_value_dim());
+  }
+  CheckCacheHeads(layout);
+}
+
+void MultiheadAttention::Impl::CheckCacheHeads(
+    const internal::BlockLayout& layout) const {
+  if (layout.values_in_keys) {
+    internal::Fail(
+        "cache: made for multi-head latent attention layers (latents, no keys and "
+        "values of their own)");
+  }
+  if (layout.num_kv_heads != config.resolved_num_kv_heads() ||
+      layout.head_dim != config.head_dim) {
+    internal::Fail("cache: made for num_kv_heads=", layout.num_kv_heads,
+                   " head_dim=", layout.head_dim,
+                   ", this layer has num_kv_heads=", config.resolved_num_kv_heads(),
+                   " head_dim=", config.head_dim);
+  }
+}
+
 internal::TileRule MultiheadAttention::Impl::TileRuleFor(bool batch_invariant) const {
   if (!batch_invariant) return internal::TileRule::kByRows;
   if (config.weight_dtype == DType::kInt8) {
@@ -246,7 +241,7 @@ void MultiheadAttention::Impl::Forward(const AttentionInputs& inputs,
   const AttentionParams base = BaseParams(
       problem,
       RotaryPositions(problem, options.position_ids, nullptr, nullptr, *workspace),
-      tile_rule);
+      tile_rule, /*form=*/0);
   // Everything is checked: from here on outputs are written.
   const internal::ScopedThreadCount thread_count(
       ThreadsFor(problem, options.num_threads));
@@ -255,23 +250,6 @@ void MultiheadAttention::Impl::Forward(const AttentionInputs& inputs,
   fp32_outputs.output = staged;
   RunFlow(problem, mask_plan, base, masks.is_causal, fp32_outputs, options, *workspace);
   FinishOutput(staged, outputs.output);
-}
-
-// bf16 outputs are computed in fp32 (in the workspace) and rounded at the end.
-MutableTensorView MultiheadAttention::Impl::StageOutput(const MutableTensorView& output,
-                                                        Workspace& workspace) const {
-  if (output.dtype == DType::kFloat32) return output;
-  const int64_t count = internal::CheckedNumElements("output", output.shape, 4);
-  return MutableTensorView(Workspace::Reserve(workspace.staged_output, count),
-                           output.shape);
-}
-
-void MultiheadAttention::Impl::FinishOutput(const MutableTensorView& staged,
-                                            const MutableTensorView& output) const {
-  if (output.dtype == DType::kFloat32) return;
-  internal::FloatToBf16(staged.floats(),
-                        internal::CheckedNumElements("output", output.shape, 4),
-                        static_cast<uint16_t*>(output.data));
 }
 
 // Picks the whole or the chunked flow for the workspace budget.
@@ -326,6 +304,27 @@ void MultiheadAttention::Forward(const AttentionInputs& inputs,
                                  const AttentionOutputs& outputs,
                                  const ForwardOptions& options) const {
   impl_->Forward(inputs, masks, outputs, options);
+}
+
+void MultiheadAttention::ForwardWithCache(const TensorView& query,
+                                          const TensorView& new_lengths, KvCache& cache,
+                                          const MutableTensorView& output,
+                                          const ForwardOptions& options) const {
+  impl_->ForwardWithCache(query, new_lengths, *cache.impl_, output, options);
+}
+
+void MultiheadAttention::ForwardPacked(const TensorView& query, const PackedBatch& batch,
+                                       PagedKvCache& cache, int64_t layer,
+                                       const MutableTensorView& output,
+                                       const ForwardOptions& options) const {
+  impl_->ForwardPacked(query, batch, *cache.impl_, layer, output, options);
+}
+
+void MultiheadAttention::ForwardPacked(const TensorView& query, const PackedStep& step,
+                                       int64_t layer, const MutableTensorView& output,
+                                       const PackedLayerOptions& options) const {
+  const internal::WorkspacePool::Lease workspace = impl_->workspaces.Acquire();
+  impl_->ForwardPacked(query, step.impl(), layer, output, options.kv_shared, *workspace);
 }
 
 MultiheadAttention::MultiheadAttention(const AttentionConfig& config,

@@ -1,143 +1,36 @@
-// The layer's one pipeline: project -> write pages -> attention core -> output
-// projection. Every forward (whole, chunked, cached, packed, cross-attention) checks
-// its arguments, picks its pages (workspace or cache) and runs these two passes:
-// ProjectKeys for keys and values projected apart from the queries, RunQueries for
-// query rows (with their own keys and values under self-attention).
+// The one pipeline (RunQueries): project -> write pages -> attention core -> output
+// projection, through the layer kind's hooks; and what every flow shares: the core's
+// base params, rotary rows, staged bf16 outputs and the projections' calls.
 #include <algorithm>
 
-#include "src/attention/layer_impl.h"
-#include "src/kernels/rms_norm_rows.h"
+#include "src/attention/layer.h"
+#include "src/base/check.h"
+#include "src/kernels/bf16_convert.h"
 
-namespace mha {
+namespace mha::internal {
 
-using internal::AttentionParams;
-using internal::KvWrite;
-using internal::PackedWeights;
-using internal::Workspace;
-
-KvWrite MultiheadAttention::Impl::LayerKvWrite(const internal::RotaryRows& rotary_rows,
-                                               int64_t positions_per_sequence) const {
-  KvWrite write;
-  write.num_kv_heads = config.resolved_num_kv_heads();
-  write.head_dim = config.head_dim;
-  write.key_norm = qk_norm.KeyHeadNorm();
-  write.value_norm = qk_norm.ValueHeadNorm();
-  if (rotary) {
-    write.rotary = rotary_rows.table;
-    write.rotary_positions = rotary_rows.positions;
-    write.positions_per_sequence = positions_per_sequence;
-  }
-  return write;
-}
-
-internal::KvStorage MultiheadAttention::Impl::WorkspaceStorage(
-    const internal::Problem& problem) const {
-  const bool bf16 = config.compute_dtype == DType::kBFloat16 ||
-                    problem.key.dtype == DType::kBFloat16 ||
-                    problem.value.dtype == DType::kBFloat16;
-  return internal::AttentionStorage(bf16 ? DType::kBFloat16 : DType::kFloat32);
-}
-
-internal::ContiguousPages& MultiheadAttention::Impl::UseWorkspacePages(
-    const internal::Problem& problem, int64_t key_len, AttentionParams& params,
-    Workspace& workspace, uint8_t* values_at, int64_t sequence_value_bytes) const {
-  internal::ContiguousPages& pages = workspace.core.kv_pages;
-  params.page_size = internal::WorkspacePageSize(key_len);
-  pages.Reset(internal::BlockLayout(params.page_size, config.resolved_num_kv_heads(),
-                                    config.head_dim, WorkspaceStorage(problem)),
-              problem.batch_size, key_len, values_at, sequence_value_bytes);
-  params.pages = pages;
-  return pages;
-}
-
-void MultiheadAttention::Impl::ProjectKeys(const KeyPass& pass,
-                                           Workspace& workspace) const {
-  const int64_t kv_dim = config.kv_dim(), head_dim = config.head_dim;
-  float* keys = Workspace::Reserve(workspace.chunks, 2 * pass.chunk_rows * kv_dim);
-  float* values = keys + pass.chunk_rows * kv_dim;
-  KvWrite write = LayerKvWrite(pass.rotary_rows, pass.key_len);
-  write.key = {keys, 0, head_dim, kv_dim};
-  write.value = {values, 0, head_dim, kv_dim};
-  write.pages = pass.pages;
-  for (int64_t b = 0; b < pass.batch_size; ++b) {
-    const int64_t count = pass.key_counts[b], input_row = b * pass.key_len;
-    for (int64_t first = 0; first < count; first += pass.chunk_rows) {
-      write.count = std::min(pass.chunk_rows, count - first);
-      ProjectKeyRows(*pass.key, *pass.value, input_row + first, write.count, keys, values,
-                     pass.tile_rule, workspace);
-      write.batch_begin = b;
-      write.batch_end = b + 1;
-      write.first_position = first;
-      write.zero_padding = pass.zero_padding && first + write.count == count;
-      if (rotary) write.rotary_positions = pass.rotary_rows.positions + first;
-      internal::WriteKvPages(write, workspace.core.rotation_scratch);
-    }
-  }
-}
-
-void MultiheadAttention::Impl::ProjectKeyRows(const TensorView& key,
-                                              const TensorView& value, int64_t first_row,
-                                              int64_t count, float* keys, float* values,
-                                              internal::TileRule tile_rule,
-                                              Workspace& workspace) const {
-  Linear(kKeyLinear, key, first_row, count, keys, tile_rule, workspace);
-  NormAcrossHeads(nullptr, keys, count, config.kv_dim());
-  Linear(kValueLinear, value, first_row, count, values, tile_rule, workspace);
-}
-
-void MultiheadAttention::Impl::NormAcrossHeads(float* queries, float* keys, int64_t count,
-                                               int64_t stride) const {
-  if (!qk_norm.enabled() || !qk_norm.across_heads) return;
-  if (queries) {
-    internal::RmsNormRows(queries, count, stride, config.model_dim(),
-                          qk_norm.query.data(), qk_norm.eps);
-  }
-  if (keys) {
-    internal::RmsNormRows(keys, count, stride, config.kv_dim(), qk_norm.key.data(),
-                          qk_norm.eps);
-  }
-}
-
-void MultiheadAttention::Impl::RunQueries(const QueryPass& pass, AttentionParams params,
-                                          const internal::MaskPlan& masks,
-                                          Workspace& workspace) const {
-  const int64_t model_dim = config.model_dim(), head_dim = config.head_dim;
-  const bool fused = pass.kv != nullptr;
-  const int64_t width = fused ? model_dim + 2 * config.kv_dim() : model_dim;
-  float* rows = Workspace::Reserve(workspace.projections, pass.rows * width);
-  Linear(fused ? kFusedLinear : kQueryLinear, *pass.input, pass.first_row, pass.rows,
-         rows, pass.tile_rule, workspace);
-  NormAcrossHeads(rows + (fused ? packed.FusedColumn(PackedWeights::kQuery) : 0),
-                  fused ? rows + packed.FusedColumn(PackedWeights::kKey) : nullptr,
-                  pass.rows, width);
-  // Heads starting at `column` of the projected rows.
-  const auto columns = [&](int64_t column) {
-    return internal::HeadRows<const float>{rows + column, pass.rows_per_batch * width,
-                                           head_dim, width, pass.batch_rows};
+void Layer::RunQueries(const QueryPass& pass, AttentionParams params,
+                       const MaskPlan& masks, Workspace& workspace) const {
+  const Projected projected = Project(pass, params, workspace);
+  const auto rows = [&pass](const float* data, int64_t stride, int64_t head_width) {
+    return HeadRows<const float>{data, pass.rows_per_batch * stride, head_width, stride,
+                                 pass.batch_rows};
   };
-  if (fused) {
+  if (pass.kv) {
     KvWrite write = *pass.kv;
-    write.key = columns(packed.FusedColumn(PackedWeights::kKey));
-    write.value = columns(packed.FusedColumn(PackedWeights::kValue));
-    internal::WriteKvPages(write, workspace.core.rotation_scratch);
+    write.key = rows(projected.key, projected.kv_stride, write.head_dim);
+    write.value = rows(projected.value, projected.kv_stride,
+                       write.value_head_dim > 0 ? write.value_head_dim : write.head_dim);
+    WriteKvPages(write, workspace.core.rotation_scratch);
   }
-  params.query = columns(fused ? packed.FusedColumn(PackedWeights::kQuery) : 0);
-  // Without an output projection the heads merge straight into the output.
-  const int64_t context_width = has_output ? model_dim : output_dim;
-  float* context = has_output
-                       ? Workspace::Reserve(workspace.merged_heads, pass.rows * model_dim)
-                       : pass.output;
-  // Padding rows are never attended: they start and stay zero.
-  if (pass.padded) std::fill(context, context + pass.rows * context_width, 0.0f);
-  params.context = {context, pass.rows_per_batch * context_width, head_dim, context_width,
-                    pass.batch_rows};
+  params.query = rows(projected.query, projected.query_stride, params.head_dim);
+  params.context = ContextRows(pass, workspace);
   if (pass.plan) {
-    internal::RunPlannedCore(params, masks, *pass.plan, workspace.core);
+    RunPlannedCore(params, masks, *pass.plan, workspace.core);
   } else {
-    internal::RunAttentionCore(params, masks, workspace.core);
+    RunAttentionCore(params, masks, workspace.core);
   }
-  if (!has_output) return;
-  Linear(kOutputLinear, context, pass.rows, pass.output, pass.tile_rule, workspace);
+  ProjectOutput(params.context.data, pass, workspace);
   if (!pass.padded) return;
   for (int64_t b = params.batch_begin; b < params.batch_end; ++b) {  // 0, not the bias
     std::fill(
@@ -146,4 +39,71 @@ void MultiheadAttention::Impl::RunQueries(const QueryPass& pass, AttentionParams
   }
 }
 
-}  // namespace mha
+AttentionParams Layer::BaseParams(const Problem& problem, const RotaryRows& rotary_rows,
+                                  TileRule tile_rule, int form) const {
+  AttentionParams params;
+  params.split_decode_keys = tile_rule != TileRule::kBatchInvariant;
+  params.query_len = problem.query_len;
+  params.key_len = problem.key_len;
+  params.batch_end = problem.batch_size;
+  params.query_count = problem.query_len;
+  if (rotary) {
+    params.rotary = rotary_rows.table;
+    params.query_positions = rotary_rows.positions;
+  }
+  SetCoreParams(params, form);
+  return params;
+}
+
+RotaryRows Layer::RotaryPositions(const Problem& problem, const TensorView& position_ids,
+                                  const int64_t* offsets, const int64_t* counts,
+                                  Workspace& workspace) const {
+  if (!rotary) {
+    if (position_ids.present()) {
+      Fail("options.position_ids: given to a layer without rotary embeddings");
+    }
+    return {};
+  }
+  const int64_t batch = problem.batch_size, length = problem.query_len;
+  int64_t* positions = Workspace::Reserve(workspace.rotary_positions, batch * length);
+  ResolvePositions("options.position_ids", position_ids, batch, length, problem.batched,
+                   offsets, *rotary, positions);
+  int64_t* starts = Workspace::Reserve(workspace.rotary_starts, batch + 1);
+  for (int64_t b = 0; b <= batch; ++b) starts[b] = b * length;
+  return workspace.rotation.Resolve(*rotary, positions, batch * length, starts, counts,
+                                    batch);
+}
+
+MutableTensorView Layer::StageOutput(const MutableTensorView& output,
+                                     Workspace& workspace) const {
+  if (output.dtype == DType::kFloat32) return output;
+  const int64_t count = CheckedNumElements("output", output.shape, 4);
+  return MutableTensorView(Workspace::Reserve(workspace.staged_output, count),
+                           output.shape);
+}
+
+void Layer::FinishOutput(const MutableTensorView& staged,
+                         const MutableTensorView& output) const {
+  if (output.dtype == DType::kFloat32) return;
+  FloatToBf16(staged.floats(), CheckedNumElements("output", output.shape, 4),
+              static_cast<uint16_t*>(output.data));
+}
+
+void Layer::RunLinear(const LinearPrimitive& linear, size_t call, const float* input,
+                      int64_t rows, float* output, TileRule tile_rule,
+                      Workspace& workspace) {
+  linear.Execute(input, /*input_bf16=*/false, rows, tile_rule, output,
+                 workspace.Call(call), workspace.linear_threads);
+}
+
+void Layer::RunLinear(const LinearPrimitive& linear, size_t call, const TensorView& input,
+                      int64_t first_row, int64_t rows, float* output, TileRule tile_rule,
+                      Workspace& workspace) {
+  const int64_t width = input.shape[input.shape.rank() - 1];
+  const auto* bytes = static_cast<const uint8_t*>(input.data);
+  linear.Execute(bytes + first_row * width * DTypeSize(input.dtype),
+                 input.dtype == DType::kBFloat16, rows, tile_rule, output,
+                 workspace.Call(call), workspace.linear_threads);
+}
+
+}  // namespace mha::internal

@@ -12,8 +12,9 @@ size_t Workspace::bytes() const {
                   rotary_positions.capacity() + rotary_starts.capacity()) *
                      sizeof(int64_t) +
                  rotation.bytes() + step.impl().bytes();
-  for (const std::vector<float>* buffer :
-       {&projections, &merged_heads, &per_head_weights, &chunks, &staged_output}) {
+  for (const std::vector<float>& buffer : rows)
+    total += buffer.capacity() * sizeof(float);
+  for (const std::vector<float>* buffer : {&per_head_weights, &staged_output}) {
     total += buffer->capacity() * sizeof(float);
   }
   total +=

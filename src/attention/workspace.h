@@ -26,19 +26,31 @@ struct Workspace {
 
   size_t bytes() const;
 
-  LinearThreads linear_threads;  // the projections' streams and scratch
-  std::vector<float> projections, merged_heads, per_head_weights, chunks, staged_output;
+  // The oneDNN state of the layer's primitive `index` (each layer kind numbers its
+  // own), made on first use.
+  LinearCall& Call(size_t index) {
+    if (calls.size() <= index) calls.resize(index + 1);
+    return calls[index];
+  }
+  // Buffer `index` of a layer kind's own (each numbers its own), grown to `count`.
+  float* Rows(size_t index, size_t count) {
+    if (rows.size() <= index) rows.resize(index + 1);
+    return Reserve(rows[index], count);
+  }
+
+  LinearThreads linear_threads;          // the projections' streams and scratch
+  std::vector<std::vector<float>> rows;  // see Rows
+  std::vector<float> per_head_weights, staged_output;
   std::vector<int64_t> positions, new_lengths;  // per sequence, when decoding
   std::vector<int64_t> rotary_positions;        // per query token, [B, Sq]
   std::vector<int64_t> rotary_starts;           // per sequence, + 1
   CallRotation rotation;                        // dynamic rotary scaling's table
   PackedStep step;     // ForwardPacked's with a batch: a step planned for one layer
   CoreWorkspace core;  // the attention core's buffers
-  // One per LinearPrimitive of the layer: query, key, value, fused QKV, output.
-  LinearCall calls[5];
+  std::vector<LinearCall> calls;  // see Call
 };
 
-// A pool of W (a layer's workspaces: Workspace, LatentWorkspace): a mutex-guarded
+// A pool of W (a layer's workspaces): a mutex-guarded
 // free list; a new one only when all are busy. A workspace holds buffers only: what
 // a call decides (its options, its plan) lives in the call or its step.
 template <class W>
