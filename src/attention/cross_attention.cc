@@ -65,7 +65,7 @@ void MultiheadAttention::Impl::ProjectMemory(const TensorView& memory,
   // still as it was.
   const int64_t rows = batch * length, kv_dim = config.kv_dim(),
                 head_dim = config.head_dim;
-  float* keys = workspace->Rows(kProjectedRows, 2 * rows * kv_dim);
+  float* keys = workspace->Buffer(kProjectedRows, 2 * rows * kv_dim);
   float* values = keys + rows * kv_dim;
   ProjectKeyRows(memory, memory, 0, rows, keys, values, internal::TileRule::kByRows,
                  *workspace);

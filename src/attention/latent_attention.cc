@@ -166,13 +166,13 @@ internal::HeadRows<float> MultiHeadLatentAttention::Impl::ContextRows(
   const int64_t heads = config.num_heads, rows = pass.rows;
   if (pass.form == kExpandedForm) {
     const int64_t width = heads * config.v_head_dim;
-    float* outputs = workspace.Rows(kHeadOutputs, rows * width);
+    float* outputs = workspace.Buffer(kHeadOutputs, rows * width);
     if (pass.padded) std::fill(outputs, outputs + rows * width, 0.0f);
     return {outputs, pass.rows_per_batch * width, config.v_head_dim, width,
             pass.batch_rows};
   }
   const int64_t rank = config.kv_lora_rank;
-  float* contexts = workspace.Rows(kContexts, heads * rows * rank);
+  float* contexts = workspace.Buffer(kContexts, heads * rows * rank);
   if (pass.padded) std::fill(contexts, contexts + heads * rows * rank, 0.0f);
   return {contexts, pass.rows_per_batch * rank, rows * rank, rank, pass.batch_rows};
 }
@@ -188,13 +188,13 @@ void MultiHeadLatentAttention::Impl::ProjectOutput(const float* context,
 const float* MultiHeadLatentAttention::Impl::ProjectQueries(const QueryPass& pass,
                                                             Workspace& workspace) const {
   const int64_t rows = pass.rows;
-  float* queries = workspace.Rows(kQueries, rows * config.num_heads * query_dim());
+  float* queries = workspace.Buffer(kQueries, rows * config.num_heads * query_dim());
   if (config.q_lora_rank == 0) {
     RunLinear(query, kQuery, *pass.input, pass.first_row, rows, queries, pass.tile_rule,
               workspace);
     return queries;
   }
-  float* query_a_rows = workspace.Rows(kQueryARows, rows * config.q_lora_rank);
+  float* query_a_rows = workspace.Buffer(kQueryARows, rows * config.q_lora_rank);
   RunLinear(query_a, kQueryA, *pass.input, pass.first_row, rows, query_a_rows,
             pass.tile_rule, workspace);
   internal::RmsNormRows(query_a_rows, rows, config.q_lora_rank, config.q_lora_rank,
@@ -206,7 +206,7 @@ const float* MultiHeadLatentAttention::Impl::ProjectQueries(const QueryPass& pas
 
 float* MultiHeadLatentAttention::Impl::ProjectLatentRows(const QueryPass& pass,
                                                          Workspace& workspace) const {
-  float* rows = workspace.Rows(kLatentRows, pass.rows * key_dim());
+  float* rows = workspace.Buffer(kLatentRows, pass.rows * key_dim());
   RunLinear(key, kKey, *pass.input, pass.first_row, pass.rows, rows, pass.tile_rule,
             workspace);
   internal::RmsNormRows(rows + config.qk_rope_head_dim, pass.rows, key_dim(),
@@ -222,8 +222,8 @@ float* MultiHeadLatentAttention::Impl::AbsorbQueries(const float* queries,
                                                      Workspace& workspace) const {
   const int64_t heads = config.num_heads, nope = config.qk_nope_head_dim;
   const int64_t rope = config.qk_rope_head_dim, rows = pass.rows;
-  float* absorbed = workspace.Rows(kAbsorbedQueries, rows * heads * key_dim());
-  float* nope_rows = workspace.Rows(kNopeRows, rows * nope);
+  float* absorbed = workspace.Buffer(kAbsorbedQueries, rows * heads * key_dim());
+  float* nope_rows = workspace.Buffer(kNopeRows, rows * nope);
   for (int64_t h = 0; h < heads; ++h) {
     for (int64_t r = 0; r < rows; ++r) {
       const float* head = queries + (r * heads + h) * query_dim();
@@ -241,7 +241,7 @@ float* MultiHeadLatentAttention::Impl::ValueUp(const float* contexts,
                                                const QueryPass& pass,
                                                Workspace& workspace) const {
   const int64_t heads = config.num_heads, rank = config.kv_lora_rank, rows = pass.rows;
-  float* outputs = workspace.Rows(kHeadOutputs, rows * heads * config.v_head_dim);
+  float* outputs = workspace.Buffer(kHeadOutputs, rows * heads * config.v_head_dim);
   for (int64_t h = 0; h < heads; ++h) {
     Run(value_up[h], kKeyAbsorb + heads + h, contexts + h * rows * rank, rows,
         outputs + h * config.v_head_dim, pass, workspace);

@@ -23,7 +23,7 @@ struct MultiHeadLatentAttention::Impl : internal::Layer {
   // Primitive indices (Workspace::Call): kKeyAbsorb + h and kKeyAbsorb + heads + h
   // for each head's W_UK and W_UV.
   enum Call { kQueryA, kQuery, kKey, kOutput, kExpand, kKeyAbsorb };
-  enum Buffer {  // Workspace::Rows
+  enum Buffer {  // Workspace::Buffer
     kQueryARows,
     kQueries,
     kLatentRows,

@@ -18,13 +18,13 @@ void MultiHeadLatentAttention::Impl::ExpandKeysAndValues(
   const int64_t rope = config.qk_rope_head_dim, nope = config.qk_nope_head_dim;
   const int64_t v_dim = config.v_head_dim, width = nope + v_dim, rows = pass.rows;
   const int64_t batch = params.batch_end, seq = pass.rows_per_batch;
-  float* latents = workspace.Rows(kLatents, rows * rank);
+  float* latents = workspace.Buffer(kLatents, rows * rank);
   for (int64_t r = 0; r < rows; ++r) {
     std::copy_n(latent_rows + r * key_dim() + rope, rank, latents + r * rank);
   }
-  float* expanded = workspace.Rows(kExpanded, rows * heads * width);
+  float* expanded = workspace.Buffer(kExpanded, rows * heads * width);
   Run(expand, kExpand, latents, rows, expanded, pass, workspace);
-  float* keys = workspace.Rows(kExpandedKeys, rows * heads * query_dim());
+  float* keys = workspace.Buffer(kExpandedKeys, rows * heads * query_dim());
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t h = 0; h < heads; ++h) {
       float* key_row = keys + (r * heads + h) * query_dim();

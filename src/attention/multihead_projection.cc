@@ -45,7 +45,7 @@ internal::Layer::Projected MultiheadAttention::Impl::Project(const QueryPass& pa
   const bool fused = pass.kv != nullptr;
   const int64_t width =
       fused ? config.model_dim() + 2 * config.kv_dim() : config.model_dim();
-  float* rows = workspace.Rows(kProjectedRows, pass.rows * width);
+  float* rows = workspace.Buffer(kProjectedRows, pass.rows * width);
   Linear(fused ? kFusedLinear : kQueryLinear, *pass.input, pass.first_row, pass.rows,
          rows, pass.tile_rule, workspace);
   if (!fused) {
@@ -65,7 +65,7 @@ internal::HeadRows<float> MultiheadAttention::Impl::ContextRows(
     const QueryPass& pass, Workspace& workspace) const {
   const int64_t width = has_output ? config.model_dim() : output_dim;
   float* context =
-      has_output ? workspace.Rows(kMergedHeads, pass.rows * width) : pass.output;
+      has_output ? workspace.Buffer(kMergedHeads, pass.rows * width) : pass.output;
   // Padding rows are never attended: they start and stay zero.
   if (pass.padded) std::fill(context, context + pass.rows * width, 0.0f);
   return {context, pass.rows_per_batch * width, config.head_dim, width, pass.batch_rows};
@@ -101,7 +101,7 @@ internal::ContiguousPages& MultiheadAttention::Impl::UseWorkspacePages(
 void MultiheadAttention::Impl::ProjectKeys(const KeyPass& pass,
                                            Workspace& workspace) const {
   const int64_t kv_dim = config.kv_dim(), head_dim = config.head_dim;
-  float* keys = workspace.Rows(kKeyChunks, 2 * pass.chunk_rows * kv_dim);
+  float* keys = workspace.Buffer(kKeyChunks, 2 * pass.chunk_rows * kv_dim);
   float* values = keys + pass.chunk_rows * kv_dim;
   KvWrite write = KvWriteFor(pass.rotary_rows, pass.key_len);
   write.key = {keys, 0, head_dim, kv_dim};

@@ -12,7 +12,7 @@ size_t Workspace::bytes() const {
                   rotary_positions.capacity() + rotary_starts.capacity()) *
                      sizeof(int64_t) +
                  rotation.bytes() + step.impl().bytes();
-  for (const std::vector<float>& buffer : rows)
+  for (const std::vector<float>& buffer : buffers)
     total += buffer.capacity() * sizeof(float);
   for (const std::vector<float>* buffer : {&per_head_weights, &staged_output}) {
     total += buffer->capacity() * sizeof(float);

@@ -33,13 +33,13 @@ struct Workspace {
     return calls[index];
   }
   // Buffer `index` of a layer kind's own (each numbers its own), grown to `count`.
-  float* Rows(size_t index, size_t count) {
-    if (rows.size() <= index) rows.resize(index + 1);
-    return Reserve(rows[index], count);
+  float* Buffer(size_t index, size_t count) {
+    if (buffers.size() <= index) buffers.resize(index + 1);
+    return Reserve(buffers[index], count);
   }
 
   LinearThreads linear_threads;          // the projections' streams and scratch
-  std::vector<std::vector<float>> rows;  // see Rows
+  std::vector<std::vector<float>> buffers;  // see Buffer
   std::vector<float> per_head_weights, staged_output;
   std::vector<int64_t> positions, new_lengths;  // per sequence, when decoding
   std::vector<int64_t> rotary_positions;        // per query token, [B, Sq]
