@@ -120,25 +120,23 @@ struct RowScaledLoader {
   static constexpr size_t kPanelRowBytes = Codes::kPanelRowBytes;
   int64_t scales_at = 0;
 
-  struct Column {
-    typename Codes::Column codes_column;
-    const T* codes;
+  // The codes' column (its `codes` the prefetches follow) and its rows' scales.
+  struct Column : Codes::Column {
     const float* scales;
     template <class D>
     HWY_INLINE hn::Vec<D> Load(D d, size_t k) const {
-      return hn::Mul(codes_column.Load(d, k), hn::Set(d, scales[k]));
+      return hn::Mul(Codes::Column::Load(d, k), hn::Set(d, scales[k]));
     }
     template <class D>
     HWY_INLINE void Load(D d, size_t k, hn::Vec<D>& even, hn::Vec<D>& odd) const {
-      codes_column.Load(d, k, even, odd);
+      Codes::Column::Load(d, k, even, odd);
       even = hn::Mul(even, hn::Set(d, scales[k]));
       odd = hn::Mul(odd, hn::Set(d, scales[k + 1]));
     }
   };
   template <class D>
   HWY_INLINE Column At(D d, const T* tile, size_t column, size_t rows) const {
-    const typename Codes::Column codes = Codes().At(d, tile, column, rows);
-    return {codes, codes.codes,
+    return {Codes().At(d, tile, column, rows),
             reinterpret_cast<const float*>(reinterpret_cast<const uint8_t*>(tile) +
                                            scales_at)};
   }
@@ -159,8 +157,7 @@ struct GroupScaledLoader {
   using Column = typename RowScaledLoader<T>::Column;
   template <class D>
   HWY_INLINE Column At(D d, const T* tile, size_t column, size_t rows) const {
-    const typename Codes::Column codes = Codes().At(d, tile, column, rows);
-    return {codes, codes.codes,
+    return {Codes().At(d, tile, column, rows),
             reinterpret_cast<const float*>(reinterpret_cast<const uint8_t*>(tile) +
                                            scales_at) +
                 column / group_cols * group_stride};

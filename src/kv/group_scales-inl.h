@@ -54,9 +54,7 @@ struct KeyGroupLoader {
   int64_t scales_at = 0;
   size_t page_size = 0;
 
-  struct Column {
-    typename Codes::Column codes_column;
-    const Code* codes;
+  struct Column : Codes::Column {
     const uint16_t* scales;
     size_t page_size;
     template <class D>
@@ -65,12 +63,12 @@ struct KeyGroupLoader {
     }
     template <class D>
     HWY_INLINE hn::Vec<D> Load(D d, size_t k) const {
-      return hn::Mul(codes_column.Load(d, k), Scale(d, k));
+      return hn::Mul(Codes::Column::Load(d, k), Scale(d, k));
     }
     // Rows k and k + 1 (k even) share their group.
     template <class D>
     HWY_INLINE void Load(D d, size_t k, hn::Vec<D>& even, hn::Vec<D>& odd) const {
-      codes_column.Load(d, k, even, odd);
+      Codes::Column::Load(d, k, even, odd);
       const hn::Vec<D> scale = Scale(d, k);
       even = hn::Mul(even, scale);
       odd = hn::Mul(odd, scale);
@@ -78,8 +76,7 @@ struct KeyGroupLoader {
   };
   template <class D>
   HWY_INLINE Column At(D d, const Code* tile, size_t column, size_t rows) const {
-    const typename Codes::Column codes = Codes().At(d, tile, column, rows);
-    return {codes, codes.codes,
+    return {Codes().At(d, tile, column, rows),
             reinterpret_cast<const uint16_t*>(reinterpret_cast<const uint8_t*>(tile) +
                                               scales_at) +
                 column,
@@ -96,26 +93,23 @@ struct ValueGroupLoader {
   int64_t scales_at = 0;
   size_t page_size = 0;
 
-  struct Column {
-    typename Codes::Column codes_column;
-    const Code* codes;
+  struct Column : Codes::Column {
     const uint16_t* scales;  // the column's group's
     template <class D>
     HWY_INLINE hn::Vec<D> Load(D d, size_t k) const {
-      return hn::Mul(codes_column.Load(d, k),
+      return hn::Mul(Codes::Column::Load(d, k),
                      hn::Set(d, internal::FloatFromFp16(scales[k])));
     }
     template <class D>
     HWY_INLINE void Load(D d, size_t k, hn::Vec<D>& even, hn::Vec<D>& odd) const {
-      codes_column.Load(d, k, even, odd);
+      Codes::Column::Load(d, k, even, odd);
       even = hn::Mul(even, hn::Set(d, internal::FloatFromFp16(scales[k])));
       odd = hn::Mul(odd, hn::Set(d, internal::FloatFromFp16(scales[k + 1])));
     }
   };
   template <class D>
   HWY_INLINE Column At(D d, const Code* tile, size_t column, size_t rows) const {
-    const typename Codes::Column codes = Codes().At(d, tile, column, rows);
-    return {codes, codes.codes,
+    return {Codes().At(d, tile, column, rows),
             reinterpret_cast<const uint16_t*>(reinterpret_cast<const uint8_t*>(tile) +
                                               scales_at) +
                 column / internal::kScaleGroup * page_size};

@@ -33,20 +33,17 @@ struct Q4Codes {
   static constexpr size_t kRowsPerLoad = Codes::kRowsPerLoad;
   static constexpr size_t kPanelRowBytes = Codes::kPanelRowBytes;
 
-  struct Column {
-    Codes::Column pairs;
-    const Int4Pair* codes;
+  struct Column : Codes::Column {
     template <class D>
     HWY_INLINE void Load(D d, size_t k, hn::Vec<D>& even, hn::Vec<D>& odd) const {
-      pairs.Load(d, k, even, odd);
+      Codes::Column::Load(d, k, even, odd);
       even = hn::Sub(even, hn::Set(d, 8.0f));
       odd = hn::Sub(odd, hn::Set(d, 8.0f));
     }
   };
   template <class D>
   HWY_INLINE Column At(D d, const Int4Pair* tile, size_t column, size_t rows) const {
-    const Codes::Column pairs = Codes().At(d, tile, column, rows);
-    return {pairs, pairs.codes};
+    return {Codes().At(d, tile, column, rows)};
   }
 };
 
