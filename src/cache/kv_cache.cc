@@ -128,8 +128,6 @@ KvCache::KvCache(const LatentAttentionConfig& config, int64_t max_batch,
                                      config.kv_lora_rank, /*values_in_keys=*/true);
   CheckCacheBytes(layout, max_batch, max_seq_len);
   impl_ = std::make_unique<Impl>(layout, max_batch, max_seq_len);
-  impl_->rope_dim = config.qk_rope_head_dim;
-  impl_->latent_dim = config.kv_lora_rank;
 }
 
 KvCache::~KvCache() = default;

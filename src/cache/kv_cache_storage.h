@@ -51,7 +51,6 @@ struct KvCache::Impl {
   // An MLA layer's cache: one "KV head" whose keys are [rotary part, latent] rows and
   // whose values are the latent inside them (BlockLayout's values_in_keys).
   bool latent = false;
-  int64_t rope_dim = 0, latent_dim = 0;
   std::vector<int64_t> lengths;
   internal::ContiguousPages pages;
   // Keys per channel: [batch, KV head, page_size, head_dim], each sequence's partial
