@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "benchmarks/bench_util.h"
-#include "src/cache/contiguous_pages.h"
 #include "src/core/attention_core.h"
 #include "src/core/write_kv_pages.h"
+#include "src/kv/contiguous_pages.h"
 
 namespace mha::bench {
 namespace {

@@ -7,7 +7,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include "hwy/highway.h"
-#include "src/kernels/tile_matmul-inl.h"
+#include "src/kernel/tile_matmul-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mha {

@@ -8,8 +8,8 @@
 #include <cstring>
 #include <string>
 
-#include "src/kernels/bf16_convert.h"
-#include "src/platform/cpu_features.h"
+#include "src/base/cpu_features.h"
+#include "src/simd/bf16_convert.h"
 #include "tests/test_util.h"
 
 namespace mha::testing {

@@ -8,7 +8,7 @@
 
 #include <thread>
 
-#include "src/threading/parallel_for.h"
+#include "src/base/parallel_for.h"
 #include "tests/latent_test_util.h"
 #include "tests/paged_test_util.h"
 

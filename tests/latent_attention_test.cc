@@ -18,7 +18,7 @@
 
 #include "mha/latent_attention.hpp"
 #include "mha/mha.hpp"
-#include "src/kernels/bf16_convert.h"
+#include "src/simd/bf16_convert.h"
 #include "tests/latent_test_util.h"
 #include "tests/test_util.h"
 

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <random>
 
-#include "src/masks/mask_plan.h"
+#include "src/features/mask_plan.h"
 #include "tests/test_util.h"
 
 namespace mha::testing {

@@ -10,8 +10,8 @@
 
 #include "src/core/attention_core.h"
 #include "src/core/task_plan.h"
-#include "src/kernels/tile_sizes.h"
-#include "src/masks/mask_plan.h"
+#include "src/features/mask_plan.h"
+#include "src/kv/tile_sizes.h"
 
 namespace mha::internal {
 namespace {

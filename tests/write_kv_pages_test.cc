@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "src/cache/contiguous_pages.h"
 #include "src/core/write_kv_pages.h"
+#include "src/kv/contiguous_pages.h"
 #include "tests/test_util.h"
 
 namespace mha::internal {

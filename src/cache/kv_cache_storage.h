@@ -7,25 +7,8 @@
 
 #include "mha/kv_cache.hpp"
 #include "src/base/aligned_vector.h"
-#include "src/cache/contiguous_pages.h"
-#include "src/kernels/kv_pages.h"
-
-namespace mha::internal {
-// The storage of the pages a forward writes its own K/V into for a compute dtype
-// (checked by the caller): bf16 only where bf16 dot products run. Elsewhere the
-// kernel would widen bf16 back to fp32, slower than fp32 pages (AVX2, Zen 4: the
-// bf16 core 1.27x slower) and less accurate.
-KvStorage AttentionStorage(DType compute_dtype);
-// Bytes one token of one KV head takes in a cache of `page_size`-token pages: K, V
-// padded to whole panels, and the scales (a page's per-channel ones shared by its
-// tokens, rounded up).
-// Values in keys (a latent cache): K alone.
-int64_t KvTokenBytes(int64_t head_dim, KvStorage storage, int64_t page_size,
-                     bool values_in_keys = false);
-// Fails, naming `owner`, for a kind that cannot hold a latent cache (its keys are
-// its values).
-void CheckLatentKind(const char* owner, KvStorage storage);
-}  // namespace mha::internal
+#include "src/kv/contiguous_pages.h"
+#include "src/kv/kv_pages.h"
 
 namespace mha {
 

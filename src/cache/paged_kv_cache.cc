@@ -9,8 +9,9 @@
 #include "src/base/check.h"
 #include "src/cache/kv_cache_storage.h"
 #include "src/cache/paged_kv_cache_storage.h"
-#include "src/kernels/channel_keys.h"
-#include "src/kernels/tile_sizes.h"
+#include "src/kv/channel_keys.h"
+#include "src/kv/kv_storage.h"
+#include "src/kv/tile_sizes.h"
 #include "src/validation/latent_config.h"
 #include "src/validation/problem.h"
 

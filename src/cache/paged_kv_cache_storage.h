@@ -13,7 +13,7 @@
 #include "src/base/aligned_vector.h"
 #include "src/cache/block_pool.h"
 #include "src/cache/sequence_table.h"
-#include "src/kernels/kv_pages.h"
+#include "src/kv/kv_pages.h"
 
 namespace mha {
 

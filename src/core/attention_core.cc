@@ -4,9 +4,9 @@
 #include <cmath>
 #include <limits>
 
-#include "src/kernels/attention_head.h"
-#include "src/platform/isa_cap.h"
-#include "src/threading/parallel_for.h"
+#include "src/base/isa_cap.h"
+#include "src/base/parallel_for.h"
+#include "src/kernel/attention_head.h"
 
 namespace mha::internal {
 namespace {

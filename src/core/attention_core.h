@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "src/base/aligned_vector.h"
-#include "src/cache/contiguous_pages.h"
 #include "src/core/task_plan.h"
-#include "src/kernels/attention_params.h"
-#include "src/masks/mask_plan.h"
+#include "src/features/mask_plan.h"
+#include "src/kernel/attention_params.h"
+#include "src/kv/contiguous_pages.h"
 
 namespace mha::internal {
 

@@ -6,7 +6,7 @@
 #include <type_traits>
 
 #include "src/base/check.h"
-#include "src/rotary/call_rotation.h"
+#include "src/features/call_rotation.h"
 
 namespace mha::internal {
 namespace {

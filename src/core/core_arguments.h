@@ -9,10 +9,10 @@
 
 #include "mha/scaled_dot_product_attention.hpp"
 #include "src/core/attention_core.h"
+#include "src/features/call_rotation.h"
 #include "src/features/logit_features.h"
+#include "src/features/mask_plan.h"
 #include "src/features/qk_norm.h"
-#include "src/masks/mask_plan.h"
-#include "src/rotary/call_rotation.h"
 
 namespace mha::internal {
 

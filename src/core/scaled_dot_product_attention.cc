@@ -3,10 +3,10 @@
 // RunAttentionCore the layer uses.
 #include "mha/scaled_dot_product_attention.hpp"
 
-#include "src/cache/kv_cache_storage.h"
+#include "src/base/parallel_for.h"
 #include "src/core/core_arguments.h"
 #include "src/core/write_kv_pages.h"
-#include "src/threading/parallel_for.h"
+#include "src/kv/kv_storage.h"
 
 namespace mha {
 

@@ -5,7 +5,7 @@
 #include <functional>
 #include <tuple>
 
-#include "src/kernels/tile_sizes.h"
+#include "src/kv/tile_sizes.h"
 
 namespace mha::internal {
 namespace {

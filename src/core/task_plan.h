@@ -13,8 +13,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "src/kernels/attention_params.h"
-#include "src/masks/mask_plan.h"
+#include "src/features/mask_plan.h"
+#include "src/kernel/attention_params.h"
 
 namespace mha::internal {
 

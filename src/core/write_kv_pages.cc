@@ -3,9 +3,9 @@
 
 #include <algorithm>
 
-#include "src/kernels/kv_append.h"
-#include "src/kernels/tile_sizes.h"
-#include "src/threading/parallel_for.h"
+#include "src/base/parallel_for.h"
+#include "src/kv/kv_append.h"
+#include "src/kv/tile_sizes.h"
 
 namespace mha::internal {
 

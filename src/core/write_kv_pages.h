@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "mha/rotary.hpp"
-#include "src/kernels/head_norm.h"
-#include "src/kernels/head_rows.h"
-#include "src/kernels/page_source.h"
-#include "src/masks/mask_plan.h"
+#include "src/features/mask_plan.h"
+#include "src/kv/head_rows.h"
+#include "src/kv/page_source.h"
+#include "src/simd/head_norm.h"
 
 namespace mha::internal {
 

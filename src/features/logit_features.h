@@ -1,5 +1,5 @@
 // LogitFeatures: a layer's or a core call's soft-cap, query temperature, ALiBi slopes
-// and sinks, checked once and handed to the attention core.
+// and sinks, checked once and handed to the attention core (SetLogits).
 #pragma once
 
 #include <cstdint>
@@ -7,7 +7,6 @@
 
 #include "mha/features.hpp"
 #include "mha/tensor.hpp"
-#include "src/kernels/attention_params.h"
 
 namespace mha::internal {
 
@@ -31,16 +30,5 @@ struct LogitFeatures {
   float temperature_floor_scale = 0.0f, temperature_attn_scale = 0.0f;  // 0: none
   std::vector<float> alibi_slopes, sinks;                               // empty: none
 };
-
-// The kernel's soft-cap, ALiBi slopes and sinks from checked features (`logits` must
-// outlive the call).
-inline void SetLogits(const LogitFeatures& logits, AttentionParams& params) {
-  params.softcap = logits.softcap;
-  params.temperature_floor_scale = logits.temperature_floor_scale;
-  params.temperature_attn_scale = logits.temperature_attn_scale;
-  params.alibi_slopes =
-      logits.alibi_slopes.empty() ? nullptr : logits.alibi_slopes.data();
-  params.sinks = logits.sinks.empty() ? nullptr : logits.sinks.data();
-}
 
 }  // namespace mha::internal

@@ -9,7 +9,7 @@
 
 #include "mha/features.hpp"
 #include "mha/tensor.hpp"
-#include "src/kernels/head_norm.h"
+#include "src/simd/head_norm.h"
 
 namespace mha::internal {
 

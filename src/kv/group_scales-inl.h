@@ -14,8 +14,8 @@
 #include <cstdint>
 
 #include "hwy/highway.h"
-#include "src/kernels/tile_loaders-inl.h"
 #include "src/kv/group_scales.h"
+#include "src/kv/tile_loaders-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mha {

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "src/kernels/kv_pages.h"
+#include "src/kv/kv_pages.h"
 
 namespace mha::internal {
 

@@ -25,10 +25,10 @@
 #include <cstdint>
 
 #include "hwy/highway.h"
-#include "src/kernels/kv_pages.h"
-#include "src/kernels/softmax-inl.h"
-#include "src/kernels/tile_loaders-inl.h"
+#include "src/kv/kv_pages.h"
+#include "src/kv/tile_loaders-inl.h"
 #include "src/kv/token_scales.h"
+#include "src/simd/softmax-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mha {

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "src/kernels/kv_pages.h"
+#include "src/kv/kv_pages.h"
 
 namespace mha::internal {
 

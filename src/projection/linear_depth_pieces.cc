@@ -3,8 +3,8 @@
 // sum of the pieces' partial outputs plus the bias.
 #include <algorithm>
 
+#include "src/base/parallel_for.h"
 #include "src/projection/linear_primitive.h"
-#include "src/threading/parallel_for.h"
 
 namespace mha::internal {
 

@@ -2,9 +2,9 @@
 // int8 weights, an fp32 input rounded for bf16 weights, or (int8 weights) quantised
 // with one scale for the whole input, with the per-column dequantisation scales and
 // the bias divided by them.
-#include "src/kernels/bf16_convert.h"
-#include "src/kernels/int8_quantize.h"
 #include "src/projection/linear_primitive.h"
+#include "src/simd/bf16_convert.h"
+#include "src/simd/int8_quantize.h"
 
 namespace mha::internal {
 

@@ -6,10 +6,10 @@
 
 #include <algorithm>
 
-#include "src/platform/isa_cap.h"
-#include "src/platform/onednn_errors.h"
+#include "src/base/isa_cap.h"
+#include "src/base/onednn_errors.h"
+#include "src/base/parallel_for.h"
 #include "src/projection/onednn_memory.h"
-#include "src/threading/parallel_for.h"
 
 namespace mha::internal {
 

@@ -8,9 +8,9 @@
 #include <cstring>
 #include <exception>
 
+#include "src/base/parallel_for.h"
 #include "src/projection/linear_primitive.h"
 #include "src/projection/onednn_memory.h"
-#include "src/threading/parallel_for.h"
 
 namespace mha::internal {
 namespace {

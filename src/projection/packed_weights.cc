@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "src/kernels/bf16_convert.h"
 #include "src/projection/weight_layout.h"
+#include "src/simd/bf16_convert.h"
 
 namespace mha::internal {
 

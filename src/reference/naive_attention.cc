@@ -9,13 +9,13 @@
 
 #include "mha/reference.hpp"
 #include "src/base/check.h"
+#include "src/features/call_rotation.h"
 #include "src/features/logit_features.h"
+#include "src/features/mask_plan.h"
 #include "src/features/qk_norm.h"
-#include "src/kernels/bf16_convert.h"
-#include "src/masks/mask_plan.h"
 #include "src/projection/weight_layout.h"
 #include "src/reference/naive_core.h"
-#include "src/rotary/call_rotation.h"
+#include "src/simd/bf16_convert.h"
 #include "src/validation/problem.h"
 
 namespace mha {

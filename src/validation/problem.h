@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "mha/attention.hpp"
-#include "src/masks/mask_plan.h"
+#include "src/features/mask_plan.h"
 
 namespace mha::internal {
 

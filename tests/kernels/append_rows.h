@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "src/kernels/kv_append.h"
+#include "src/kv/kv_append.h"
 
 namespace mha::testing {
 

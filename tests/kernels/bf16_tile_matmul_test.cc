@@ -5,7 +5,7 @@
 // pair; the AMX chunks' remainders), B tiles with more rows than the product uses,
 // accumulating or not, and the NaN of an input it reads. Each kernel is skipped on
 // CPUs without its instructions.
-#include "src/kernels/bf16_tile_matmul.h"
+#include "src/kernel/bf16_tile_matmul.h"
 
 #include <gtest/gtest.h>
 
@@ -13,9 +13,9 @@
 #include <limits>
 #include <vector>
 
-#include "src/kernels/bf16_convert.h"
-#include "src/kernels/kv_pages.h"
-#include "src/platform/cpu_features.h"
+#include "src/base/cpu_features.h"
+#include "src/kv/kv_pages.h"
+#include "src/simd/bf16_convert.h"
 #include "tests/test_util.h"
 
 namespace {

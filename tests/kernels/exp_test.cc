@@ -13,7 +13,7 @@
 
 #include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
-#include "src/kernels/exp-inl.h"
+#include "src/simd/exp-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mha {

@@ -15,12 +15,12 @@
 #include <vector>
 
 #include "hwy/highway.h"
-#include "src/cache/contiguous_pages.h"
-#include "src/kernels/fp8.h"
-#include "src/kernels/fp8_widen-inl.h"
-#include "src/kernels/kv_append.h"
-#include "src/kernels/tile_matmul-inl.h"
+#include "src/kernel/tile_matmul-inl.h"
+#include "src/kv/contiguous_pages.h"
+#include "src/kv/kv_append.h"
 #include "src/kv/token_scales.h"
+#include "src/simd/fp8.h"
+#include "src/simd/fp8_widen-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mha {

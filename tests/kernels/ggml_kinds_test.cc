@@ -12,9 +12,9 @@
 #include <limits>
 #include <vector>
 
-#include "src/cache/contiguous_pages.h"
-#include "src/kernels/int4_codes.h"
+#include "src/kv/contiguous_pages.h"
 #include "src/kv/group_scales.h"
+#include "src/kv/int4_codes.h"
 #include "tests/kernels/append_rows.h"
 #include "tests/test_util.h"
 

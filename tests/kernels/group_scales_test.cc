@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "hwy/highway.h"
-#include "src/kernels/tile_matmul-inl.h"
+#include "src/kernel/tile_matmul-inl.h"
 #include "src/kv/group_scales-inl.h"
 
 HWY_BEFORE_NAMESPACE();

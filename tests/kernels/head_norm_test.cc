@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "hwy/highway.h"
-#include "src/kernels/head_norm-inl.h"
+#include "src/simd/head_norm-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mha {

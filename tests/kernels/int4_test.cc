@@ -15,12 +15,12 @@
 #include <vector>
 
 #include "hwy/highway.h"
-#include "src/cache/contiguous_pages.h"
-#include "src/kernels/channel_keys.h"
-#include "src/kernels/int4_codes.h"
-#include "src/kernels/tile_matmul-inl.h"
-#include "src/kernels/value_groups.h"
-#include "src/kernels/zero_points-inl.h"
+#include "src/kernel/tile_matmul-inl.h"
+#include "src/kv/channel_keys.h"
+#include "src/kv/contiguous_pages.h"
+#include "src/kv/int4_codes.h"
+#include "src/kv/value_groups.h"
+#include "src/simd/zero_points-inl.h"
 #include "tests/kernels/scaled_pages.h"
 
 HWY_BEFORE_NAMESPACE();

@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "hwy/highway.h"
-#include "src/cache/contiguous_pages.h"
-#include "src/kernels/channel_keys.h"
-#include "src/kernels/int8_quantize.h"
-#include "src/kernels/tile_matmul-inl.h"
+#include "src/kernel/tile_matmul-inl.h"
+#include "src/kv/channel_keys.h"
+#include "src/kv/contiguous_pages.h"
+#include "src/simd/int8_quantize.h"
 #include "tests/kernels/scaled_pages.h"
 
 HWY_BEFORE_NAMESPACE();

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "hwy/highway.h"
-#include "src/kernels/bf16_convert.h"
-#include "src/kernels/softmax-inl.h"
-#include "src/kernels/tile_matmul-inl.h"
+#include "src/kernel/tile_matmul-inl.h"
+#include "src/simd/bf16_convert.h"
+#include "src/simd/softmax-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mha {

@@ -1,5 +1,5 @@
 // kv_panels-inl.h on every SIMD target this CPU supports: keys split into K^T key
-// blocks and values into V pages (column panels, src/kernels/kv_pages.h), as float and
+// blocks and values into V pages (column panels, src/kv/kv_pages.h), as float and
 // as bfloat16, read back element by element through PanelOffset. Odd head sizes,
 // block sizes of 16 to 64, ranges that start inside a block, empty ranges and zeroed
 // tails; nothing outside [first, zero_end) is written.
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "hwy/highway.h"
-#include "src/kernels/kv_panels-inl.h"
+#include "src/kv/kv_panels-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mha {
@@ -48,7 +48,7 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 #include "hwy/tests/hwy_gtest.h"
-#include "src/kernels/bf16_convert.h"
+#include "src/simd/bf16_convert.h"
 #include "tests/test_util.h"
 
 namespace mha {
@@ -66,7 +66,7 @@ constexpr float kUntouched = -9.0f;
 
 struct Split {
   size_t head_dim, padded_head_dim, block, first, rows, zero_end;
-  bool paired = false;  // bfloat16 tiles pair their rows (src/kernels/kv_pages.h)
+  bool paired = false;  // bfloat16 tiles pair their rows (src/kv/kv_pages.h)
   size_t stored_head_dim() const { return paired ? (head_dim + 1) / 2 * 2 : head_dim; }
   size_t keys_size() const {
     return (zero_end + block) / block * block * stored_head_dim();

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "hwy/highway.h"
-#include "src/kernels/logits-inl.h"
+#include "src/kernel/logits-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mha {

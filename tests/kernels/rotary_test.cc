@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "hwy/highway.h"
-#include "src/kernels/rotary-inl.h"
+#include "src/simd/rotary-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mha {

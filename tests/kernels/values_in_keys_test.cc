@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "mha/scaled_dot_product_attention.hpp"
-#include "src/cache/contiguous_pages.h"
 #include "src/core/attention_core.h"
 #include "src/core/write_kv_pages.h"
+#include "src/kv/contiguous_pages.h"
 #include "tests/test_util.h"
 
 namespace mha::internal {

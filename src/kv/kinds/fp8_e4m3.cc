@@ -1,4 +1,4 @@
-// The fp8_e4m3 KV kind: fp8 e4m3 codes (PyTorch's float8_e4m3fn, src/kernels/fp8.h), one
+// The fp8_e4m3 KV kind: fp8 e4m3 codes (PyTorch's float8_e4m3fn, src/simd/fp8.h), one
 // fp32 scale per token for the key and for the value (max|x| over the format's largest
 // value, vLLM's fp8 scheme); the scaled codes are finite.
 #undef HWY_TARGET_INCLUDE
@@ -6,11 +6,11 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include "hwy/highway.h"
-#include "src/kernels/attention_head-inl.h"
-#include "src/kernels/kv_append-inl.h"
-#include "src/kernels/kv_token_copy.h"
-#include "src/kv/kind_entry_points.h"
+#include "src/kernel/attention_head-inl.h"
 #include "src/kv/kind_traits-inl.h"
+#include "src/kv/kinds/kind_entry_points.h"
+#include "src/kv/kv_append-inl.h"
+#include "src/kv/kv_token_copy.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mha::internal::HWY_NAMESPACE {

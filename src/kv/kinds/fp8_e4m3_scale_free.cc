@@ -6,11 +6,11 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include "hwy/highway.h"
-#include "src/kernels/attention_head-inl.h"
-#include "src/kernels/kv_append-inl.h"
-#include "src/kernels/kv_token_copy.h"
-#include "src/kv/kind_entry_points.h"
+#include "src/kernel/attention_head-inl.h"
 #include "src/kv/kind_traits-inl.h"
+#include "src/kv/kinds/kind_entry_points.h"
+#include "src/kv/kv_append-inl.h"
+#include "src/kv/kv_token_copy.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mha::internal::HWY_NAMESPACE {

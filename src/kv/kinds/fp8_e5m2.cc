@@ -1,15 +1,15 @@
-// The fp8_e5m2 KV kind: fp8 e5m2 codes (PyTorch's float8_e5m2, src/kernels/fp8.h), one
+// The fp8_e5m2 KV kind: fp8 e5m2 codes (PyTorch's float8_e5m2, src/simd/fp8.h), one
 // fp32 scale per token for the key and for the value.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/kv/kinds/fp8_e5m2.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include "hwy/highway.h"
-#include "src/kernels/attention_head-inl.h"
-#include "src/kernels/kv_append-inl.h"
-#include "src/kernels/kv_token_copy.h"
-#include "src/kv/kind_entry_points.h"
+#include "src/kernel/attention_head-inl.h"
 #include "src/kv/kind_traits-inl.h"
+#include "src/kv/kinds/kind_entry_points.h"
+#include "src/kv/kv_append-inl.h"
+#include "src/kv/kv_token_copy.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mha::internal::HWY_NAMESPACE {

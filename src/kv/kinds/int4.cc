@@ -9,15 +9,15 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include "hwy/highway.h"
-#include "src/kernels/attention_head-inl.h"
-#include "src/kernels/channel_keys.h"
-#include "src/kernels/int4_codes.h"
-#include "src/kernels/kv_append-inl.h"
-#include "src/kernels/kv_token_copy.h"
-#include "src/kernels/value_groups.h"
-#include "src/kernels/zero_points-inl.h"
-#include "src/kv/kind_entry_points.h"
+#include "src/kernel/attention_head-inl.h"
+#include "src/kv/channel_keys.h"
+#include "src/kv/int4_codes.h"
 #include "src/kv/kind_traits-inl.h"
+#include "src/kv/kinds/kind_entry_points.h"
+#include "src/kv/kv_append-inl.h"
+#include "src/kv/kv_token_copy.h"
+#include "src/kv/value_groups.h"
+#include "src/simd/zero_points-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mha::internal::HWY_NAMESPACE {

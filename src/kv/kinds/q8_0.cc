@@ -13,12 +13,12 @@
 #include <cmath>
 
 #include "hwy/highway.h"
-#include "src/kernels/attention_head-inl.h"
-#include "src/kernels/kv_append-inl.h"
-#include "src/kernels/kv_token_copy.h"
+#include "src/kernel/attention_head-inl.h"
 #include "src/kv/group_scales-inl.h"
-#include "src/kv/kind_entry_points.h"
 #include "src/kv/kind_traits-inl.h"
+#include "src/kv/kinds/kind_entry_points.h"
+#include "src/kv/kv_append-inl.h"
+#include "src/kv/kv_token_copy.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mha::internal::HWY_NAMESPACE {
