@@ -183,7 +183,7 @@ static void CheckCore(void) {
   pre.logsumexp = NULL;
   Check(mha_scaled_dot_product_attention(&pre) == MHA_OK, "core on normalised q, k");
   ex.struct_size = sizeof ex;
-  ex.call.features.qk_norm = MHA_QK_NORM_PER_HEAD;
+  ex.call.features.qk_norm = 1;
   ex.query_norm_weight = q_weight, ex.key_norm_weight = k_weight;
   Check(mha_scaled_dot_product_attention_ex(&ex) == MHA_OK, "core with QK-norm");
   Check(Close(out_ex, normed, S * 2 * D) < 1e-5f, "QK-norm: as normalised first");
@@ -195,7 +195,7 @@ static void CheckCore(void) {
             strstr(mha_last_error(), "query_norm_weight: required by features.qk_norm"),
         "first-release struct: no weights read");
   ex.struct_size = sizeof ex;
-  ex.call.features.qk_norm = MHA_QK_NORM_ACROSS_HEADS;
+  ex.call.features.qk_norm_scope = MHA_QK_NORM_ACROSS_HEADS;
   Check(mha_scaled_dot_product_attention_ex(&ex) == MHA_INVALID_ARGUMENT &&
             strstr(mha_last_error(), "qk_norm.scope") != NULL,
         "QK-norm across heads refused by the core");
@@ -226,15 +226,15 @@ static void CheckCore(void) {
   args.sinks = sinks;
   /* A bad query temperature is refused, naming it. */
   args.features.temperature_tuning = 1;
-  args.features.temperature_floor_scale = -1.0;
+  args.features.temperature_tuning_floor_scale = -1.0;
   memset(out, 0, sizeof out);
   Check(mha_scaled_dot_product_attention(&args) == MHA_INVALID_ARGUMENT &&
             strstr(mha_last_error(), "temperature_tuning.floor_scale") != NULL &&
             out[0] == 0.0f,
         "bad temperature refused, naming it");
   /* A floor_scale past every position leaves every query's scale exactly 1. */
-  args.features.temperature_floor_scale = 1e30;
-  args.features.temperature_attn_scale = 0.5;
+  args.features.temperature_tuning_floor_scale = 1e30;
+  args.features.temperature_tuning_attn_scale = 0.5;
   Check(mha_scaled_dot_product_attention(&args) == MHA_OK, "temperature accepted");
   Check(Close(out, expected, S * 2 * D) < 1e-5f, "temperature 1: the plain output");
   args.features.temperature_tuning = 0;

@@ -96,6 +96,21 @@ TEST_F(MhaRun, ValidRunWritesOutput) {
   EXPECT_EQ(io::ReadNpy(output_).shape, (Shape{1, 3, 4}));
 }
 
+// --scale is AttentionConfig::scale in layer mode: 1 / sqrt(head_dim) is the default's
+// bits, another scale changes the output.
+TEST_F(MhaRun, LayerScale) {
+  const auto output_with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = Args(weights_, query_);
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto [code, err] = Run(args);
+    EXPECT_EQ(code, 0) << err;
+    return io::ReadNpy(output_).bytes;
+  };
+  const auto unscaled = output_with({"--causal"});
+  EXPECT_EQ(output_with({"--causal", "--scale", "0.70710678118654752"}), unscaled);
+  EXPECT_NE(output_with({"--causal", "--scale", "3"}), unscaled);
+}
+
 TEST_F(MhaRun, UsageErrors) {
   ExpectFailure({}, 2, {"usage"});
   ExpectFailure({"--weights", weights_, "--query", query_}, 2, {"missing --output"});
@@ -140,16 +155,18 @@ TEST_F(MhaRun, DecoderFeatureFlags) {
   ExpectFailure(with({"--sliding-window", "0"}), 1, {"features.sliding_window", "got 0"});
   ExpectFailure(with({"--attention-chunk-size", "0"}), 1,
                 {"features.attention_chunk_size", "got 0"});
-  ExpectFailure(with({"--temperature-tuning", "8192"}), 2,
-                {"--temperature-tuning: expected FLOOR_SCALE,ATTN_SCALE, got '8192'"});
-  ExpectFailure(with({"--temperature-tuning", "0,0.1"}), 1,
-                {"features.temperature_tuning.floor_scale", "got 0"});
+  ExpectFailure(
+      with({"--temperature-tuning-floor-scale", "8192"}), 2,
+      {"--temperature-tuning-floor-scale applies only with --temperature-tuning"});
+  ExpectFailure(with({"--temperature-tuning", "--temperature-tuning-floor-scale", "0"}),
+                1, {"features.temperature_tuning.floor_scale", "got 0"});
   ExpectFailure(with({"--softcap", "0"}), 1, {"features.softcap", "got 0"});
-  ExpectFailure(with({"--qk-norm", "per-token"}), 2,
-                {"--qk-norm: expected one of per-head, across-heads, got 'per-token'"});
+  ExpectFailure(
+      with({"--qk-norm", "--qk-norm-scope", "per_token"}), 2,
+      {"--qk-norm-scope: expected one of per_head, across_heads, got 'per_token'"});
   ExpectFailure(with({"--qk-norm-eps", "1e-5"}), 2,
                 {"--qk-norm-eps applies only with --qk-norm"});
-  ExpectFailure(with({"--qk-norm", "per-head"}), 1,
+  ExpectFailure(with({"--qk-norm"}), 1,
                 {"weights.query_norm_weight: required by features.qk_norm"});
   ExpectFailure(with({"--q-norm-weight", query_}), 2,
                 {"--q-norm-weight applies only with --core"});
@@ -171,8 +188,7 @@ TEST_F(MhaRun, FlagsThatDoNotApplyAreRefused) {
   };
   const std::string lse = TempPath("lse.npy");
   for (const auto& extra :
-       std::vector<std::vector<std::string>>{{"--scale", "0.5"},
-                                             {"--sinks", query_},
+       std::vector<std::vector<std::string>>{{"--sinks", query_},
                                              {"--logsumexp", lse},
                                              {"--key-position-ids", query_},
                                              {"--layout", "bshd"}}) {

@@ -673,7 +673,9 @@ def decoder_case(name, embed, heads, kv_heads, seq, rope=None, rotary_dim=None,
         if qk_norm is not None and scope == "per-head":  # Qwen3Attention, Gemma3Attention
             q, k = norm(q, norm_weights[0]), norm(k, norm_weights[1])
         if qk_norm is not None:
-            case.args += ["--qk-norm", scope, "--qk-norm-eps", repr(eps)]
+            case.args += ["--qk-norm", "--qk-norm-eps", repr(eps)]
+            if scope == "across-heads":
+                case.args += ["--qk-norm-scope", "across_heads"]
             if unit_offset:
                 case.args += ["--qk-norm-unit-offset"]
         v = split(lin["v_proj"](x), kv_heads)
@@ -696,7 +698,8 @@ def decoder_case(name, embed, heads, kv_heads, seq, rope=None, rotary_dim=None,
             attn_scales = torch.log(torch.floor((cache_position + 1.0) / floor_scale) + 1.0) \
                 * attn_scale + 1.0
             q = q * attn_scales.view(1, 1, seq, 1)
-            case.args += ["--temperature-tuning", repr(floor_scale) + "," + repr(attn_scale)]
+            case.args += ["--temperature-tuning", "--temperature-tuning-floor-scale",
+                          repr(floor_scale), "--temperature-tuning-attn-scale", repr(attn_scale)]
         if window is not None:
             case.args += ["--sliding-window", str(window)]
         if chunk is not None:

@@ -66,30 +66,26 @@ typedef struct {
   double longrope_attention_factor;
 } mha_rope_config;
 
-/* QK-norm: RMSNorm of queries and keys before rotation (see mha/features.hpp). */
+/* Which values one QK-norm RMSNorm spans (see mha/features.hpp). */
 typedef enum {
-  MHA_QK_NORM_NONE = 0,
-  MHA_QK_NORM_PER_HEAD = 1,    /* Qwen 3, Gemma 3: weights [head_dim] */
-  MHA_QK_NORM_ACROSS_HEADS = 2 /* OLMo 2: weights [heads * head_dim] (layers only) */
-} mha_qk_norm;
+  MHA_QK_NORM_PER_HEAD = 0,    /* Qwen 3, Gemma 3: weights [head_dim] */
+  MHA_QK_NORM_ACROSS_HEADS = 1 /* OLMo 2: weights [heads * head_dim] (layers only) */
+} mha_qk_norm_scope;
 
-/* Logit and window features (see mha/features.hpp); all-zero: none. */
+/* A count that may be absent where 0 is a value. */
 typedef struct {
-  float softcap;             /* > 0: score = softcap * tanh(score / softcap) */
-  int alibi;                 /* non-zero: ALiBi */
-  const float* alibi_slopes; /* [num_heads], or NULL: BLOOM's slopes */
-  int64_t sliding_window;    /* > 0: keys p - sliding_window + 1 .. p */
-  int has_sliding_window_right;
-  int64_t sliding_window_right; /* with has_sliding_window_right: keys up to p + this */
-  int64_t attention_chunk_size; /* > 0: keys of p's chunk only (Llama 4) */
-  /* non-zero: Llama 4's query temperature, log(floor((p + 1) / floor_scale) + 1) *
-   * attn_scale + 1 (see mha/features.hpp) */
-  int temperature_tuning;
-  double temperature_floor_scale, temperature_attn_scale;
-  mha_qk_norm qk_norm;     /* with query_norm_weight/key_norm_weight given */
-  int qk_norm_unit_offset; /* non-zero: Gemma's 1 + weight */
-  double qk_norm_eps;      /* 0: 1e-6 */
-  int qk_norm_value_norm;  /* non-zero: Gemma 3n's v_norm (values, no weight) */
+  int has_value;
+  int64_t value;
+} mha_optional_int64;
+
+/* Logit, window and QK-norm features: one field per line of mha/feature_options.h,
+ * which says what each does, its default and its range. All-zero: none; a zero field
+ * takes its default. */
+typedef struct {
+#define MHA_FEATURE_OPTION(name, group, member, c_type, default_text, range, doc) \
+  c_type name;
+#include "mha/feature_options.h"
+#undef MHA_FEATURE_OPTION
 } mha_features;
 
 typedef struct {
@@ -368,7 +364,7 @@ typedef struct {
   size_t struct_size;
   mha_attention_args call;
   /* Since 0.4: QK-norm weights ([head_dim] each) for call.features.qk_norm
-   * MHA_QK_NORM_PER_HEAD; NULL: none. */
+   * (per head); NULL: none. */
   const float* query_norm_weight;
   const float* key_norm_weight;
 } mha_attention_ex_args;

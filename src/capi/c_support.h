@@ -105,6 +105,8 @@ struct CacheStorage {
 CacheStorage ToStorage(const mha_kv_storage& storage);
 // head_dim: what rotary_dim 0 stands for (the length inv_freq is read to).
 mha::RotaryConfig ToRotary(const mha_rope_config& c, int64_t head_dim);
+// The features of a layer or core call of num_heads query heads (c_features.cc).
+mha::AttentionFeatures ToFeatures(const mha_features& c, int64_t num_heads);
 // The C options with their zeros' defaults (block_size 16, num_layers 1).
 mha::PagedKvCacheOptions ToPagedOptions(const mha_paged_kv_cache_options& options);
 

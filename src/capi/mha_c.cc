@@ -17,6 +17,7 @@ using mha::capi::EnumValue;
 using mha::capi::Guard;
 using mha::capi::LastError;
 using mha::capi::Require;
+using mha::capi::ToFeatures;
 using mha::capi::ToRotary;
 using mha::capi::ToStorage;
 using mha::capi::UnknownValue;
@@ -35,34 +36,6 @@ struct mha_rotary {
 };
 
 namespace {
-
-mha::AttentionFeatures ToFeatures(const mha_features& c, int64_t num_heads) {
-  mha::AttentionFeatures features;
-  if (c.softcap != 0.0f) features.softcap = c.softcap;
-  features.alibi = c.alibi != 0;
-  if (c.alibi_slopes && num_heads > 0 && num_heads <= (int64_t{1} << 20)) {
-    features.alibi_slopes.assign(c.alibi_slopes, c.alibi_slopes + num_heads);
-  }
-  if (c.sliding_window != 0) features.sliding_window = c.sliding_window;
-  if (c.has_sliding_window_right) features.sliding_window_right = c.sliding_window_right;
-  if (c.attention_chunk_size != 0) features.attention_chunk_size = c.attention_chunk_size;
-  if (c.temperature_tuning) {
-    features.temperature_tuning =
-        mha::AttentionTemperature{c.temperature_floor_scale, c.temperature_attn_scale};
-  }
-  const int qk_norm = EnumValue(c.qk_norm);
-  if (qk_norm != MHA_QK_NORM_NONE) {
-    if (qk_norm != MHA_QK_NORM_PER_HEAD && qk_norm != MHA_QK_NORM_ACROSS_HEADS) {
-      UnknownValue("features.qk_norm", qk_norm);
-    }
-    features.qk_norm = mha::QkNorm{
-        c.qk_norm_eps != 0.0 ? c.qk_norm_eps : 1e-6, c.qk_norm_unit_offset != 0,
-        qk_norm == MHA_QK_NORM_PER_HEAD ? mha::QkNormScope::kPerHead
-                                        : mha::QkNormScope::kAcrossHeads,
-        c.qk_norm_value_norm != 0};
-  }
-  return features;
-}
 
 mha::AttentionConfig ToConfig(const mha_config& c) {
   mha::AttentionConfig config;

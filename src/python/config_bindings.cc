@@ -1,7 +1,13 @@
 // Python classes for the layer's configuration, with the C++ field names.
 #include <pybind11/stl.h>
 
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
 #include "mha/mha.hpp"
+#include "src/features/feature_options.h"
 #include "src/python/bindings.h"
 
 namespace mha::python {
@@ -41,9 +47,11 @@ void BindEnums(py::module_& m) {
   py::enum_<CausalAlignment>(m, "CausalAlignment")
       .value("top_left", CausalAlignment::kTopLeft)
       .value("bottom_right", CausalAlignment::kBottomRight);
-  py::enum_<QkNormScope>(m, "QkNormScope", "Which values one QK-norm RMSNorm spans.")
-      .value("per_head", QkNormScope::kPerHead)
-      .value("across_heads", QkNormScope::kAcrossHeads);
+  py::enum_<QkNormScope> scope(m, "QkNormScope",
+                               "Which values one QK-norm RMSNorm spans.");
+  for (QkNormScope value : {QkNormScope::kPerHead, QkNormScope::kAcrossHeads}) {
+    scope.value(internal::QkNormScopeName(value), value);
+  }
 }
 
 void BindRotary(py::module_& m) {
@@ -78,31 +86,70 @@ void BindRotary(py::module_& m) {
       .def_property_readonly("inv_freq", &RotaryEmbedding::inv_freq);
 }
 
+template <class Class, class Pointer>
+void BindMember(Class& python_class, Pointer member,
+                const internal::FeatureOptionInfo& info) {
+  const std::string doc = std::string(info.doc) + " (default " + info.default_text +
+                          (*info.range ? std::string("; ") + info.range : "") + ")";
+  python_class.def_readwrite(info.member, member, doc.c_str());
+}
+
+template <class Classes, auto Member>
+void BindField(Classes& classes, const internal::FeatureOptionInfo& info,
+               internal::FeatureField<Member>) {
+  BindMember(std::get<py::class_<AttentionFeatures>&>(classes), Member, info);
+}
+
+template <class Classes, auto Group, auto Member>
+void BindField(Classes& classes, const internal::FeatureOptionInfo& info,
+               internal::GroupField<Group, Member>) {
+  using GroupType =
+      typename std::remove_reference_t<decltype(std::declval<AttentionFeatures>().*
+                                                Group)>::value_type;
+  BindMember(std::get<py::class_<GroupType>&>(classes), Member, info);
+}
+
+// Every field of the three feature classes, with its help, from the option table.
+template <class... Class>
+void BindFeatureFields(Class&... classes) {
+  auto bound = std::tie(classes...);
+  internal::ForEachFeatureOption(
+      [&](const internal::FeatureOptionInfo& info, auto field) {
+        BindField(bound, info, decltype(field){});
+      });
+}
+
 void BindFeatures(py::module_& m) {
-  py::class_<AttentionTemperature>(m, "AttentionTemperature",
-                                   "Llama 4's query temperature by position.")
-      .def(py::init(&FromKeywords<AttentionTemperature>))
-      .def_readwrite("floor_scale", &AttentionTemperature::floor_scale)
-      .def_readwrite("attn_scale", &AttentionTemperature::attn_scale);
-  py::class_<QkNorm>(m, "QkNorm",
-                     "RMSNorm of queries and keys before rotation (Qwen 3, Gemma 3 with "
-                     "unit_offset, OLMo 2 across heads); weights are the layer's "
-                     "q_norm_weight and k_norm_weight.")
-      .def(py::init(&FromKeywords<QkNorm>))
-      .def_readwrite("eps", &QkNorm::eps)
-      .def_readwrite("unit_offset", &QkNorm::unit_offset)
-      .def_readwrite("scope", &QkNorm::scope)
-      .def_readwrite("value_norm", &QkNorm::value_norm);
-  py::class_<AttentionFeatures>(m, "AttentionFeatures")
-      .def(py::init(&FromKeywords<AttentionFeatures>))
-      .def_readwrite("softcap", &AttentionFeatures::softcap)
-      .def_readwrite("alibi", &AttentionFeatures::alibi)
-      .def_readwrite("alibi_slopes", &AttentionFeatures::alibi_slopes)
-      .def_readwrite("sliding_window", &AttentionFeatures::sliding_window)
-      .def_readwrite("sliding_window_right", &AttentionFeatures::sliding_window_right)
-      .def_readwrite("attention_chunk_size", &AttentionFeatures::attention_chunk_size)
-      .def_readwrite("temperature_tuning", &AttentionFeatures::temperature_tuning)
-      .def_readwrite("qk_norm", &AttentionFeatures::qk_norm);
+  py::class_<AttentionTemperature> temperature(
+      m, "AttentionTemperature", "Llama 4's query temperature by position.");
+  py::class_<QkNorm> qk_norm(m, "QkNorm",
+                             "RMSNorm of queries and keys before rotation (Qwen 3, Gemma "
+                             "3 with unit_offset, OLMo 2 across heads); weights are the "
+                             "layer's q_norm_weight and k_norm_weight.");
+  py::class_<AttentionFeatures> features(
+      m, "AttentionFeatures",
+      "What a layer or a core call does besides Q K^T: soft-cap, ALiBi, windows, "
+      "chunks, query temperature, QK-norm (mha/feature_options.h).");
+  temperature.def(py::init(&FromKeywords<AttentionTemperature>));
+  qk_norm.def(py::init(&FromKeywords<QkNorm>));
+  features.def(py::init(&FromKeywords<AttentionFeatures>));
+  BindFeatureFields(temperature, qk_norm, features);
+  m.def(
+      "feature_options",
+      [] {
+        py::list options;
+        internal::ForEachFeatureOption(
+            [&](const internal::FeatureOptionInfo& info, auto) {
+              options.append(py::dict(
+                  py::arg("name") = info.name, py::arg("path") = info.path(),
+                  py::arg("flag") = info.flag(), py::arg("default") = info.default_text,
+                  py::arg("range") = info.range, py::arg("doc") = info.doc));
+            });
+        return options;
+      },
+      "The feature options, one dict each (name: the C field; path: the field from "
+      "AttentionFeatures; flag: mha-run's; default, range, doc), as "
+      "mha/feature_options.h declares them.");
 }
 
 }  // namespace

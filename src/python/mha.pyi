@@ -124,6 +124,8 @@ class AttentionFeatures:
     qk_norm: Optional[QkNorm]
     def __init__(self, **kwargs: Any) -> None: ...
 
+def feature_options() -> List[Dict[str, str]]: ...
+
 class AttentionConfig:
     num_heads: int
     head_dim: int

@@ -72,18 +72,18 @@ def features(flags):
 def qk_norm(flags):
     if "--qk-norm" not in flags:
         return None
-    scope = {"per-head": mha.QkNormScope.per_head,
-             "across-heads": mha.QkNormScope.across_heads}[flags["--qk-norm"]]
+    scope = getattr(mha.QkNormScope, flags.get("--qk-norm-scope", "per_head"))
     return mha.QkNorm(scope=scope, eps=float(flags.get("--qk-norm-eps", 1e-6)),
                       unit_offset="--qk-norm-unit-offset" in flags,
-                      value_norm="--value-norm" in flags)
+                      value_norm="--qk-norm-value-norm" in flags)
 
 
 def temperature(flags):
     if "--temperature-tuning" not in flags:
         return None
-    floor_scale, attn_scale = (float(x) for x in flags["--temperature-tuning"].split(","))
-    return mha.AttentionTemperature(floor_scale=floor_scale, attn_scale=attn_scale)
+    return mha.AttentionTemperature(
+        floor_scale=float(flags.get("--temperature-tuning-floor-scale", 8192.0)),
+        attn_scale=float(flags.get("--temperature-tuning-attn-scale", 0.1)))
 
 
 def load(case, flags, flag):

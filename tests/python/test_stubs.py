@@ -134,3 +134,23 @@ def test_help_describes_every_argument(function):
     for name, _, _ in runtime_parameters(function):
         assert re.search(rf"^    (\w+, )*{name}(, \w+)*:", described, re.M), \
             f"{function.__qualname__}: argument {name} is not described"
+
+
+FEATURE_CLASSES = {"": mha.AttentionFeatures, "qk_norm": mha.QkNorm,
+                   "temperature_tuning": mha.AttentionTemperature}
+API_MD = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "api.md")
+
+
+@pytest.mark.parametrize("option", mha.feature_options(), ids=lambda o: o["path"])
+def test_feature_option_is_in_every_python_face(option):
+    """A line of mha/feature_options.h is a field with its help, in mha.pyi and in
+    docs/api.md's table."""
+    group, _, member = option["path"].rpartition(".")
+    owner = FEATURE_CLASSES[group]
+    assert option["doc"] in getattr(owner, member).__doc__
+    _, classes = stub_scopes()
+    assert member in classes[owner.__name__], f"{option['path']}: not in mha.pyi"
+    row = (f"| `{option['path']}` | `{option['name']}` | `{option['flag']}` | "
+           f"{option['default']} | {option['range']} | {option['doc']} |")
+    with open(API_MD) as file:
+        assert row in file.read(), f"docs/api.md lacks the row:\n{row}"

@@ -11,6 +11,7 @@
 #include "src/io/latent_layer_file.h"
 #include "src/io/layer_file.h"
 #include "src/io/npy.h"
+#include "tools/mha_run/feature_flags.h"
 
 namespace mha::cli {
 namespace {
@@ -26,11 +27,8 @@ constexpr char kUsage[] =
     "                               dynamic:F,ORIGINAL|longrope:F,ORIGINAL]\n"
     "               [--longrope-factors F.npy]\n"
     "               [--rope-max-positions N] [--position-ids P.npy]\n"
-    "               [--sliding-window W] [--sliding-window-right R]\n"
-    "               [--attention-chunk-size C] [--temperature-tuning FLOOR,SCALE]\n"
-    "               [--softcap C] [--qk-norm per-head|across-heads]\n"
-    "               [--qk-norm-eps E] [--qk-norm-unit-offset] [--value-norm]\n"
-    "               [--alibi] --output O.npy [--attn-weights A.npy]\n"
+    "               [the feature flags below] [--scale S]\n"
+    "               --output O.npy [--attn-weights A.npy]\n"
     "               [--average-heads] [--threads N] [--isa sse4|avx2|avx512|native]\n"
     "               [--weight-dtype float32|bfloat16|int8]\n"
     "       mha-run --core --query Q.npy --key K.npy --value V.npy [--layout bhsd|bshd]\n"
@@ -42,16 +40,15 @@ constexpr char kUsage[] =
     "               [--rope interleaved --rope-theta T] [--rope-max-positions N]\n"
     "               [--scale S] [--decode-steps N] [--cache-dtype "
     "float32|bfloat16|int8|float8_e4m3fn|float8_e5m2]\n"
-    "               --output O.npy   (an MLA layer: DeepSeek V2/V3 names)\n";
+    "               --output O.npy   (an MLA layer: DeepSeek V2/V3 names)\n"
+    "feature flags (layer and --core; mha/feature_options.h):\n";
 
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+std::string Usage() { return kUsage + FeatureFlagsUsage(); }
 
 struct Options {
-  std::set<std::string> given;               // every flag on the command line
-  std::map<std::string, std::string> files;  // flag -> path
+  std::set<std::string> given;                       // every flag on the command line
+  std::map<std::string, std::string> files;          // flag -> path
+  std::map<std::string, std::string> feature_flags;  // flag -> value ("": a switch)
   int64_t num_heads = 0, num_kv_heads = 0;
   int threads = 0;
   bool causal = false, bottom_right = false, average_heads = false, core = false;
@@ -66,44 +63,6 @@ struct Options {
   std::optional<Isa> isa;
   DType weight_dtype = DType::kFloat32;
 };
-
-int64_t ParseCount(const std::string& flag, const std::string& text) {
-  size_t used = 0;
-  long long value = -1;
-  try {
-    value = std::stoll(text, &used);
-  } catch (const std::exception&) {
-  }
-  if (used != text.size() || value < 0) {
-    throw UsageError(flag + ": expected a non-negative integer, got '" + text + "'");
-  }
-  return value;
-}
-
-double ParseNumber(const std::string& flag, const std::string& text) {
-  size_t used = 0;
-  double value = 0.0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size()) {
-    throw UsageError(flag + ": expected a number, got '" + text + "'");
-  }
-  return value;
-}
-
-// FLOOR_SCALE,ATTN_SCALE (Llama 4's floor_scale and attn_scale)
-AttentionTemperature ParseTemperature(const std::string& text) {
-  const std::string flag = "--temperature-tuning";
-  const size_t comma = text.find(',');
-  if (comma == std::string::npos || text.find(',', comma + 1) != std::string::npos) {
-    throw UsageError(flag + ": expected FLOOR_SCALE,ATTN_SCALE, got '" + text + "'");
-  }
-  return AttentionTemperature{ParseNumber(flag, text.substr(0, comma)),
-                              ParseNumber(flag, text.substr(comma + 1))};
-}
 
 // linear:F, llama3:F,LOW,HIGH,ORIGINAL, dynamic:F,ORIGINAL or longrope:F,ORIGINAL
 RopeScaling ParseRopeScaling(const std::string& text) {
@@ -164,24 +123,6 @@ bool ParseValueFlag(const std::string& flag, const std::string& value, Options& 
     options.rotary.scaling = ParseRopeScaling(value);
   } else if (flag == "--rope-max-positions") {
     options.rotary.max_positions = ParseCount(flag, value);
-  } else if (flag == "--sliding-window") {
-    options.features.sliding_window = ParseCount(flag, value);
-  } else if (flag == "--sliding-window-right") {
-    options.features.sliding_window_right = ParseCount(flag, value);
-  } else if (flag == "--temperature-tuning") {
-    options.features.temperature_tuning = ParseTemperature(value);
-  } else if (flag == "--attention-chunk-size") {
-    options.features.attention_chunk_size = ParseCount(flag, value);
-  } else if (flag == "--qk-norm") {
-    ExpectOneOf(flag, value, {"per-head", "across-heads"});
-    if (!options.features.qk_norm) options.features.qk_norm = QkNorm{};
-    options.features.qk_norm->scope =
-        value == "per-head" ? QkNormScope::kPerHead : QkNormScope::kAcrossHeads;
-  } else if (flag == "--qk-norm-eps") {
-    if (!options.features.qk_norm) options.features.qk_norm = QkNorm{};
-    options.features.qk_norm->eps = ParseNumber(flag, value);
-  } else if (flag == "--softcap") {
-    options.features.softcap = static_cast<float>(ParseNumber(flag, value));
   } else if (flag == "--scale") {
     options.scale = static_cast<float>(ParseNumber(flag, value));
   } else if (flag == "--layout") {
@@ -250,7 +191,7 @@ void CheckFlagsApply(const Options& options) {
   }
   if (options.latent) return;
   static const std::vector<const char*> kCoreOnly = {
-      "--scale",  "--sinks",         "--logsumexp",    "--key-position-ids",
+      "--sinks",  "--logsumexp",     "--key-position-ids",
       "--layout", "--q-norm-weight", "--k-norm-weight"};
   static const std::vector<const char*> kLayerOnly = {
       "--weights",   "--attn-weights", "--weight-dtype",
@@ -259,11 +200,6 @@ void CheckFlagsApply(const Options& options) {
     if (options.given.count(flag)) {
       throw UsageError(std::string(flag) + " applies only " +
                        (options.core ? "without --core (layer mode)" : "with --core"));
-    }
-  }
-  for (const char* flag : {"--qk-norm-eps", "--qk-norm-unit-offset", "--value-norm"}) {
-    if (options.given.count(flag) && !options.given.count("--qk-norm")) {
-      throw UsageError(std::string(flag) + " applies only with --qk-norm");
     }
   }
 }
@@ -299,15 +235,12 @@ Options Parse(const std::vector<std::string>& args) {
       options.*kSwitches.at(flag) = true;
       continue;
     }
-    if (flag == "--alibi") {
-      options.features.alibi = true;
-      continue;
-    }
-    if (flag == "--qk-norm-unit-offset" || flag == "--value-norm") {
-      if (!options.features.qk_norm) options.features.qk_norm = QkNorm{};
-      bool QkNorm::*field =
-          flag == "--value-norm" ? &QkNorm::value_norm : &QkNorm::unit_offset;
-      (*options.features.qk_norm).*field = true;  // Gemma 3n's v_norm, Gemma 3's 1 + w
+    bool takes_value = false;
+    if (IsFeatureFlag(flag, takes_value)) {
+      if (takes_value && i + 1 >= args.size()) {
+        throw UsageError("missing value after " + flag);
+      }
+      options.feature_flags[flag] = takes_value ? args[++i] : "";
       continue;
     }
     if (i + 1 >= args.size()) throw UsageError("missing value after " + flag);
@@ -320,6 +253,7 @@ Options Parse(const std::vector<std::string>& args) {
     }
   }
   CheckFlagsApply(options);
+  options.features = ParseFeatureFlags(options.feature_flags);
   const std::vector<const char*> required =
       options.core ? std::vector<const char*>{"--query", "--key", "--value", "--output"}
                    : std::vector<const char*>{"--weights", "--query", "--output"};
@@ -504,6 +438,7 @@ int Run(const Options& options) {
   io::LoadedLayer layer = io::LoadLayer(options.files.at("--weights"), options.num_heads,
                                         options.num_kv_heads);
   layer.config.features = options.features;
+  layer.config.scale = options.scale;
   layer.config.rotary = Rotary(options);
   layer.config.weight_dtype = options.weight_dtype;
   const MultiheadAttention attention(layer.config, layer.weights);
@@ -556,12 +491,12 @@ int Run(const Options& options) {
 int RunMhaCli(const std::vector<std::string>& args, std::ostream& err) {
   try {
     if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-      err << kUsage;
+      err << Usage();
       return args.empty() ? 2 : 0;
     }
     return Run(Parse(args));
   } catch (const UsageError& e) {
-    err << "mha-run: " << e.what() << "\n" << kUsage;
+    err << "mha-run: " << e.what() << "\n" << Usage();
     return 2;
   } catch (const std::exception& e) {
     err << "mha-run: error: " << e.what() << "\n";
