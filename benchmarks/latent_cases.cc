@@ -110,7 +110,7 @@ struct V2LiteLayer {
 void BM_MlaLayerPrefill(benchmark::State& state, LatentForm form) {
   constexpr int64_t kTokens = 512;
   const V2LiteLayer model(form);
-  const MultiHeadLatentAttention layer(model.config, model.weights);
+  const MultiheadLatentAttention layer(model.config, model.weights);
   KvCache cache(model.config, 1, kTokens);
   const std::vector<float> x = Random(kTokens * V2LiteLayer::kHidden, 5, 1.0f);
   std::vector<float> out(x.size());
@@ -129,7 +129,7 @@ void BM_MlaLayerPrefill(benchmark::State& state, LatentForm form) {
 void BM_MlaLayerDecode(benchmark::State& state, DType storage) {
   constexpr int64_t kPrompt = 4096;
   const V2LiteLayer model(LatentForm::kAuto);
-  const MultiHeadLatentAttention layer(model.config, model.weights);
+  const MultiheadLatentAttention layer(model.config, model.weights);
   KvCache cache(model.config, 1, kPrompt + 1, storage);
   const int64_t hidden = V2LiteLayer::kHidden;
   const std::vector<float> prompt = Random(kPrompt * hidden, 6, 1.0f);

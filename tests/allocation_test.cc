@@ -255,7 +255,7 @@ TEST(Allocations, PackedStepsAllocateOnlyInsideOneDnn) {
 TEST(Allocations, LatentStepsAllocateOnlyInsideOneDnn) {
   const LatentAttentionConfig config = SmallLatentConfig(/*q_lora_rank=*/24);
   const LatentWeightsForTest weights(config);
-  const MultiHeadLatentAttention attention(config, weights.views);
+  const MultiheadLatentAttention attention(config, weights.views);
   ForwardOptions options;
   options.num_threads = 2;
   const std::vector<float> prompt = RandomFloats(2 * 20 * kHidden, 5),

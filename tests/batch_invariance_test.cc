@@ -179,7 +179,7 @@ TEST(LatentBatchInvariance, ContinuousBatchingGivesEachSequenceItsAloneBits) {
   config.hidden_size = 512;
   config.form = LatentForm::kAbsorbed;
   const LatentWeightsForTest weights(config);
-  const MultiHeadLatentAttention attention(config, weights.views);
+  const MultiheadLatentAttention attention(config, weights.views);
   const int64_t hidden = config.hidden_size;
   ForwardOptions alone, packed;
   alone.batch_invariant = packed.batch_invariant = true;

@@ -13,6 +13,68 @@
 
 enum { B = 2, S = 5, E = 8, H = 2, D = 4 };
 
+/* The test's shorthands for the struct-argument entry points, in their common form. */
+static mha_status LayerCreate(const mha_config* config, const mha_weights* weights,
+                              mha_layer** layer) {
+  mha_layer_create_args args;
+  memset(&args, 0, sizeof args);
+  args.struct_size = sizeof args;
+  args.config = config, args.weights = weights;
+  return mha_layer_create_ex(&args, layer);
+}
+
+static mha_status Core(const mha_attention_args* call) {
+  mha_attention_ex_args args;
+  memset(&args, 0, sizeof args);
+  args.struct_size = sizeof args;
+  args.call = *call;
+  return mha_scaled_dot_product_attention_ex(&args);
+}
+
+static mha_cache_forward_args CacheArgs(int64_t batch, int64_t new_tokens,
+                                        const float* query, float* output) {
+  mha_cache_forward_args args;
+  memset(&args, 0, sizeof args);
+  args.struct_size = sizeof args;
+  args.batch = batch, args.new_tokens = new_tokens, args.query = query;
+  args.output = output;
+  return args;
+}
+
+static mha_status CacheStep(const mha_layer* layer, mha_kv_cache* cache, int64_t batch,
+                            int64_t new_tokens, const float* query, float* output) {
+  const mha_cache_forward_args args = CacheArgs(batch, new_tokens, query, output);
+  return mha_forward_with_cache_ex(layer, cache, &args);
+}
+
+static mha_status LatentCacheStep(const mha_latent_layer* layer,
+                                  mha_latent_kv_cache* cache, int64_t batch,
+                                  int64_t new_tokens, const float* hidden_states,
+                                  float* output, mha_latent_form* form) {
+  const mha_cache_forward_args args = CacheArgs(batch, new_tokens, hidden_states, output);
+  return mha_latent_forward_with_cache_ex(layer, cache, &args, form);
+}
+
+static mha_packed_forward_args PackedArgs(int64_t num_tokens, const float* query,
+                                          int64_t num_sequences, const int64_t* ids,
+                                          const int64_t* starts, float* output) {
+  mha_packed_forward_args args;
+  memset(&args, 0, sizeof args);
+  args.struct_size = sizeof args;
+  args.num_tokens = num_tokens, args.query = query, args.num_sequences = num_sequences;
+  args.sequence_ids = ids, args.query_start_loc = starts, args.output = output;
+  return args;
+}
+
+static mha_status PackedStep(const mha_layer* layer, mha_paged_kv_cache* cache,
+                             int64_t num_tokens, const float* query,
+                             int64_t num_sequences, const int64_t* ids,
+                             const int64_t* starts, float* output) {
+  const mha_packed_forward_args args =
+      PackedArgs(num_tokens, query, num_sequences, ids, starts, output);
+  return mha_forward_packed_ex(layer, cache, &args);
+}
+
 /* Growing structs as their first release declared them (a caller built then passes
  * these sizeofs). */
 typedef struct {
@@ -151,7 +213,7 @@ static void CheckCore(void) {
   args.is_causal = 1;
   args.sinks = sinks;
   args.logsumexp = lse;
-  Check(mha_scaled_dot_product_attention(&args) == MHA_OK, "core call");
+  Check(Core(&args) == MHA_OK, "core call");
   Check(Close(out, expected, S * 2 * D) < 1e-5f, "core output");
   Check(Close(lse, expected_lse, 2 * S) < 1e-5f, "core logsumexp");
 
@@ -181,7 +243,7 @@ static void CheckCore(void) {
   mha_attention_args pre = args;
   pre.query = Bshd(q_norm, 2), pre.key = Bshd(k_norm, 1), pre.output = Bshd(normed, 2);
   pre.logsumexp = NULL;
-  Check(mha_scaled_dot_product_attention(&pre) == MHA_OK, "core on normalised q, k");
+  Check(Core(&pre) == MHA_OK, "core on normalised q, k");
   ex.struct_size = sizeof ex;
   ex.call.features.qk_norm = 1;
   ex.query_norm_weight = q_weight, ex.key_norm_weight = k_weight;
@@ -203,19 +265,19 @@ static void CheckCore(void) {
   /* A bad window is refused, naming it, with the output untouched. */
   args.features.sliding_window = -2;
   memset(out, 0, sizeof out);
-  Check(mha_scaled_dot_product_attention(&args) == MHA_INVALID_ARGUMENT, "bad window");
+  Check(Core(&args) == MHA_INVALID_ARGUMENT, "bad window");
   Check(strstr(mha_last_error(), "sliding_window") != NULL, "bad window message");
   Check(out[0] == 0.0f && out[S * 2 * D - 1] == 0.0f, "nothing written");
   args.features.sliding_window = 0;
   args.features.attention_chunk_size = -1;
-  Check(mha_scaled_dot_product_attention(&args) == MHA_INVALID_ARGUMENT &&
+  Check(Core(&args) == MHA_INVALID_ARGUMENT &&
             strstr(mha_last_error(), "attention_chunk_size") != NULL && out[0] == 0.0f,
         "bad attention chunk refused, naming it");
   /* Chunks of 1 key (Llama 4's chunked attention at its smallest): without sinks
    * every query sees only its own key, so each head's output row is V's. */
   args.features.attention_chunk_size = 1;
   args.sinks = NULL;
-  Check(mha_scaled_dot_product_attention(&args) == MHA_OK, "chunked core call");
+  Check(Core(&args) == MHA_OK, "chunked core call");
   float worst = 0.0f;
   for (int i = 0; i < S; ++i)
     for (int h = 0; h < 2; ++h)
@@ -228,14 +290,14 @@ static void CheckCore(void) {
   args.features.temperature_tuning = 1;
   args.features.temperature_tuning_floor_scale = -1.0;
   memset(out, 0, sizeof out);
-  Check(mha_scaled_dot_product_attention(&args) == MHA_INVALID_ARGUMENT &&
+  Check(Core(&args) == MHA_INVALID_ARGUMENT &&
             strstr(mha_last_error(), "temperature_tuning.floor_scale") != NULL &&
             out[0] == 0.0f,
         "bad temperature refused, naming it");
   /* A floor_scale past every position leaves every query's scale exactly 1. */
   args.features.temperature_tuning_floor_scale = 1e30;
   args.features.temperature_tuning_attn_scale = 0.5;
-  Check(mha_scaled_dot_product_attention(&args) == MHA_OK, "temperature accepted");
+  Check(Core(&args) == MHA_OK, "temperature accepted");
   Check(Close(out, expected, S * 2 * D) < 1e-5f, "temperature 1: the plain output");
   args.features.temperature_tuning = 0;
 
@@ -250,7 +312,7 @@ static void CheckCore(void) {
   rope.rotary_dim = 0;
   Check(mha_rotary_create(&rope, D, &rotary) == MHA_OK, "rotary create");
   args.rotary = rotary;
-  Check(mha_scaled_dot_product_attention(&args) == MHA_OK, "core with rope");
+  Check(Core(&args) == MHA_OK, "core with rope");
   Check(Close(out, expected, S * 2 * D) > 1e-3f, "rope rotates");
   mha_rotary_destroy(rotary);
   /* LongRoPE needs its factors; the core rotates by them. */
@@ -263,8 +325,7 @@ static void CheckCore(void) {
   rope.short_factor = rope.long_factor = factors;
   Check(mha_rotary_create(&rope, D, &rotary) == MHA_OK, "longrope table");
   args.rotary = rotary;
-  Check(mha_scaled_dot_product_attention(&args) == MHA_OK &&
-            Close(out, expected, S * 2 * D) > 1e-3f,
+  Check(Core(&args) == MHA_OK && Close(out, expected, S * 2 * D) > 1e-3f,
         "core with a longrope table");
   args.rotary = NULL;
   mha_rotary_destroy(rotary);
@@ -309,8 +370,7 @@ static void CheckPaged(const mha_layer* layer, const float* x, const float* expe
     Check(mha_paged_kv_cache_append_slots(cache, ids, firsts[step], 2) == MHA_OK,
           "slots");
     if (step == 0) {
-      Check(mha_forward_packed(layer, cache, 0, starts[2], packed, 2, ids, starts, NULL,
-                               out, 0) == MHA_OK,
+      Check(PackedStep(layer, cache, starts[2], packed, 2, ids, starts, out) == MHA_OK,
             "packed step");
     } else { /* the same call through the growing struct */
       /* First as its first release declared it, padding not zeroed: the padding is
@@ -396,8 +456,8 @@ static void CheckPaged(const mha_layer* layer, const float* x, const float* expe
   Check(mha_paged_kv_cache_length(cache, 3) == -1, "missing sequence");
   Check(mha_paged_kv_cache_truncate(cache, 2, 1) == MHA_OUT_OF_BLOCKS,
         "truncating into a shared block needs a free one");
-  Check(mha_forward_packed(layer, cache, 0, 0, packed_none, INT64_MAX, ids, ids, NULL,
-                           packed_none, 0) == MHA_INVALID_ARGUMENT &&
+  Check(PackedStep(layer, cache, 0, packed_none, INT64_MAX, ids, ids, packed_none) ==
+                MHA_INVALID_ARGUMENT &&
             strstr(mha_last_error(), "num_sequences: must be in") != NULL,
         "num_sequences at INT64_MAX refused before num_sequences + 1");
   Check(mha_paged_kv_cache_remove_sequence(cache, 2) == MHA_OK, "remove");
@@ -465,21 +525,20 @@ static void CheckLatent(void) {
   Check(mha_latent_kv_cache_bytes_per_token(cache) == (kRank + kRope) * 4,
         "latent bytes per token");
   mha_latent_form form = MHA_LATENT_FORM_AUTO;
-  Check(mha_latent_forward_with_cache(layer, cache, 1, kT, x, whole, &form) == MHA_OK &&
+  Check(LatentCacheStep(layer, cache, 1, kT, x, whole, &form) == MHA_OK &&
             form == MHA_LATENT_FORM_EXPANDED,
         "latent prompt expands");
   Check(mha_latent_kv_cache_truncate(cache, 0, 0) == MHA_OK &&
             mha_latent_kv_cache_length(cache, 0) == 0,
         "latent truncate");
-  Check(mha_latent_forward_with_cache(layer, cache, 1, kT - 1, x, split, &form) == MHA_OK,
+  Check(LatentCacheStep(layer, cache, 1, kT - 1, x, split, &form) == MHA_OK,
         "latent first 5");
-  Check(mha_latent_forward_with_cache(layer, cache, 1, 1, x + (kT - 1) * kHidden,
-                                      split + (kT - 1) * kHidden, &form) == MHA_OK &&
+  Check(LatentCacheStep(layer, cache, 1, 1, x + (kT - 1) * kHidden,
+                        split + (kT - 1) * kHidden, &form) == MHA_OK &&
             form == MHA_LATENT_FORM_ABSORBED,
         "latent step absorbed");
   Check(Close(whole, split, kT * kHidden) < 1e-4f, "latent forms agree");
-  Check(mha_latent_forward_with_cache(layer, cache, 1, 1, x, split, NULL) ==
-                MHA_INVALID_ARGUMENT &&
+  Check(LatentCacheStep(layer, cache, 1, 1, x, split, NULL) == MHA_INVALID_ARGUMENT &&
             mha_latent_kv_cache_length(cache, 0) == kT,
         "latent cache full: refused, unchanged");
   mha_latent_kv_cache_destroy(cache);
@@ -497,10 +556,31 @@ static void CheckLatent(void) {
             mha_paged_kv_cache_append_slots(paged, &id, &count, 1) == MHA_OK,
         "latent paged slots");
   float packed[kT * kHidden];
-  Check(
-      mha_latent_forward_packed(layer, paged, 0, kT, x, 1, &id, starts, packed) == MHA_OK,
-      "latent packed step");
+  mha_packed_forward_args packed_args = PackedArgs(kT, x, 1, &id, starts, packed);
+  Check(mha_latent_forward_packed_ex(layer, paged, &packed_args) == MHA_OK,
+        "latent packed step");
   Check(Close(whole, packed, kT * kHidden) < 1e-4f, "latent packed agrees");
+  /* A token tree: the last token's parent is -1, a sibling of the first, so it sees
+   * only itself at position 0, as the same token alone does. */
+  int64_t parents[kT];
+  for (int i = 0; i < kT; ++i) parents[i] = i == kT - 1 ? -1 : i - 1;
+  float tree[kT * kHidden], alone[kHidden];
+  packed_args.tree_parents = parents, packed_args.output = tree;
+  Check(mha_paged_kv_cache_truncate(paged, 0, 0) == MHA_OK &&
+            mha_paged_kv_cache_append_slots(paged, &id, &count, 1) == MHA_OK &&
+            mha_latent_forward_packed_ex(layer, paged, &packed_args) == MHA_OK,
+        "latent token tree step");
+  mha_latent_kv_cache* single = NULL;
+  Check(mha_latent_kv_cache_create(layer, 1, 1, MHA_KV_FLOAT32, &single) == MHA_OK &&
+            LatentCacheStep(layer, single, 1, 1, x + (kT - 1) * kHidden, alone, NULL) ==
+                MHA_OK,
+        "latent token alone");
+  mha_latent_kv_cache_destroy(single);
+  Check(Close(tree, packed, (kT - 1) * kHidden) < 1e-5f, "tree: the chain as before");
+  Check(Close(tree + (kT - 1) * kHidden, alone, kHidden) < 1e-4f,
+        "tree: a root token sees only itself");
+  Check(Close(tree + (kT - 1) * kHidden, packed + (kT - 1) * kHidden, kHidden) > 1e-3f,
+        "tree: not the chain's last output");
   mha_paged_kv_cache_stats stats;
   Check(mha_paged_kv_cache_get_stats(paged, &stats) == MHA_OK &&
             stats.bytes_per_block == 16 * (kRank + kRope) * 4,
@@ -603,10 +683,12 @@ int main(void) {
   static float weights[4][E * E], biases[4][E], x[B * S * E];
   srand(7);
   for (int p = 0; p < 4; ++p) {
-    for (int i = 0; i < E * E; ++i) weights[p][i] = (float)((double)rand() / RAND_MAX) - 0.5f;
+    for (int i = 0; i < E * E; ++i)
+      weights[p][i] = (float)((double)rand() / RAND_MAX) - 0.5f;
     for (int i = 0; i < E; ++i) biases[p][i] = (float)((double)rand() / RAND_MAX) - 0.5f;
   }
-  for (int i = 0; i < B * S * E; ++i) x[i] = (float)((double)rand() / RAND_MAX) * 2.0f - 1.0f;
+  for (int i = 0; i < B * S * E; ++i)
+    x[i] = (float)((double)rand() / RAND_MAX) * 2.0f - 1.0f;
 
   mha_config config;
   memset(&config, 0, sizeof config);
@@ -622,7 +704,7 @@ int main(void) {
     parts[p]->layout = MHA_LAYOUT_OUT_IN;
   }
   mha_layer* layer = NULL;
-  Check(mha_layer_create(&config, &w, &layer) == MHA_OK, "create layer");
+  Check(LayerCreate(&config, &w, &layer) == MHA_OK, "create layer");
   Check(mha_layer_output_dim(layer) == E, "output_dim");
 
   /* Forward against the naive C implementation, causal and not. */
@@ -654,9 +736,7 @@ int main(void) {
           memcpy(want + b * E, expected + (b * S + t) * E, sizeof(float) * E);
         }
         if (t % 2 == 0) {
-          Check(mha_forward_with_cache(layer, cache, B, 1, token, NULL, NULL, step, 0) ==
-                    MHA_OK,
-                "decode step");
+          Check(CacheStep(layer, cache, B, 1, token, step) == MHA_OK, "decode step");
         } else if (t == 1) { /* the struct as its first release declared it */
           cache_args_first_release first;
           memset(&first, 0xA5, sizeof first); /* its padding is 0.4's kv_shared */
@@ -695,8 +775,7 @@ int main(void) {
       Check(mha_kv_cache_length(cache, 1) == S, "cache length");
       /* A full cache refuses more and stays as it was. */
       float token[B * E] = {0}, step[B * E];
-      Check(mha_forward_with_cache(layer, cache, B, 1, token, NULL, NULL, step, 0) ==
-                MHA_INVALID_ARGUMENT,
+      Check(CacheStep(layer, cache, B, 1, token, step) == MHA_INVALID_ARGUMENT,
             "overflow refused");
       Check(strstr(mha_last_error(), "exceeds max_seq_len") != NULL, "overflow message");
       Check(mha_kv_cache_length(cache, 0) == S, "length kept");
@@ -714,7 +793,7 @@ int main(void) {
   mha_config bad = config;
   bad.num_heads = 0;
   mha_layer* none = NULL;
-  Check(mha_layer_create(&bad, &w, &none) == MHA_INVALID_ARGUMENT && none == NULL,
+  Check(LayerCreate(&bad, &w, &none) == MHA_INVALID_ARGUMENT && none == NULL,
         "bad config refused");
   Check(strstr(mha_last_error(), "num_heads") != NULL, "bad config message");
   Check(mha_forward(layer, NULL) == MHA_INVALID_ARGUMENT, "NULL args refused");
@@ -737,7 +816,7 @@ int main(void) {
   bad = config;
   bad.num_heads = (int64_t)1 << 40;
   bad.head_dim = (int64_t)1 << 40;
-  Check(mha_layer_create(&bad, &w, &none) == MHA_INVALID_ARGUMENT && none == NULL,
+  Check(LayerCreate(&bad, &w, &none) == MHA_INVALID_ARGUMENT && none == NULL,
         "overflowing width refused");
   Check(strstr(mha_last_error(), "num_heads * head_dim") != NULL, "width message");
   /* An enum field holding no enumerator (a C caller can store any int). */
@@ -745,7 +824,7 @@ int main(void) {
     mha_weights bad_weights = w;
     const int layout = 99;
     memcpy(&bad_weights.value.layout, &layout, sizeof layout);
-    Check(mha_layer_create(&config, &bad_weights, &none) == MHA_INVALID_ARGUMENT,
+    Check(LayerCreate(&config, &bad_weights, &none) == MHA_INVALID_ARGUMENT,
           "unknown layout refused");
     Check(strstr(mha_last_error(), "weights.value.layout: unknown value 99") != NULL,
           "unknown layout message");
@@ -781,16 +860,14 @@ int main(void) {
   bf16_config.bf16_weights = 1;
   bf16_config.bf16_compute = 1;
   mha_layer* bf16_layer = NULL;
-  Check(mha_layer_create(&bf16_config, &w, &bf16_layer) == MHA_OK, "create bf16 layer");
+  Check(LayerCreate(&bf16_config, &w, &bf16_layer) == MHA_OK, "create bf16 layer");
   mha_kv_cache* bf16_cache = NULL;
   Check(mha_kv_cache_create(bf16_layer, B, S, MHA_KV_BFLOAT16, &bf16_cache) == MHA_OK,
         "create bf16 cache");
   {
     float out[B * S * E], expected[B * S * E];
     Naive(x, wp, bp, 1, expected);
-    Check(mha_forward_with_cache(bf16_layer, bf16_cache, B, S, x, NULL, NULL, out, 0) ==
-              MHA_OK,
-          "bf16 prefill");
+    Check(CacheStep(bf16_layer, bf16_cache, B, S, x, out) == MHA_OK, "bf16 prefill");
     Check(Close(out, expected, B * S * E) < 1e-2f, "bf16 prefill output");
     mha_forward_args args;
     memset(&args, 0, sizeof(args));
@@ -822,9 +899,7 @@ int main(void) {
       mha_kv_cache* fp8_cache = NULL;
       Check(mha_kv_cache_create(layer, B, S, kinds[k], &fp8_cache) == MHA_OK,
             "create fp8 cache");
-      Check(
-          mha_forward_with_cache(layer, fp8_cache, B, S, x, NULL, NULL, out, 0) == MHA_OK,
-          "fp8 prefill");
+      Check(CacheStep(layer, fp8_cache, B, S, x, out) == MHA_OK, "fp8 prefill");
       Check(Close(out, expected, B * S * E) < bounds[k], "fp8 prefill output");
       mha_kv_cache_destroy(fp8_cache);
     }
@@ -839,7 +914,7 @@ int main(void) {
   mha_config int8_config = config;
   int8_config.int8_weights = 1;
   mha_layer* int8_layer = NULL;
-  Check(mha_layer_create(&int8_config, &w, &int8_layer) == MHA_OK, "create int8 layer");
+  Check(LayerCreate(&int8_config, &w, &int8_layer) == MHA_OK, "create int8 layer");
   {
     float out[B * S * E], expected[B * S * E];
     Naive(x, wp, bp, 0, expected);
@@ -855,7 +930,7 @@ int main(void) {
   }
   mha_layer_destroy(int8_layer);
   int8_config.bf16_weights = 1;
-  Check(mha_layer_create(&int8_config, &w, &int8_layer) == MHA_INVALID_ARGUMENT,
+  Check(LayerCreate(&int8_config, &w, &int8_layer) == MHA_INVALID_ARGUMENT,
         "int8 and bf16 refused");
   Check(strstr(mha_last_error(), "int8_weights") != NULL, "int8 and bf16 message");
 

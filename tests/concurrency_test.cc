@@ -188,7 +188,7 @@ TEST(Concurrency, RequestThreadsShareAPlannedStep) {
 
 // MLA: request threads on one latent layer, each with its own KvCache (prefill, then
 // decode steps), run at once on the layer's workspace pool and give the serial bits.
-std::vector<float> ServeLatent(const MultiHeadLatentAttention& attention, int request) {
+std::vector<float> ServeLatent(const MultiheadLatentAttention& attention, int request) {
   const LatentAttentionConfig& config = attention.config();
   KvCache cache(config, 1, 24);
   const std::vector<float> prompt = RandomFloats(8 * kHidden, 500 + request);
@@ -208,7 +208,7 @@ std::vector<float> ServeLatent(const MultiHeadLatentAttention& attention, int re
 TEST(Concurrency, RequestThreadsShareALatentLayer) {
   const LatentAttentionConfig config = SmallLatentConfig(/*q_lora_rank=*/24);
   const LatentWeightsForTest weights(config);
-  const MultiHeadLatentAttention attention(config, weights.views);
+  const MultiheadLatentAttention attention(config, weights.views);
   std::vector<float> serial[kRequests], concurrent[kRequests];
   for (int r = 0; r < kRequests; ++r) serial[r] = ServeLatent(attention, r);
   std::vector<std::thread> threads;

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "mha/mha.h"
 #include "mha/mha.hpp"
 #include "tests/test_util.h"
 
@@ -50,6 +51,18 @@ TEST(IsaCap, EnvironmentCapsKernelsAndProjections) {
   EXPECT_FALSE(report.bf16_dot_products);
   EXPECT_FALSE(report.amx_tiles);
   EXPECT_FALSE(report.projection_kernels.empty());
+  // The C face says the same.
+  mha_isa_report c_report;
+  ASSERT_EQ(mha_describe_isa(&c_report), MHA_OK);
+  EXPECT_EQ(c_report.simd_target, report.simd_target);
+  EXPECT_EQ(c_report.onednn_isa, report.onednn_isa);
+  EXPECT_EQ(c_report.bf16_dot_products, 0);
+  EXPECT_EQ(c_report.amx_tiles, 0);
+  std::string kernels;
+  for (const std::string& kernel : report.projection_kernels) {
+    kernels += (kernels.empty() ? "" : ",") + kernel;
+  }
+  EXPECT_EQ(c_report.projection_kernels, kernels);
   // oneDNN's ISA is fixed now: a wider cap is refused, the same one accepted.
   ExpectErrorMentioning([] { SetMaxIsa(Isa::kNative); }, "already created a primitive");
   SetMaxIsa(Isa::kSse4);

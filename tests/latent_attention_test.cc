@@ -1,4 +1,4 @@
-// MultiHeadLatentAttention (absorbed, over its latent cache) against the naive
+// MultiheadLatentAttention (absorbed, over its latent cache) against the naive
 // expanded DeepSeek layer: a prefill, a chunk and single-token decode steps of two
 // sequences equal the rows of one causal pass over each whole sequence, with and
 // without q LoRA, with YaRN-style caller frequencies and mscale, in every cache
@@ -76,11 +76,11 @@ TEST_P(LatentLayer, CachedStepsMatchTheExpandedReference) {
   const LatentCase& c = GetParam();
   const LatentAttentionConfig config = Config(c);
   const Weights weights(config);
-  const MultiHeadLatentAttention layer(config, weights.views);
+  const MultiheadLatentAttention layer(config, weights.views);
   constexpr int64_t kBatch = 2, kTotal = 23;
   const std::vector<float> x = RandomFloats(kBatch * kTotal * kHidden, 9);
   std::vector<float> expected(x.size());
-  NaiveMultiHeadLatentAttention(
+  NaiveMultiheadLatentAttention(
       config, weights.views, TensorView(x.data(), Shape{kBatch, kTotal, kHidden}),
       MutableTensorView(expected.data(), Shape{kBatch, kTotal, kHidden}));
   KvCache cache(config, kBatch + 1, kTotal, c.storage);
@@ -121,7 +121,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, LatentLayer, ::testing::ValuesIn(Cases()),
 
 // One packed step: each (sequence, rows) appends its rows; returns each one's output.
 std::vector<std::vector<float>> AppendAndForward(
-    const MultiHeadLatentAttention& layer, PagedKvCache& cache,
+    const MultiheadLatentAttention& layer, PagedKvCache& cache,
     const std::vector<std::pair<int64_t, std::vector<float>>>& parts) {
   std::vector<int64_t> ids, starts{0}, counts;
   std::vector<float> rows;
@@ -155,7 +155,7 @@ std::vector<float> NaiveRows(const LatentAttentionConfig& config,
                              int64_t count) {
   const int64_t total = static_cast<int64_t>(stream.size()) / kHidden;
   std::vector<float> out(stream.size());
-  NaiveMultiHeadLatentAttention(config, weights,
+  NaiveMultiheadLatentAttention(config, weights,
                                 TensorView(stream.data(), Shape{1, total, kHidden}),
                                 MutableTensorView(out.data(), Shape{1, total, kHidden}));
   return Rows(out, 1, total, first, count);
@@ -170,7 +170,7 @@ TEST_P(LatentPaged, MixedStepsForksAndTruncationMatchTheReference) {
   const LatentCase& c = GetParam();
   const LatentAttentionConfig config = Config(c);
   const Weights weights(config);
-  const MultiHeadLatentAttention layer(config, weights.views);
+  const MultiheadLatentAttention layer(config, weights.views);
   PagedKvCacheOptions options;
   options.num_blocks = 12, options.block_size = 16, options.max_sequences = 3;
   options.storage = c.storage;
@@ -221,7 +221,7 @@ TEST_P(LatentTree, DraftTokensAndTheKeptPathMatchTheReference) {
   const LatentCase& c = GetParam();
   const LatentAttentionConfig config = Config(c);
   const Weights weights(config);
-  const MultiHeadLatentAttention layer(config, weights.views);
+  const MultiheadLatentAttention layer(config, weights.views);
   PagedKvCacheOptions options;
   options.num_blocks = 4, options.max_sequences = 1, options.storage = c.storage;
   PagedKvCache cache(config, options);
@@ -277,7 +277,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(LatentPaged, CachesOfTheOtherKindAndBadTreesAreRefused) {
   const LatentAttentionConfig config = Config({});
   const Weights weights(config);
-  const MultiHeadLatentAttention layer(config, weights.views);
+  const MultiheadLatentAttention layer(config, weights.views);
   PagedKvCacheOptions options;
   options.num_blocks = 2, options.max_sequences = 1;
   AttentionConfig plain;
@@ -343,7 +343,7 @@ TEST(LatentCache, RefusesKeysPerChannel) {
 TEST(LatentCache, AndAPlainLayerRefuseEachOthersCaches) {
   const LatentAttentionConfig config = Config({});
   const Weights weights(config);
-  const MultiHeadLatentAttention latent_layer(config, weights.views);
+  const MultiheadLatentAttention latent_layer(config, weights.views);
   const testing::OwnedLayer plain = testing::MakeLayer(
       testing::LayerSpec{kHeads, kRank + kRope, 1, kHidden}, 3);  // one KV head of 48
   const MultiheadAttention plain_layer(plain.config, plain.weights);
@@ -374,7 +374,7 @@ TEST(LatentCache, AndAPlainLayerRefuseEachOthersCaches) {
 TEST(LatentLayer, Bf16HiddenStatesAndOutputsAreTheFloatPathRounded) {
   const LatentAttentionConfig config = Config({});
   const Weights weights(config);
-  const MultiHeadLatentAttention layer(config, weights.views);
+  const MultiheadLatentAttention layer(config, weights.views);
   KvCache float_cache(config, 2, 16), bf16_cache(config, 2, 16);
   for (const int64_t step : {5, 1}) {
     std::vector<float> x = RandomFloats(2 * step * kHidden, 20 + step);
@@ -403,7 +403,7 @@ TEST(LatentLayer, Bf16HiddenStatesAndOutputsAreTheFloatPathRounded) {
 TEST(LatentLayer, PositionIdsMoveTheRotationOnly) {
   const LatentAttentionConfig config = Config({});
   const Weights weights(config);
-  const MultiHeadLatentAttention layer(config, weights.views);
+  const MultiheadLatentAttention layer(config, weights.views);
   constexpr int64_t kTokens = 6;
   const std::vector<float> x = RandomFloats(kTokens * kHidden, 31);
   const auto cached = [&](const std::vector<int64_t>& positions) {
@@ -465,13 +465,13 @@ TEST(LatentLayer, BadArgumentsNameThemselvesAndChangeNothing) {
   Weights weights(config);
   LatentAttentionWeights wrong = weights.views;
   wrong.kv_b_proj.shape = Shape{kHeads * kNope, kRank};
-  ExpectErrorMentioning([&] { MultiHeadLatentAttention(config, wrong); },
+  ExpectErrorMentioning([&] { MultiheadLatentAttention(config, wrong); },
                         "weights.kv_b_proj");
   LatentAttentionConfig odd = config;
   odd.qk_rope_head_dim = 8;
   ExpectErrorMentioning([&] { KvCache(odd, 1, 8); },
                         "config.qk_rope_head_dim: must be a multiple of 16");
-  const MultiHeadLatentAttention layer(config, weights.views);
+  const MultiheadLatentAttention layer(config, weights.views);
   KvCache cache(config, 1, 4);
   std::vector<float> x(3 * kHidden, 0.5f), out(3 * kHidden, 7.0f);
   layer.ForwardWithCache(TensorView(x.data(), Shape{1, 3, kHidden}), cache,

@@ -1,4 +1,4 @@
-// A small MLA layer for the suites that run MultiHeadLatentAttention: DeepSeek's
+// A small MLA layer for the suites that run MultiheadLatentAttention: DeepSeek's
 // shape scaled down (4 heads, kv_lora_rank 32, rope and nope parts of 16),
 // interleaved rotary embeddings over 64 positions, random weights.
 #pragma once

@@ -255,10 +255,10 @@ TEST(PackedStep, StaleUnplannedOrMisfitStepsAreRefused) {
 TEST(PackedStep, LatentLayersShareAStep) {
   const LatentAttentionConfig config = SmallLatentConfig(/*q_lora_rank=*/24);
   const LatentWeightsForTest weights(config);
-  const MultiHeadLatentAttention first(config, weights.views);
+  const MultiheadLatentAttention first(config, weights.views);
   LatentAttentionConfig second_config = config;
   const LatentWeightsForTest second_weights(second_config);
-  const MultiHeadLatentAttention second(second_config, second_weights.views);
+  const MultiheadLatentAttention second(second_config, second_weights.views);
   const std::vector<Batch> steps = {Batch({0, 1}, {6, 3}), Batch({0, 1}, {1, 2})};
   const auto run = [&](bool planned_once) {
     PagedKvCacheOptions options = CacheOptions();
@@ -276,7 +276,7 @@ TEST(PackedStep, LatentLayersShareAStep) {
       const int64_t t = batch.tokens();
       std::vector<float> x = RandomFloats(t * kHidden, 11), y(x.size());
       for (int64_t l = 0; l < 2; ++l) {
-        const MultiHeadLatentAttention& layer = l == 0 ? first : second;
+        const MultiheadLatentAttention& layer = l == 0 ? first : second;
         const TensorView hidden(x.data(), Shape{t, kHidden});
         const MutableTensorView output(y.data(), Shape{t, kHidden});
         if (planned_once) {

@@ -11,7 +11,7 @@
 namespace mha {
 
 class MultiheadAttention;
-class MultiHeadLatentAttention;
+class MultiheadLatentAttention;
 struct LatentAttentionConfig;
 
 // How a quantised cache scales what it stores.
@@ -76,7 +76,7 @@ class KvCache {
 
  private:
   friend class MultiheadAttention;
-  friend class MultiHeadLatentAttention;
+  friend class MultiheadLatentAttention;
   std::unique_ptr<Impl> impl_;
 };
 

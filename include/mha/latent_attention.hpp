@@ -67,7 +67,7 @@ struct LatentAttentionWeights {
   TensorView o_proj;              // [hidden, num_heads * v_head_dim]
 };
 
-class MultiHeadLatentAttention;
+class MultiheadLatentAttention;
 
 // An MLA layer's contiguous cache is a KvCache made from its config (mha/kv_cache.hpp):
 // per token the latent and the rotary key part, kv_lora_rank + qk_rope_head_dim
@@ -77,14 +77,14 @@ class MultiHeadLatentAttention;
 // The layer (LatentForm above says how it attends). Calls on one layer from several
 // threads run at once, each on a workspace of the layer's pool (as
 // MultiheadAttention's).
-class MultiHeadLatentAttention {
+class MultiheadLatentAttention {
  public:
   // Throws mha::Error naming the field for an invalid config or weight shape.
-  MultiHeadLatentAttention(const LatentAttentionConfig& config,
+  MultiheadLatentAttention(const LatentAttentionConfig& config,
                            const LatentAttentionWeights& weights);
-  ~MultiHeadLatentAttention();
-  MultiHeadLatentAttention(MultiHeadLatentAttention&&) noexcept;
-  MultiHeadLatentAttention& operator=(MultiHeadLatentAttention&&) noexcept;
+  ~MultiheadLatentAttention();
+  MultiheadLatentAttention(MultiheadLatentAttention&&) noexcept;
+  MultiheadLatentAttention& operator=(MultiheadLatentAttention&&) noexcept;
 
   const LatentAttentionConfig& config() const;
 
@@ -124,7 +124,7 @@ class MultiHeadLatentAttention {
 // (kv_b_proj gives each head's keys and values), over whole sequences: causal
 // self-attention of hidden_states [B, S, hidden] at positions 0 .. S - 1. The
 // yardstick of the tests.
-void NaiveMultiHeadLatentAttention(const LatentAttentionConfig& config,
+void NaiveMultiheadLatentAttention(const LatentAttentionConfig& config,
                                    const LatentAttentionWeights& weights,
                                    const TensorView& hidden_states,
                                    const MutableTensorView& output);

@@ -29,6 +29,19 @@ const char* mha_last_error(void);
  * without a call, the environment variable MHA_MAX_ISA applies. */
 mha_status mha_set_max_isa(const char* name);
 
+/* What runs after the cap (see mha/isa.hpp's DescribeIsa). The strings stay valid
+ * until the next mha_describe_isa call on this thread. */
+typedef struct {
+  const char* simd_target; /* Highway's dispatched target, e.g. "AVX3" */
+  const char* onednn_isa;  /* oneDNN's effective ISA, e.g. "avx512_core_amx" */
+  /* The bf16 product path of attention over bf16 K/V: AVX512_BF16 dot products, on
+   * AMX tiles for blocks of 16 query rows or more; neither: fp32 on widened values. */
+  int bf16_dot_products, amx_tiles;
+  const char* projection_kernels; /* oneDNN implementations so far, comma-separated */
+} mha_isa_report;
+
+mha_status mha_describe_isa(mha_isa_report* report);
+
 typedef enum {
   MHA_LAYOUT_OUT_IN = 0,           /* [out, in]: PyTorch nn.Linear */
   MHA_LAYOUT_IN_OUT = 1,           /* [in, out]: y = x @ W */
@@ -120,9 +133,6 @@ typedef struct {
 typedef struct mha_layer mha_layer;
 typedef struct mha_kv_cache mha_kv_cache;
 
-/* Copies and packs the weights: the caller may free them afterwards. */
-mha_status mha_layer_create(const mha_config* config, const mha_weights* weights,
-                            mha_layer** layer);
 void mha_layer_destroy(mha_layer* layer);
 int64_t mha_layer_output_dim(const mha_layer* layer);
 
@@ -167,16 +177,6 @@ mha_status mha_kv_cache_reset(mha_kv_cache* cache, int64_t sequence);
 /* Tokens cached for a sequence, or -1 (with mha_last_error) for a bad index. */
 int64_t mha_kv_cache_length(const mha_kv_cache* cache, int64_t sequence);
 
-/* Appends new tokens and attends causally over the cache (see
- * MultiheadAttention::ForwardWithCache). query [batch, new_tokens, query_dim];
- * new_lengths [batch] or NULL (all new_tokens real); position_ids [batch,
- * new_tokens] or NULL (rotary layers: cache length + i); output [batch, new_tokens,
- * output_dim]. On failure the cache and output are left as they were. */
-mha_status mha_forward_with_cache(const mha_layer* layer, mha_kv_cache* cache,
-                                  int64_t batch, int64_t new_tokens, const float* query,
-                                  const int64_t* new_lengths, const int64_t* position_ids,
-                                  float* output, int num_threads);
-
 /* Argument structs that may grow (the _ex entry points): zero the struct, set
  * struct_size = sizeof(it), then fill it. The library keeps each struct's sizeof in
  * every release: a struct_size of an older release reads that release's fields and
@@ -199,12 +199,12 @@ mha_status mha_even_head_shard(const mha_config* config, int64_t rank,
 typedef struct {
   size_t struct_size;
   const mha_config* config;         /* the full layer's */
-  const mha_weights* weights;       /* the full layer's (copied, as mha_layer_create) */
+  const mha_weights* weights;       /* the full layer's, copied and packed: the caller
+                                       may free them afterwards */
   const mha_head_shard* head_shard; /* NULL: the whole layer */
 } mha_layer_create_args;
 
-/* mha_layer_create with its arguments in a struct. With head_shard, the layer of
- * those heads only: its caches hold only their KV heads, and the outputs of every
+/* A layer. With head_shard, the layer of those heads only: its caches hold only their KV heads, and the outputs of every
  * shard of a layer, summed (MPI_Allreduce), are the full layer's output (the output
  * bias is added by the shard of head 0). */
 mha_status mha_layer_create_ex(const mha_layer_create_args* args, mha_layer** layer);
@@ -224,7 +224,9 @@ typedef struct {
   int batch_invariant;
 } mha_cache_forward_args;
 
-/* mha_forward_with_cache with its arguments in a struct. */
+/* Appends new tokens and attends causally over the cache (see
+ * MultiheadAttention::ForwardWithCache). On failure the cache and output are left as
+ * they were. */
 mha_status mha_forward_with_cache_ex(const mha_layer* layer, mha_kv_cache* cache,
                                      const mha_cache_forward_args* args);
 
@@ -283,16 +285,6 @@ int64_t mha_paged_kv_cache_length(const mha_paged_kv_cache* cache, int64_t seque
 mha_status mha_paged_kv_cache_get_stats(const mha_paged_kv_cache* cache,
                                         mha_paged_kv_cache_stats* stats);
 
-/* One packed step (see MultiheadAttention::ForwardPacked): query [num_tokens,
- * query_dim] holds the new tokens of num_sequences sequences, sequence i's at rows
- * query_start_loc[i] .. query_start_loc[i+1]-1; position_ids [num_tokens] or NULL;
- * output [num_tokens, output_dim]. */
-mha_status mha_forward_packed(const mha_layer* layer, mha_paged_kv_cache* cache,
-                              int64_t layer_index, int64_t num_tokens, const float* query,
-                              int64_t num_sequences, const int64_t* sequence_ids,
-                              const int64_t* query_start_loc, const int64_t* position_ids,
-                              float* output, int num_threads);
-
 typedef struct {
   size_t struct_size;
   int64_t layer_index;
@@ -315,7 +307,9 @@ typedef struct {
   int batch_invariant;
 } mha_packed_forward_args;
 
-/* mha_forward_packed with its arguments in a struct. */
+/* One packed step (see MultiheadAttention::ForwardPacked): query holds the new
+ * tokens of num_sequences sequences, sequence i's at rows query_start_loc[i] ..
+ * query_start_loc[i+1]-1 (mha_paged_kv_cache_append_slots first). */
 mha_status mha_forward_packed_ex(const mha_layer* layer, mha_paged_kv_cache* cache,
                                  const mha_packed_forward_args* args);
 
@@ -357,9 +351,7 @@ typedef struct {
   int num_threads;
 } mha_attention_args;
 
-mha_status mha_scaled_dot_product_attention(const mha_attention_args* args);
-
-/* The same, in a struct that may grow: fields added later follow `call`. */
+/* The attention core's call: `call` and the fields added after it. */
 typedef struct {
   size_t struct_size;
   mha_attention_args call;
@@ -418,27 +410,26 @@ mha_status mha_latent_kv_cache_truncate(mha_latent_kv_cache* cache, int64_t sequ
 /* Tokens cached, or -1 (with mha_last_error) for a bad index. */
 int64_t mha_latent_kv_cache_length(const mha_latent_kv_cache* cache, int64_t sequence);
 int64_t mha_latent_kv_cache_bytes_per_token(const mha_latent_kv_cache* cache);
-/* hidden_states and output [batch, new_tokens, hidden_size]: appends the tokens to
- * the first `batch` sequences and attends causally over each. form (or NULL)
- * receives the form the call ran. On failure the cache and output are unchanged. */
-mha_status mha_latent_forward_with_cache(const mha_latent_layer* layer,
-                                         mha_latent_kv_cache* cache, int64_t batch,
-                                         int64_t new_tokens, const float* hidden_states,
-                                         float* output, mha_latent_form* form);
+/* A cached step of the latent layer: args as for mha_forward_with_cache_ex, with
+ * query and output the hidden states [batch, new_tokens, hidden_size] (kv_shared is
+ * refused). form (or NULL) receives the form the call ran. On failure the cache and
+ * output are unchanged. */
+mha_status mha_latent_forward_with_cache_ex(const mha_latent_layer* layer,
+                                            mha_latent_kv_cache* cache,
+                                            const mha_cache_forward_args* args,
+                                            mha_latent_form* form);
 /* A paged cache of `layer`'s latents (every layer of a model in one pool, as for
  * mha_paged_kv_cache_create; no sliding_window or attention_chunk_size), managed by
  * the mha_paged_kv_cache_* calls. */
 mha_status mha_latent_paged_kv_cache_create(const mha_latent_layer* layer,
                                             const mha_paged_kv_cache_options* options,
                                             mha_paged_kv_cache** cache);
-/* One packed step (see MultiHeadLatentAttention::ForwardPacked): hidden_states and
- * output [num_tokens, hidden_size], sequence i's tokens at rows query_start_loc[i] ..
- * query_start_loc[i+1]-1 (mha_paged_kv_cache_append_slots first). */
-mha_status mha_latent_forward_packed(const mha_latent_layer* layer,
-                                     mha_paged_kv_cache* cache, int64_t layer_index,
-                                     int64_t num_tokens, const float* hidden_states,
-                                     int64_t num_sequences, const int64_t* sequence_ids,
-                                     const int64_t* query_start_loc, float* output);
+/* One packed step of the latent layer: args as for mha_forward_packed_ex, with query
+ * and output the hidden states [num_tokens, hidden_size] (token trees too; kv_shared
+ * is refused). */
+mha_status mha_latent_forward_packed_ex(const mha_latent_layer* layer,
+                                        mha_paged_kv_cache* cache,
+                                        const mha_packed_forward_args* args);
 
 #ifdef __cplusplus
 }

@@ -10,7 +10,7 @@
 namespace mha {
 
 class MultiheadAttention;
-class MultiHeadLatentAttention;
+class MultiheadLatentAttention;
 class PagedKvCache;
 struct ForwardOptions;
 

@@ -16,7 +16,7 @@
 namespace mha {
 
 class MultiheadAttention;
-class MultiHeadLatentAttention;
+class MultiheadLatentAttention;
 struct LatentAttentionConfig;
 
 struct PagedKvCacheOptions {
@@ -110,7 +110,7 @@ class PagedKvCache {
 
  private:
   friend class MultiheadAttention;
-  friend class MultiHeadLatentAttention;
+  friend class MultiheadLatentAttention;
   friend class PackedStep;
   std::unique_ptr<Impl> impl_;
 };

@@ -10,12 +10,17 @@
 
 #include "mha/mha.hpp"
 #include "src/base/check.h"
+#include "src/capi/c_calls.h"
 #include "src/capi/c_support.h"
 #include "src/validation/problem.h"
 
+using mha::capi::CachedCall;
 using mha::capi::EnumValue;
 using mha::capi::Guard;
 using mha::capi::LastError;
+using mha::capi::PackedCall;
+using mha::capi::ReadCachedCall;
+using mha::capi::ReadPackedCall;
 using mha::capi::Require;
 using mha::capi::ToFeatures;
 using mha::capi::ToRotary;
@@ -162,16 +167,19 @@ mha_status mha_set_max_isa(const char* name) {
   });
 }
 
-mha_status mha_layer_create(const mha_config* config, const mha_weights* weights,
-                            mha_layer** layer) {
+mha_status mha_describe_isa(mha_isa_report* report) {
   return Guard([&] {
-    Require(config, "config");
-    Require(weights, "weights");
-    Require(layer, "layer");
-    const mha::AttentionConfig cpp_config = ToConfig(*config);
-    mha::internal::ValidateConfig(cpp_config);  // before sizes are multiplied below
-    *layer = new mha_layer{
-        mha::MultiheadAttention(cpp_config, ToWeights(cpp_config, *weights))};
+    Require(report, "report");
+    // The strings live here until the next call on this thread.
+    static thread_local mha::IsaReport described;
+    static thread_local std::string kernels;
+    described = mha::DescribeIsa();
+    kernels.clear();
+    for (const std::string& kernel : described.projection_kernels) {
+      kernels += (kernels.empty() ? "" : ",") + kernel;
+    }
+    *report = {described.simd_target.c_str(), described.onednn_isa.c_str(),
+               described.bf16_dot_products, described.amx_tiles, kernels.c_str()};
   });
 }
 
@@ -288,59 +296,17 @@ int64_t mha_kv_cache_length(const mha_kv_cache* cache, int64_t sequence) {
   return length;
 }
 
-mha_status mha_forward_with_cache(const mha_layer* layer, mha_kv_cache* cache,
-                                  int64_t batch, int64_t new_tokens, const float* query,
-                                  const int64_t* new_lengths, const int64_t* position_ids,
-                                  float* output, int num_threads) {
-  const mha_cache_forward_args args = {sizeof(mha_cache_forward_args),
-                                       batch,
-                                       new_tokens,
-                                       query,
-                                       new_lengths,
-                                       position_ids,
-                                       output,
-                                       num_threads,
-                                       0,
-                                       0};
-  return mha_forward_with_cache_ex(layer, cache, &args);
-}
-
 mha_status mha_forward_with_cache_ex(const mha_layer* layer, mha_kv_cache* cache,
-                                     const mha_cache_forward_args* versioned) {
+                                     const mha_cache_forward_args* args) {
   return Guard([&] {
     Require(layer, "layer");
     Require(cache, "cache");
-    // Releases: the first (to num_threads), 0.4 (kv_shared), 0.5 (batch_invariant).
-    const size_t releases[] = {offsetof(mha_cache_forward_args, kv_shared),
-                               offsetof(mha_cache_forward_args, batch_invariant),
-                               sizeof(mha_cache_forward_args)};
-    const mha_cache_forward_args a = VersionedArgs(versioned, releases);
-    // The first and 0.4 share sizeof 64: kv_shared lies in the first one's padding, which
-    // the header says to zero; anything but a flag there is refused rather than read as
-    // one.
-    if (a.kv_shared != 0 && a.kv_shared != 1) {
-      throw mha::Error("mha: args.kv_shared: must be 0 or 1, got " +
-                       std::to_string(a.kv_shared) +
-                       " (a struct from before 0.4 must be zeroed)");
-    }
-    const int64_t dim = layer->attention.config().query_dim;
-    mha::ForwardOptions options;
-    options.num_threads = a.num_threads;
-    options.kv_shared = a.kv_shared != 0;
-    options.batch_invariant = a.batch_invariant != 0;
-    if (a.position_ids) {
-      options.position_ids = mha::TensorView(a.position_ids, mha::DType::kInt64,
-                                             mha::Shape{a.batch, a.new_tokens});
-    }
+    const CachedCall call = ReadCachedCall(args, layer->attention.config().query_dim);
     layer->attention.ForwardWithCache(
-        mha::TensorView(a.query, mha::Shape{a.batch, a.new_tokens, dim}),
-        a.new_lengths
-            ? mha::TensorView(a.new_lengths, mha::DType::kInt64, mha::Shape{a.batch})
-            : mha::TensorView(),
-        cache->cache,
-        mha::MutableTensorView(
-            a.output, mha::Shape{a.batch, a.new_tokens, layer->attention.output_dim()}),
-        options);
+        call.query, call.new_lengths, cache->cache,
+        mha::MutableTensorView(call.args.output,
+                               call.output_shape(layer->attention.output_dim())),
+        call.options);
   });
 }
 
@@ -462,65 +428,17 @@ mha_status mha_paged_kv_cache_get_stats(const mha_paged_kv_cache* cache,
   });
 }
 
-mha_status mha_forward_packed(const mha_layer* layer, mha_paged_kv_cache* cache,
-                              int64_t layer_index, int64_t num_tokens, const float* query,
-                              int64_t num_sequences, const int64_t* sequence_ids,
-                              const int64_t* query_start_loc, const int64_t* position_ids,
-                              float* output, int num_threads) {
-  const mha_packed_forward_args args = {sizeof(mha_packed_forward_args),
-                                        layer_index,
-                                        num_tokens,
-                                        query,
-                                        num_sequences,
-                                        sequence_ids,
-                                        query_start_loc,
-                                        position_ids,
-                                        output,
-                                        num_threads,
-                                        0,
-                                        nullptr,
-                                        0};
-  return mha_forward_packed_ex(layer, cache, &args);
-}
-
 mha_status mha_forward_packed_ex(const mha_layer* layer, mha_paged_kv_cache* cache,
-                                 const mha_packed_forward_args* versioned) {
+                                 const mha_packed_forward_args* args) {
   return Guard([&] {
     Require(layer, "layer");
     Require(cache, "cache");
-    // Releases: the first (to num_threads), 0.4 (kv_shared, tree_parents), 0.5
-    // (batch_invariant).
-    const size_t releases[] = {offsetof(mha_packed_forward_args, kv_shared),
-                               offsetof(mha_packed_forward_args, batch_invariant),
-                               sizeof(mha_packed_forward_args)};
-    const mha_packed_forward_args a = VersionedArgs(versioned, releases);
-    // Checked before num_sequences + 1 is formed.
-    if (a.num_sequences < 0 || a.num_sequences == INT64_MAX) {
-      throw mha::Error("mha: num_sequences: must be in [0, 2^63 - 1), got " +
-                       std::to_string(a.num_sequences));
-    }
-    mha::ForwardOptions options;
-    options.num_threads = a.num_threads;
-    options.kv_shared = a.kv_shared != 0;
-    options.batch_invariant = a.batch_invariant != 0;
-    if (a.position_ids) {
-      options.position_ids =
-          mha::TensorView(a.position_ids, mha::DType::kInt64, mha::Shape{a.num_tokens});
-    }
-    const mha::PackedBatch batch{
-        mha::TensorView(a.sequence_ids, mha::DType::kInt64, mha::Shape{a.num_sequences}),
-        mha::TensorView(a.query_start_loc, mha::DType::kInt64,
-                        mha::Shape{a.num_sequences + 1}),
-        a.tree_parents ? mha::TensorView(a.tree_parents, mha::DType::kInt64,
-                                         mha::Shape{a.num_tokens})
-                       : mha::TensorView()};
+    const PackedCall call = ReadPackedCall(args, layer->attention.config().query_dim);
     layer->attention.ForwardPacked(
-        mha::TensorView(a.query,
-                        mha::Shape{a.num_tokens, layer->attention.config().query_dim}),
-        batch, cache->cache, a.layer_index,
-        mha::MutableTensorView(a.output,
-                               mha::Shape{a.num_tokens, layer->attention.output_dim()}),
-        options);
+        call.query, call.batch, cache->cache, call.args.layer_index,
+        mha::MutableTensorView(call.args.output,
+                               call.output_shape(layer->attention.output_dim())),
+        call.options);
   });
 }
 
@@ -534,15 +452,6 @@ mha_status mha_rotary_create(const mha_rope_config* config, int64_t head_dim,
 }
 
 void mha_rotary_destroy(mha_rotary* rotary) { delete rotary; }
-
-mha_status mha_scaled_dot_product_attention(const mha_attention_args* args) {
-  if (!args) return Guard([] { Require(nullptr, "args"); });
-  mha_attention_ex_args versioned;
-  std::memset(&versioned, 0, sizeof versioned);
-  versioned.struct_size = sizeof versioned;
-  versioned.call = *args;
-  return mha_scaled_dot_product_attention_ex(&versioned);
-}
 
 mha_status mha_scaled_dot_product_attention_ex(const mha_attention_ex_args* versioned) {
   return Guard([&] {

@@ -8,11 +8,12 @@
 #include <string>
 
 #include "mha/latent_attention.hpp"
+#include "src/capi/c_calls.h"
 #include "src/capi/c_support.h"
 #include "src/validation/latent_config.h"
 
 struct mha_latent_layer {
-  mha::MultiHeadLatentAttention attention;
+  mha::MultiheadLatentAttention attention;
 };
 
 struct mha_latent_kv_cache {
@@ -78,7 +79,7 @@ mha_status mha_latent_layer_create(const mha_latent_config* versioned,
     const mha::LatentAttentionConfig config = ToLatentConfig(c);
     mha::internal::ValidateLatentConfig(config);  // before sizes multiply
     *layer = new mha_latent_layer{
-        mha::MultiHeadLatentAttention(config, ToLatentWeights(config, c))};
+        mha::MultiheadLatentAttention(config, ToLatentWeights(config, c))};
   });
 }
 
@@ -119,18 +120,19 @@ int64_t mha_latent_kv_cache_bytes_per_token(const mha_latent_kv_cache* cache) {
   return cache ? cache->cache.bytes_per_token() : -1;
 }
 
-mha_status mha_latent_forward_with_cache(const mha_latent_layer* layer,
-                                         mha_latent_kv_cache* cache, int64_t batch,
-                                         int64_t new_tokens, const float* hidden_states,
-                                         float* output, mha_latent_form* form) {
+mha_status mha_latent_forward_with_cache_ex(const mha_latent_layer* layer,
+                                            mha_latent_kv_cache* cache,
+                                            const mha_cache_forward_args* args,
+                                            mha_latent_form* form) {
   return Guard([&] {
     Require(layer, "layer");
     Require(cache, "cache");
     const int64_t hidden = layer->attention.config().hidden_size;
-    const mha::Shape shape{batch, new_tokens, hidden};
+    const mha::capi::CachedCall call = mha::capi::ReadCachedCall(args, hidden);
     const mha::LatentForm ran = layer->attention.ForwardWithCache(
-        mha::TensorView(hidden_states, shape), cache->cache,
-        mha::MutableTensorView(output, shape));
+        call.query, cache->cache,
+        mha::MutableTensorView(call.args.output, call.output_shape(hidden)),
+        call.options);
     if (form) {
       *form = ran == mha::LatentForm::kExpanded ? MHA_LATENT_FORM_EXPANDED
                                                 : MHA_LATENT_FORM_ABSORBED;
@@ -150,25 +152,17 @@ mha_status mha_latent_paged_kv_cache_create(const mha_latent_layer* layer,
   });
 }
 
-mha_status mha_latent_forward_packed(const mha_latent_layer* layer,
-                                     mha_paged_kv_cache* cache, int64_t layer_index,
-                                     int64_t num_tokens, const float* hidden_states,
-                                     int64_t num_sequences, const int64_t* sequence_ids,
-                                     const int64_t* query_start_loc, float* output) {
+mha_status mha_latent_forward_packed_ex(const mha_latent_layer* layer,
+                                        mha_paged_kv_cache* cache,
+                                        const mha_packed_forward_args* args) {
   return Guard([&] {
     Require(layer, "layer");
     Require(cache, "cache");
-    if (num_sequences < 0 || num_sequences == INT64_MAX) {  // before + 1 is formed
-      throw mha::Error("mha: num_sequences: must be in [0, 2^63 - 1), got " +
-                       std::to_string(num_sequences));
-    }
-    const mha::PackedBatch batch{
-        mha::TensorView(sequence_ids, mha::DType::kInt64, mha::Shape{num_sequences}),
-        mha::TensorView(query_start_loc, mha::DType::kInt64,
-                        mha::Shape{num_sequences + 1})};
-    const mha::Shape shape{num_tokens, layer->attention.config().hidden_size};
-    layer->attention.ForwardPacked(mha::TensorView(hidden_states, shape), batch,
-                                   cache->cache, layer_index,
-                                   mha::MutableTensorView(output, shape));
+    const int64_t hidden = layer->attention.config().hidden_size;
+    const mha::capi::PackedCall call = mha::capi::ReadPackedCall(args, hidden);
+    layer->attention.ForwardPacked(
+        call.query, call.batch, cache->cache, call.args.layer_index,
+        mha::MutableTensorView(call.args.output, call.output_shape(hidden)),
+        call.options);
   });
 }

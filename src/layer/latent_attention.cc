@@ -1,4 +1,4 @@
-// MultiHeadLatentAttention: DeepSeek's MLA as a projection strategy of the one
+// MultiheadLatentAttention: DeepSeek's MLA as a projection strategy of the one
 // pipeline (latent_attention_impl.h): project the queries and the cached rows
 // ([rotary part, latent], the latent RMS-normalised), which the pipeline writes into
 // the cache (rotated on the way in); attend in the form the call's cost picks; the
@@ -33,7 +33,7 @@ internal::LinearPrimitive Linear(const dnnl::engine& engine, const float* weight
 
 }  // namespace
 
-MultiHeadLatentAttention::Impl::Impl(const LatentAttentionConfig& c,
+MultiheadLatentAttention::Impl::Impl(const LatentAttentionConfig& c,
                                      const LatentAttentionWeights& w)
     : Layer(c.hidden_size, c.hidden_size, "hidden_states"),
       config(c),
@@ -70,12 +70,12 @@ MultiHeadLatentAttention::Impl::Impl(const LatentAttentionConfig& c,
   }
 }
 
-internal::Problem MultiHeadLatentAttention::Impl::CheckInput(
+internal::Problem MultiheadLatentAttention::Impl::CheckInput(
     const TensorView& hidden, const MutableTensorView& output,
     const ForwardOptions& options) const {
   internal::CheckThreadCount("options.num_threads", options.num_threads);
   if (options.kv_shared) {
-    Fail("options.kv_shared: MultiHeadLatentAttention layers write their own cache");
+    Fail("options.kv_shared: MultiheadLatentAttention layers write their own cache");
   }
   if ((hidden.dtype != DType::kFloat32 && hidden.dtype != DType::kBFloat16) ||
       hidden.shape.rank() != 3 || hidden.shape[2] != config.hidden_size ||
@@ -92,7 +92,7 @@ internal::Problem MultiHeadLatentAttention::Impl::CheckInput(
   return problem;
 }
 
-void MultiHeadLatentAttention::Impl::CheckCacheLayout(
+void MultiheadLatentAttention::Impl::CheckCacheLayout(
     const internal::BlockLayout& layout) const {
   if (!layout.values_in_keys) {
     Fail("cache: must be made from a LatentAttentionConfig (KvCache or PagedKvCache), ",
@@ -105,7 +105,7 @@ void MultiHeadLatentAttention::Impl::CheckCacheLayout(
   }
 }
 
-int MultiHeadLatentAttention::Impl::ChooseForm(const int64_t* first_positions,
+int MultiheadLatentAttention::Impl::ChooseForm(const int64_t* first_positions,
                                                int64_t sequences) const {
   if (config.form == LatentForm::kAbsorbed) return kAbsorbedForm;
   for (int64_t b = 0; b < sequences; ++b) {
@@ -114,7 +114,7 @@ int MultiHeadLatentAttention::Impl::ChooseForm(const int64_t* first_positions,
   return kExpandedForm;
 }
 
-void MultiHeadLatentAttention::Impl::SetCoreParams(AttentionParams& params,
+void MultiheadLatentAttention::Impl::SetCoreParams(AttentionParams& params,
                                                    int form) const {
   params.num_heads = config.num_heads;
   params.query_scale = softmax_scale;
@@ -132,7 +132,7 @@ void MultiHeadLatentAttention::Impl::SetCoreParams(AttentionParams& params,
   params.value_offset = config.qk_rope_head_dim;
 }
 
-internal::KvWrite MultiHeadLatentAttention::Impl::KvWriteFor(
+internal::KvWrite MultiheadLatentAttention::Impl::KvWriteFor(
     const internal::RotaryRows& rotary_rows, int64_t positions_per_sequence) const {
   internal::KvWrite write;
   write.num_kv_heads = 1;
@@ -146,7 +146,7 @@ internal::KvWrite MultiHeadLatentAttention::Impl::KvWriteFor(
   return write;
 }
 
-internal::Layer::Projected MultiHeadLatentAttention::Impl::Project(
+internal::Layer::Projected MultiheadLatentAttention::Impl::Project(
     const QueryPass& pass, AttentionParams& params, Workspace& workspace) const {
   const float* queries = ProjectQueries(pass, workspace);
   const bool expanded = pass.form == kExpandedForm;
@@ -161,7 +161,7 @@ internal::Layer::Projected MultiHeadLatentAttention::Impl::Project(
   return {queries, heads * query_dim(), latent_rows, latent_rows, key_dim()};
 }
 
-internal::HeadRows<float> MultiHeadLatentAttention::Impl::ContextRows(
+internal::HeadRows<float> MultiheadLatentAttention::Impl::ContextRows(
     const QueryPass& pass, Workspace& workspace) const {
   const int64_t heads = config.num_heads, rows = pass.rows;
   if (pass.form == kExpandedForm) {
@@ -177,7 +177,7 @@ internal::HeadRows<float> MultiHeadLatentAttention::Impl::ContextRows(
   return {contexts, pass.rows_per_batch * rank, rows * rank, rank, pass.batch_rows};
 }
 
-void MultiHeadLatentAttention::Impl::ProjectOutput(const float* context,
+void MultiheadLatentAttention::Impl::ProjectOutput(const float* context,
                                                    const QueryPass& pass,
                                                    Workspace& workspace) const {
   const float* head_outputs =
@@ -185,7 +185,7 @@ void MultiHeadLatentAttention::Impl::ProjectOutput(const float* context,
   Run(output, kOutput, head_outputs, pass.rows, pass.output, pass, workspace);
 }
 
-const float* MultiHeadLatentAttention::Impl::ProjectQueries(const QueryPass& pass,
+const float* MultiheadLatentAttention::Impl::ProjectQueries(const QueryPass& pass,
                                                             Workspace& workspace) const {
   const int64_t rows = pass.rows;
   float* queries = workspace.Buffer(kQueries, rows * config.num_heads * query_dim());
@@ -204,7 +204,7 @@ const float* MultiHeadLatentAttention::Impl::ProjectQueries(const QueryPass& pas
   return queries;
 }
 
-float* MultiHeadLatentAttention::Impl::ProjectLatentRows(const QueryPass& pass,
+float* MultiheadLatentAttention::Impl::ProjectLatentRows(const QueryPass& pass,
                                                          Workspace& workspace) const {
   float* rows = workspace.Buffer(kLatentRows, pass.rows * key_dim());
   RunLinear(key, kKey, *pass.input, pass.first_row, pass.rows, rows, pass.tile_rule,
@@ -217,7 +217,7 @@ float* MultiHeadLatentAttention::Impl::ProjectLatentRows(const QueryPass& pass,
 
 // Absorbed queries [rows, heads, rope + latent]: each head's q_pe, then q_nope W_UK_h
 // (written by its projection in place, a row stride of heads x key_dim apart).
-float* MultiHeadLatentAttention::Impl::AbsorbQueries(const float* queries,
+float* MultiheadLatentAttention::Impl::AbsorbQueries(const float* queries,
                                                      const QueryPass& pass,
                                                      Workspace& workspace) const {
   const int64_t heads = config.num_heads, nope = config.qk_nope_head_dim;
@@ -237,7 +237,7 @@ float* MultiHeadLatentAttention::Impl::AbsorbQueries(const float* queries,
 }
 
 // Head outputs [rows, heads * v_head_dim]: W_UV_h of each head's latent context.
-float* MultiHeadLatentAttention::Impl::ValueUp(const float* contexts,
+float* MultiheadLatentAttention::Impl::ValueUp(const float* contexts,
                                                const QueryPass& pass,
                                                Workspace& workspace) const {
   const int64_t heads = config.num_heads, rank = config.kv_lora_rank, rows = pass.rows;
@@ -249,24 +249,24 @@ float* MultiHeadLatentAttention::Impl::ValueUp(const float* contexts,
   return outputs;
 }
 
-MultiHeadLatentAttention::MultiHeadLatentAttention(
+MultiheadLatentAttention::MultiheadLatentAttention(
     const LatentAttentionConfig& config, const LatentAttentionWeights& weights) {
   internal::ValidateLatentConfig(config);
   internal::ValidateLatentWeights(config, weights);
   impl_ = std::make_unique<Impl>(config, weights);
 }
 
-MultiHeadLatentAttention::~MultiHeadLatentAttention() = default;
-MultiHeadLatentAttention::MultiHeadLatentAttention(MultiHeadLatentAttention&&) noexcept =
+MultiheadLatentAttention::~MultiheadLatentAttention() = default;
+MultiheadLatentAttention::MultiheadLatentAttention(MultiheadLatentAttention&&) noexcept =
     default;
-MultiHeadLatentAttention& MultiHeadLatentAttention::operator=(
-    MultiHeadLatentAttention&&) noexcept = default;
+MultiheadLatentAttention& MultiheadLatentAttention::operator=(
+    MultiheadLatentAttention&&) noexcept = default;
 
-const LatentAttentionConfig& MultiHeadLatentAttention::config() const {
+const LatentAttentionConfig& MultiheadLatentAttention::config() const {
   return impl_->config;
 }
 
-LatentForm MultiHeadLatentAttention::ForwardWithCache(
+LatentForm MultiheadLatentAttention::ForwardWithCache(
     const TensorView& hidden_states, KvCache& cache, const MutableTensorView& output,
     const ForwardOptions& options) const {
   return impl_->ForwardWithCache(hidden_states, {}, *cache.impl_, output, options) ==
@@ -275,19 +275,19 @@ LatentForm MultiHeadLatentAttention::ForwardWithCache(
              : LatentForm::kAbsorbed;
 }
 
-LatentForm MultiHeadLatentAttention::ForwardPacked(const TensorView& hidden_states,
+LatentForm MultiheadLatentAttention::ForwardPacked(const TensorView& hidden_states,
                                                    const PackedBatch& batch,
                                                    PagedKvCache& cache, int64_t layer,
                                                    const MutableTensorView& output,
                                                    const ForwardOptions& options) const {
   if (options.kv_shared) {
-    Fail("options.kv_shared: MultiHeadLatentAttention layers write their own cache");
+    Fail("options.kv_shared: MultiheadLatentAttention layers write their own cache");
   }
   impl_->ForwardPacked(hidden_states, batch, *cache.impl_, layer, output, options);
   return LatentForm::kAbsorbed;
 }
 
-LatentForm MultiHeadLatentAttention::ForwardPacked(
+LatentForm MultiheadLatentAttention::ForwardPacked(
     const TensorView& hidden_states, const PackedStep& step, int64_t layer,
     const MutableTensorView& output) const {
   const internal::WorkspacePool::Lease workspace = impl_->workspaces.Acquire();

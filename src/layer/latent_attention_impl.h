@@ -1,4 +1,4 @@
-// MultiHeadLatentAttention::Impl: the MLA layer's weights and primitives, and its
+// MultiheadLatentAttention::Impl: the MLA layer's weights and primitives, and its
 // projection strategy in the one pipeline (internal::Layer): queries through q LoRA,
 // cached rows [rotary part, latent] through kv_a (latent RMS-normalised), written
 // into the cache's latent pages. Two forms (ChooseForm, LatentForm's costs):
@@ -18,7 +18,7 @@
 
 namespace mha {
 
-struct MultiHeadLatentAttention::Impl : internal::Layer {
+struct MultiheadLatentAttention::Impl : internal::Layer {
   enum Form { kAbsorbedForm, kExpandedForm };
   // Primitive indices (Workspace::Call): kKeyAbsorb + h and kKeyAbsorb + heads + h
   // for each head's W_UK and W_UV.

@@ -11,7 +11,7 @@ namespace mha {
 
 using internal::Workspace;
 
-void MultiHeadLatentAttention::Impl::ExpandKeysAndValues(
+void MultiheadLatentAttention::Impl::ExpandKeysAndValues(
     const float* latent_rows, const QueryPass& pass, internal::AttentionParams& params,
     Workspace& workspace) const {
   const int64_t heads = config.num_heads, rank = config.kv_lora_rank;

@@ -4,7 +4,7 @@
 // (cached_forward.cc) and over a planned PackedStep (packed_forward.cc). A layer kind
 // subclasses it and gives its projection strategy through the hooks below
 // (MultiheadAttention: fused QKV, or queries apart from keys and values;
-// MultiHeadLatentAttention: q LoRA and kv_a, absorbed or expanded); it never copies a
+// MultiheadLatentAttention: q LoRA and kv_a, absorbed or expanded); it never copies a
 // flow. A kind with several forms names the one a call runs by an index (ChooseForm).
 #pragma once
 

@@ -20,6 +20,8 @@ void BindCore(py::module_& module);
 // PagedKvCache, OutOfBlocksError and MultiheadAttention.forward_packed, after
 // BindLayer (paged_bindings.cc).
 void BindPagedCache(py::module_& module);
+// IsaReport, set_max_isa, describe_isa (isa_bindings.cc).
+void BindIsa(py::module_& module);
 
 // A class whose keyword constructor sets the fields of the same names.
 template <class Class>

@@ -124,6 +124,16 @@ class AttentionFeatures:
     qk_norm: Optional[QkNorm]
     def __init__(self, **kwargs: Any) -> None: ...
 
+class IsaReport:
+    simd_target: str
+    onednn_isa: str
+    bf16_dot_products: bool
+    amx_tiles: bool
+    projection_kernels: List[str]
+    def __init__(self) -> None: ...
+
+def set_max_isa(name: str) -> None: ...
+def describe_isa() -> IsaReport: ...
 def feature_options() -> List[Dict[str, str]]: ...
 
 class AttentionConfig:
@@ -232,7 +242,7 @@ class MultiheadAttention(_Layer):
                        query_start_loc: ArrayLike, cache: PagedKvCache,
                        layer_index: int = 0, *, position_ids: Optional[ArrayLike] = None,
                        tree_parents: Optional[ArrayLike] = None, num_threads: int = 0,
-                       batch_invariant: bool = False,
+                       kv_shared: bool = False, batch_invariant: bool = False,
                        out: Optional[ArrayLike] = None) -> Output: ...
 
 class NaiveMultiheadAttention(_Layer):

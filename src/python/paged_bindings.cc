@@ -51,7 +51,7 @@ py::object ForwardPacked(const PyLayer<MultiheadAttention>& self, py::handle que
                          py::handle sequence_ids_object,
                          py::handle query_start_loc_object, Guarded<PagedKvCache>& cache,
                          int64_t layer, py::handle position_ids_object,
-                         py::handle tree_parents_object, int num_threads,
+                         py::handle tree_parents_object, int num_threads, bool kv_shared,
                          bool batch_invariant, py::handle out) {
   const Input query = ActivationInput(query_object, "query");
   const Input sequence_ids = IndexInput(sequence_ids_object, "sequence_ids");
@@ -68,6 +68,7 @@ py::object ForwardPacked(const PyLayer<MultiheadAttention>& self, py::handle que
   ForwardOptions options;
   options.num_threads = num_threads;
   options.position_ids = position_ids.view;
+  options.kv_shared = kv_shared;
   options.batch_invariant = batch_invariant;
   const PackedBatch batch{sequence_ids.view, query_start_loc.view, tree_parents.view};
   cache.Locked([&](PagedKvCache& locked) {
@@ -166,8 +167,8 @@ void BindPagedCache(py::module_& m) {
            py::arg("query_start_loc"), py::arg("cache"), py::arg("layer_index") = 0,
            py::kw_only(), py::arg("position_ids") = py::none(),
            py::arg("tree_parents") = py::none(), py::arg("num_threads") = 0,
-           py::arg("batch_invariant") = false, py::arg("out") = py::none(),
-           docs::kForwardPacked);
+           py::arg("kv_shared") = false, py::arg("batch_invariant") = false,
+           py::arg("out") = py::none(), docs::kForwardPacked);
 }
 
 }  // namespace mha::python

@@ -1,4 +1,4 @@
-// NaiveMultiHeadLatentAttention: DeepSeek's expanded MLA in double precision, line by
+// NaiveMultiheadLatentAttention: DeepSeek's expanded MLA in double precision, line by
 // line as modeling_deepseek.py computes it (kv_b_proj gives every head's k_nope and
 // v; the rotary parts rotated as DeepSeek does, de-interleaved then rotate_half),
 // sharing no code with the absorbed fast path it checks.
@@ -59,7 +59,7 @@ void Rotate(double* x, int64_t d, int64_t position, const std::vector<float>& in
 
 }  // namespace
 
-void NaiveMultiHeadLatentAttention(const LatentAttentionConfig& c,
+void NaiveMultiheadLatentAttention(const LatentAttentionConfig& c,
                                    const LatentAttentionWeights& w,
                                    const TensorView& hidden,
                                    const MutableTensorView& output) {

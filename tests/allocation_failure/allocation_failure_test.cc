@@ -329,12 +329,17 @@ TEST(CApiUnderFailure, CreateForwardAndCacheStep) {
       [&] {
         mha_layer* c_layer = nullptr;
         mha_kv_cache* cache = nullptr;
-        mha_status status = mha_layer_create(&config, &weights, &c_layer);
+        mha_layer_create_args create{sizeof(mha_layer_create_args), &config, &weights,
+                                     nullptr};
+        mha_status status = mha_layer_create_ex(&create, &c_layer);
         if (status == MHA_OK)
           status = mha_kv_cache_create(c_layer, 1, 8, MHA_KV_FLOAT32, &cache);
         if (status == MHA_OK) {
-          status = mha_forward_with_cache(c_layer, cache, 1, 3, query.data(), nullptr,
-                                          nullptr, output.data(), 2);
+          mha_cache_forward_args step{};
+          step.struct_size = sizeof step;
+          step.batch = 1, step.new_tokens = 3, step.query = query.data();
+          step.output = output.data(), step.num_threads = 2;
+          status = mha_forward_with_cache_ex(c_layer, cache, &step);
         }
         mha_kv_cache_destroy(cache);
         mha_layer_destroy(c_layer);

@@ -80,8 +80,11 @@ void Cache(FuzzInput& input, const mha_layer* layer, const mha_config& config) {
     std::vector<float> query = Floats(input, {batch, tokens, config.query_dim});
     std::vector<float> output =
         Floats(input, {batch, tokens, mha_layer_output_dim(layer)});
-    mha_forward_with_cache(layer, cache, batch, tokens, OrNull(query), nullptr, nullptr,
-                           OrNull(output), 1);
+    mha_cache_forward_args args{};
+    args.struct_size = sizeof args;
+    args.batch = batch, args.new_tokens = tokens, args.query = OrNull(query);
+    args.output = OrNull(output), args.num_threads = 1;
+    mha_forward_with_cache_ex(layer, cache, &args);
     if (input.Byte() % 4 == 0) {
       const int64_t sequence = input.Size(3);  // 0: every sequence (-1)
       mha_kv_cache_reset(cache, sequence == 0 ? -1 : sequence - 1);
@@ -123,7 +126,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int layout_value = input.Byte() % 4;  // 3: no such layout
   std::memcpy(&w.key.layout, &layout_value, sizeof layout_value);
   mha_layer* layer = nullptr;
-  if (mha_layer_create(&config, &w, &layer) != MHA_OK) return 0;
+  const mha_layer_create_args create{sizeof(mha_layer_create_args), &config, &w, nullptr};
+  if (mha_layer_create_ex(&create, &layer) != MHA_OK) return 0;
   Forward(input, layer, config);
   Cache(input, layer, config);
   mha_layer_destroy(layer);

@@ -385,3 +385,12 @@ def test_from_state_dict_follows_pytorchs_batch_first_for_its_names():
                                rtol=1e-5, atol=1e-6)
     assert mha.MultiheadAttention.from_state_dict(random_state_dict(rng, 8, 2),
                                                   2).batch_first is True
+
+
+def test_describe_isa_reports_the_bf16_product_path():
+    report = mha.describe_isa()
+    assert report.simd_target and report.onednn_isa
+    assert report.bf16_dot_products or not report.amx_tiles  # AMX runs bf16 products
+    assert "bf16_dot_products=" in repr(report)
+    with pytest.raises(ValueError, match="name: expected one of sse4"):
+        mha.set_max_isa("avx9")

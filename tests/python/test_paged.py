@@ -125,3 +125,23 @@ def test_index_arguments_take_integers_only(bad, what):
     with pytest.raises(ValueError, match="query_start_loc.*" + re.escape(what)):
         layer.forward_packed(query, [0], bad, cache)
     assert cache.length(0) == 1
+
+
+def test_kv_shared_packed_layer_reads_the_source_layers_pages():
+    """A KV-shared layer (Gemma 3n) in a packed step reads the keys and values its
+    source layer wrote in that step: the same output as through a contiguous cache."""
+    source, shared = make_layer(1), make_layer(2)
+    rng = np.random.default_rng(3)
+    x_source = rng.standard_normal((6, 32), np.float32)
+    x_shared = rng.standard_normal((6, 32), np.float32)
+    contiguous = mha.KvCache(source, max_batch=1, max_seq_len=6)
+    source.forward_with_cache(x_source[None], contiguous)
+    expected = shared.forward_with_cache(x_shared[None], contiguous, kv_shared=True)[0]
+    cache = mha.PagedKvCache(source, num_blocks=2, max_sequences=1)
+    cache.add_sequence(0)
+    cache.append_slots([0], [6])
+    starts = np.array([0, 6], np.int64)
+    source.forward_packed(x_source, [0], starts, cache, 0)
+    out = shared.forward_packed(x_shared, [0], starts, cache, 0, kv_shared=True)
+    np.testing.assert_allclose(out, expected, atol=1e-5)
+    assert cache.length(0) == 6

@@ -392,7 +392,7 @@ int RunLatent(const Options& options) {
       io::LoadLatentLayer(options.files.at("--weights"), options.num_heads);
   layer.config.rotary = Rotary(options);
   layer.config.softmax_scale = options.scale;
-  const MultiHeadLatentAttention attention(layer.config, layer.weights);
+  const MultiheadLatentAttention attention(layer.config, layer.weights);
   const auto hidden = Load(options, "--query");
   const Shape& shape = hidden->shape;
   if (hidden->dtype != DType::kFloat32 || shape.rank() != 3 || shape[0] < 1 ||

@@ -19,7 +19,12 @@ int main(void) {
   memset(&weights, 0, sizeof(weights));
   weights.query.weight = weights.key.weight = weights.value.weight = w;
   mha_layer* layer = NULL;
-  if (mha_layer_create(&config, &weights, &layer) != MHA_OK) {
+  mha_layer_create_args create;
+  memset(&create, 0, sizeof(create));
+  create.struct_size = sizeof(create);
+  create.config = &config;
+  create.weights = &weights;
+  if (mha_layer_create_ex(&create, &layer) != MHA_OK) {
     printf("create failed: %s\n", mha_last_error());
     return 1;
   }
