@@ -20,6 +20,9 @@ void BindCore(py::module_& module);
 // PagedKvCache, OutOfBlocksError and MultiheadAttention.forward_packed, after
 // BindLayer (paged_bindings.cc).
 void BindPagedCache(py::module_& module);
+// MultiheadLatentAttention, its naive twin, LatentAttentionConfig, LatentForm
+// (latent_bindings.cc).
+void BindLatent(py::module_& module);
 // IsaReport, set_max_isa, describe_isa (isa_bindings.cc).
 void BindIsa(py::module_& module);
 

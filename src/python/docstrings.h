@@ -128,7 +128,8 @@ inline constexpr const char* kKvCache =
     "One layer's keys and values for max_batch sequences (kv_cache.hpp). Calls from "
     "several threads run one at a time.\n\n"
     "Args:\n"
-    "    layer: the mha.MultiheadAttention whose shape it stores.\n"
+    "    layer: the mha.MultiheadAttention whose shape it stores, or an "
+    "mha.MultiheadLatentAttention (its latent and rotary key part per token).\n"
     "    max_batch: sequences.\n"
     "    max_seq_len: tokens per sequence.\n"
     "    storage: mha.DType: float32, bfloat16, int8, float8_e4m3fn, float8_e5m2 or "
@@ -144,7 +145,9 @@ inline constexpr const char* kPagedKvCache =
     "long prefill (C++'s PagedKvCache locks only its bookkeeping; serve one step at a "
     "time per cache from Python).\n\n"
     "Args:\n"
-    "    layer: an mha.MultiheadAttention of the shape every layer stored has.\n"
+    "    layer: an mha.MultiheadAttention of the shape every layer stored has, or an "
+    "mha.MultiheadLatentAttention (storage float32 or bfloat16 per token; no windows "
+    "or chunks).\n"
     "    num_blocks: blocks in the pool.\n"
     "    max_sequences: sequence ids are 0 .. max_sequences - 1.\n"
     "    block_size: tokens per block (a multiple of 16 in [16, 256]).\n"
@@ -155,5 +158,50 @@ inline constexpr const char* kPagedKvCache =
     "blocks no next token can see go back to the pool.\n"
     "    attention_chunk_size: > 0: blocks before the current chunk are freed "
     "(Llama 4's chunked attention).\n";
+
+inline constexpr const char* kLatentInit =
+    "Multi-head latent attention (DeepSeek V2/V3's MLA): built once, run many times; "
+    "its caches hold one latent and one rotary key part per token.\n\n"
+    "Args:\n"
+    "    config: mha.LatentAttentionConfig: hidden_size, num_heads, q_lora_rank, "
+    "kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim, rms_norm_eps, "
+    "rotary, softmax_scale, form.\n"
+    "    q_proj, q_a_proj, q_a_layernorm, q_b_proj, kv_a_proj_with_mqa, kv_a_layernorm, "
+    "kv_b_proj, o_proj: keyword weights, nn.Linear's [out, in] (modeling_deepseek.py's "
+    "names without '.weight'); q_proj without q LoRA, else q_a_proj, q_a_layernorm and "
+    "q_b_proj.\n";
+
+inline constexpr const char* kLatentForwardWithCache =
+    "Appends the hidden states' tokens to `cache` and attends causally over each "
+    "sequence (a prompt with nothing cached expands by cost; other calls run "
+    "absorbed).\n\n"
+    "Args:\n"
+    "    hidden_states: [B, S, hidden_size], float32 or bfloat16.\n"
+    "    cache: an mha.KvCache made from this layer.\n"
+    "    position_ids: [B, S] int rotary positions (default: cache length + i).\n"
+    "    num_threads: threads for this call; 0: OpenMP's default.\n"
+    "    batch_invariant: each token's output bits independent of the other tokens.\n"
+    "    out: the output's array or tensor, written in place and returned.\n\n"
+    "Returns [B, S, hidden_size].";
+
+inline constexpr const char* kLatentForwardPacked =
+    "One step of continuous batching over an mha.PagedKvCache made from this layer "
+    "(cache.append_slots first), absorbed.\n\n"
+    "Args:\n"
+    "    hidden_states: [T, hidden_size]: every sequence's new tokens, one after "
+    "another.\n"
+    "    sequence_ids: [N] ints: the cache ids of the step's sequences.\n"
+    "    query_start_loc: [N + 1] ints: sequence i owns rows query_start_loc[i] .. "
+    "query_start_loc[i + 1] - 1.\n"
+    "    cache: the mha.PagedKvCache.\n"
+    "    layer_index: the cache layer this layer writes and reads.\n"
+    "    position_ids: [T] int rotary positions (default: each token's slot).\n"
+    "    tree_parents: [T] ints: a token tree to verify (speculative decoding): each "
+    "token's parent among its sequence's new tokens, or -1.\n"
+    "    num_threads: threads for this call; 0: OpenMP's default.\n"
+    "    batch_invariant: each token's output bits independent of the other tokens in "
+    "the step.\n"
+    "    out: the output's array or tensor, written in place and returned.\n\n"
+    "Returns [T, hidden_size].";
 
 }  // namespace mha::python::docs

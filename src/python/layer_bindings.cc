@@ -309,10 +309,12 @@ void BindLayer(py::module_& m) {
   py::class_<PyLayer<MultiheadAttention>> layer = BindEngine<MultiheadAttention>(
       m, "MultiheadAttention", "The attention layer: built once, run many times.");
   kv_cache
-      .def(py::init([](const PyLayer<MultiheadAttention>& layer, int64_t max_batch,
-                       int64_t max_seq_len, DType storage, KvScales scales) {
-             return std::make_unique<PyKvCache>(layer.engine.config(), max_batch,
-                                                max_seq_len, storage, scales);
+      .def(py::init([](py::handle layer, int64_t max_batch, int64_t max_seq_len,
+                       DType storage, KvScales scales) {
+             return WithCacheConfig(layer, [&](const auto& config) {
+               return std::make_unique<PyKvCache>(config, max_batch, max_seq_len, storage,
+                                                  scales);
+             });
            }),
            py::arg("layer"), py::arg("max_batch"), py::arg("max_seq_len"),
            py::arg("storage") = DType::kFloat32, py::arg("scales") = KvScales::kPerToken,

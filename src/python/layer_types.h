@@ -9,6 +9,7 @@
 
 #include <mutex>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "mha/mha.hpp"
@@ -23,6 +24,27 @@ struct PyLayer {
   std::optional<HeadShard> head_shard;
   bool batch_first;
 };
+
+struct LatentLayer {
+  MultiheadLatentAttention engine;
+};
+
+// make(config) with the config a cache of `layer` is shaped by: a
+// MultiheadAttention's AttentionConfig or a MultiheadLatentAttention's
+// LatentAttentionConfig.
+template <class Make>
+auto WithCacheConfig(py::handle layer, const Make& make) {
+  if (py::isinstance<PyLayer<MultiheadAttention>>(layer)) {
+    return make(layer.cast<const PyLayer<MultiheadAttention>&>().engine.config());
+  }
+  if (py::isinstance<LatentLayer>(layer)) {
+    return make(layer.cast<const LatentLayer&>().engine.config());
+  }
+  throw py::type_error(
+      "mha: layer: expected an mha.MultiheadAttention or mha.MultiheadLatentAttention, "
+      "got " +
+      std::string(py::str(layer.get_type().attr("__name__"))));
+}
 
 template <class Cache>
 class Guarded {

@@ -65,6 +65,11 @@ class QkNormScope(_Enum):
     per_head: QkNormScope
     across_heads: QkNormScope
 
+class LatentForm(_Enum):
+    auto: LatentForm
+    absorbed: LatentForm
+    expanded: LatentForm
+
 class HeadLayout(_Enum):
     bhsd: HeadLayout
     bshd: HeadLayout
@@ -158,7 +163,8 @@ class HeadShard:
 def even_head_shard(config: AttentionConfig, rank: int, world_size: int) -> HeadShard: ...
 
 class KvCache:
-    def __init__(self, layer: MultiheadAttention, max_batch: int, max_seq_len: int,
+    def __init__(self, layer: Union[MultiheadAttention, MultiheadLatentAttention],
+                 max_batch: int, max_seq_len: int,
                  storage: DType = ..., scales: KvScales = ...) -> None: ...
     @property
     def bytes_per_token(self) -> int: ...
@@ -174,7 +180,8 @@ class KvCache:
     def truncate(self, sequence: int, length: int) -> None: ...
 
 class PagedKvCache:
-    def __init__(self, layer: MultiheadAttention, num_blocks: int, max_sequences: int, *,
+    def __init__(self, layer: Union[MultiheadAttention, MultiheadLatentAttention],
+                 num_blocks: int, max_sequences: int, *,
                  block_size: int = 16, num_layers: int = 1, storage: DType = ...,
                  scales: KvScales = ..., sliding_window: int = 0,
                  attention_chunk_size: int = 0) -> None: ...
@@ -266,3 +273,36 @@ def scaled_dot_product_attention(
         compute_dtype: DType = ...) -> Union[np.ndarray, Tuple[np.ndarray, np.ndarray]]: ...
 
 def _activation_view(activation: ArrayLike) -> Tuple[int, str]: ...
+
+class LatentAttentionConfig:
+    hidden_size: int
+    num_heads: int
+    q_lora_rank: int
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+    rms_norm_eps: float
+    rotary: RotaryConfig
+    softmax_scale: Optional[float]
+    form: LatentForm
+    def __init__(self, **kwargs: Any) -> None: ...
+
+class MultiheadLatentAttention:
+    def __init__(self, config: LatentAttentionConfig, **weights: ArrayLike) -> None: ...
+    @property
+    def config(self) -> LatentAttentionConfig: ...
+    def forward_with_cache(self, hidden_states: ArrayLike, cache: KvCache, *,
+                           position_ids: Optional[ArrayLike] = None, num_threads: int = 0,
+                           batch_invariant: bool = False,
+                           out: Optional[ArrayLike] = None) -> Output: ...
+    def forward_packed(self, hidden_states: ArrayLike, sequence_ids: ArrayLike,
+                       query_start_loc: ArrayLike, cache: PagedKvCache,
+                       layer_index: int = 0, *, position_ids: Optional[ArrayLike] = None,
+                       tree_parents: Optional[ArrayLike] = None, num_threads: int = 0,
+                       batch_invariant: bool = False,
+                       out: Optional[ArrayLike] = None) -> Output: ...
+
+class NaiveMultiheadLatentAttention:
+    def __init__(self, config: LatentAttentionConfig, **weights: ArrayLike) -> None: ...
+    def forward(self, hidden_states: ArrayLike) -> np.ndarray: ...

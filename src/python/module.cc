@@ -16,6 +16,7 @@ PYBIND11_MODULE(mha, m) {
   mha::python::BindLayer(m);
   mha::python::BindCore(m);
   mha::python::BindPagedCache(m);
+  mha::python::BindLatent(m);
   mha::python::BindIsa(m);
   m.def(
       "_activation_view",

@@ -17,11 +17,10 @@ namespace {
 
 using PyPagedKvCache = Guarded<PagedKvCache>;
 
-std::unique_ptr<PyPagedKvCache> NewPagedCache(const PyLayer<MultiheadAttention>& layer,
-                                              int64_t num_blocks, int64_t max_sequences,
-                                              int64_t block_size, int64_t num_layers,
-                                              DType storage, KvScales scales,
-                                              int64_t sliding_window,
+std::unique_ptr<PyPagedKvCache> NewPagedCache(py::handle layer, int64_t num_blocks,
+                                              int64_t max_sequences, int64_t block_size,
+                                              int64_t num_layers, DType storage,
+                                              KvScales scales, int64_t sliding_window,
                                               int64_t attention_chunk_size) {
   PagedKvCacheOptions options;
   options.num_blocks = num_blocks;
@@ -32,7 +31,9 @@ std::unique_ptr<PyPagedKvCache> NewPagedCache(const PyLayer<MultiheadAttention>&
   options.scales = scales;
   options.sliding_window = sliding_window;
   options.attention_chunk_size = attention_chunk_size;
-  return std::make_unique<PyPagedKvCache>(layer.engine.config(), options);
+  return WithCacheConfig(layer, [&](const auto& config) {
+    return std::make_unique<PyPagedKvCache>(config, options);
+  });
 }
 
 py::dict StatsOf(const PagedKvCacheStats& stats) {

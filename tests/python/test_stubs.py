@@ -127,7 +127,8 @@ def test_stub_parameters_match_the_module(function, stub):
     mha.MultiheadAttention.forward, mha.MultiheadAttention.forward_with_cache,
     mha.MultiheadAttention.forward_packed, mha.MultiheadAttention.project_memory,
     mha.MultiheadAttention.forward_cross_attention, mha.KvCache.__init__,
-    mha.PagedKvCache.__init__], ids=lambda f: f.__qualname__)
+    mha.PagedKvCache.__init__, mha.MultiheadLatentAttention.forward_with_cache,
+    mha.MultiheadLatentAttention.forward_packed], ids=lambda f: f.__qualname__)
 def test_help_describes_every_argument(function):
     doc = function.__doc__
     described = doc[doc.index("Args:"):]
