@@ -78,6 +78,13 @@ class MhaRun : public ::testing::Test {
             "--query",   query,   "--output",    output_};
   }
 
+  // The valid layer's arguments and `extra`.
+  std::vector<std::string> with_args(const std::vector<std::string>& extra) {
+    std::vector<std::string> args = Args(weights_, query_);
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  }
+
   void ExpectFailure(const std::vector<std::string>& args, int code,
                      const std::vector<std::string>& message_parts) {
     const auto [actual, err] = Run(args);
@@ -109,6 +116,35 @@ TEST_F(MhaRun, LayerScale) {
   const auto unscaled = output_with({"--causal"});
   EXPECT_EQ(output_with({"--causal", "--scale", "0.70710678118654752"}), unscaled);
   EXPECT_NE(output_with({"--causal", "--scale", "3"}), unscaled);
+}
+
+// --cache runs the causal layer as a server does (a prompt step, then one token per
+// step) through either cache: the causal forward's output.
+TEST_F(MhaRun, CachedRunsGiveTheCausalForward) {
+  const auto output_with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = Args(weights_, query_);
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto [code, err] = Run(args);
+    EXPECT_EQ(code, 0) << err;
+    const io::Array out = io::ReadNpy(output_);
+    const auto* values = reinterpret_cast<const float*>(out.bytes.data());
+    return std::vector<float>(values, values + out.bytes.size() / 4);
+  };
+  const std::vector<float> causal = output_with({"--causal"});
+  ExpectClose(output_with({"--cache", "contiguous", "--decode-steps", "1"}), causal,
+              "contiguous cache");
+  ExpectClose(output_with({"--cache", "paged", "--decode-steps", "2"}), causal,
+              "paged cache");
+  ExpectClose(output_with({"--cache", "paged", "--block-size", "32"}), causal,
+              "one paged step");
+  ExpectFailure(with_args({"--cache", "paged", "--key", query_}), 2,
+                {"--key does not apply with --cache"});
+  ExpectFailure(with_args({"--block-size", "32"}), 2,
+                {"--block-size applies only with --cache or --latent"});
+  ExpectFailure(with_args({"--cache", "contiguous", "--block-size", "32"}), 2,
+                {"--block-size applies only with --cache paged"});
+  ExpectFailure(with_args({"--cache", "paged", "--decode-steps", "3"}), 2,
+                {"--decode-steps: must be below the sequence length 3, got 3"});
 }
 
 TEST_F(MhaRun, UsageErrors) {
@@ -221,7 +257,7 @@ TEST_F(MhaRun, LatentModeTakesItsOwnFlags) {
   ExpectFailure(causal, 2, {"--causal does not apply with --latent"});
   std::vector<std::string> layer = Args(weights_, query_);
   layer.insert(layer.end(), {"--decode-steps", "1"});
-  ExpectFailure(layer, 2, {"--decode-steps applies only with --latent"});
+  ExpectFailure(layer, 2, {"--decode-steps applies only with --cache or --latent"});
   std::vector<std::string> theta = latent;
   theta.insert(theta.end(), {"--rope-theta", "10"});
   ExpectFailure(theta, 2, {"--rope-theta applies only with --rope"});

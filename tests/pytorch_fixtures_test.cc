@@ -142,6 +142,46 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) {
       return std::get<0>(info.param) + "_" + std::get<1>(info.param);
     });
+// The fixtures a server would run token by token: MLA layers, and causal
+// self-attention layers over the query alone (no key, masks or positions).
+std::vector<std::string> ServedCases() {
+  std::vector<std::string> names;
+  for (const std::string& name : CliCases()) {
+    const std::vector<std::string> args = FixtureArgs(kDataDir / name, "unused.npy");
+    const auto has = [&](const char* flag) {
+      return std::find(args.begin(), args.end(), flag) != args.end();
+    };
+    const bool causal_alone = has("--causal") && !has("--core");
+    bool plain = true;
+    for (const char* flag : {"--key", "--value", "--attn-mask", "--key-padding-mask",
+                             "--key-lengths", "--position-ids", "--bottom-right"}) {
+      plain = plain && !has(flag);
+    }
+    if (has("--latent") || (causal_alone && plain)) names.push_back(name);
+  }
+  return names;
+}
+
+class PyTorchServedFixture : public ::testing::TestWithParam<std::string> {};
+
+// The fixture's prompt through a paged cache as a server runs it: all but the last
+// two tokens in one packed step, then one token per step.
+TEST_P(PyTorchServedFixture, PagedStepsMatchPyTorch) {
+  const fs::path dir = kDataDir / GetParam();
+  const fs::path out = fs::path(::testing::TempDir()) / (GetParam() + "_paged.npy");
+  std::vector<std::string> args = FixtureArgs(dir, out);
+  const auto decode = std::find(args.begin(), args.end(), "--decode-steps");
+  if (decode != args.end()) args.erase(decode, decode + 2);
+  const auto causal = std::find(args.begin(), args.end(), "--causal");
+  if (causal != args.end()) args.erase(causal);
+  args.insert(args.end(), {"--cache", "paged", "--decode-steps", "2"});
+  std::ostringstream err;
+  ASSERT_EQ(cli::RunMhaCli(args, err), 0) << err.str();
+  ExpectClose(LoadFloats(out), LoadFloats(dir / "expected_output.npy"), "paged output");
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, PyTorchServedFixture, ::testing::ValuesIn(ServedCases()),
+                         [](const auto& info) { return info.param; });
 INSTANTIATE_TEST_SUITE_P(Cases, PyTorchFixture, ::testing::ValuesIn(CliCases()),
                          [](const auto& info) { return info.param; });
 INSTANTIATE_TEST_SUITE_P(Cases, PyTorchLayerFixture, ::testing::ValuesIn(LayerCases()),

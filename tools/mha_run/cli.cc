@@ -11,6 +11,7 @@
 #include "src/io/latent_layer_file.h"
 #include "src/io/layer_file.h"
 #include "src/io/npy.h"
+#include "tools/mha_run/cached_run.h"
 #include "tools/mha_run/feature_flags.h"
 
 namespace mha::cli {
@@ -28,6 +29,8 @@ constexpr char kUsage[] =
     "               [--longrope-factors F.npy]\n"
     "               [--rope-max-positions N] [--position-ids P.npy]\n"
     "               [the feature flags below] [--scale S]\n"
+    "               [--cache contiguous|paged [--block-size N] [--decode-steps N]\n"
+    "                [--cache-dtype D]]   (causal, as a server runs it)\n"
     "               --output O.npy [--attn-weights A.npy]\n"
     "               [--average-heads] [--threads N] [--isa sse4|avx2|avx512|native]\n"
     "               [--weight-dtype float32|bfloat16|int8]\n"
@@ -38,7 +41,8 @@ constexpr char kUsage[] =
     "               --output O.npy\n"
     "       mha-run --latent --weights W.safetensors --num-heads H --query X.npy\n"
     "               [--rope interleaved --rope-theta T] [--rope-max-positions N]\n"
-    "               [--scale S] [--decode-steps N] [--cache-dtype "
+    "               [--scale S] [--cache paged [--block-size N]] [--decode-steps N]\n"
+    "               [--cache-dtype "
     "float32|bfloat16|int8|float8_e4m3fn|float8_e5m2]\n"
     "               --output O.npy   (an MLA layer: DeepSeek V2/V3 names)\n"
     "feature flags (layer and --core; mha/feature_options.h):\n";
@@ -52,9 +56,9 @@ struct Options {
   int64_t num_heads = 0, num_kv_heads = 0;
   int threads = 0;
   bool causal = false, bottom_right = false, average_heads = false, core = false;
-  bool latent = false;       // --latent: an MLA layer (DeepSeek V2/V3)
-  int64_t decode_steps = 0;  // --latent: the last tokens, one call each
-  DType cache_dtype = DType::kFloat32;
+  bool latent = false;  // --latent: an MLA layer (DeepSeek V2/V3)
+  bool cached = false;  // --cache (or --latent): a cached run (cached_run.h)
+  CachedRun run;
   MaskConvention convention = MaskConvention::kTorch;
   HeadLayout layout = HeadLayout::kBHSD;
   std::optional<float> scale;
@@ -150,11 +154,17 @@ bool ParseValueFlag(const std::string& flag, const std::string& value, Options& 
       throw UsageError(e.what());
     }
   } else if (flag == "--decode-steps") {
-    options.decode_steps = ParseCount(flag, value);
+    options.run.decode_steps = ParseCount(flag, value);
+  } else if (flag == "--block-size") {
+    options.run.block_size = ParseCount(flag, value);
+  } else if (flag == "--cache") {
+    ExpectOneOf(flag, value, {"contiguous", "paged"});
+    options.cached = true;
+    options.run.paged = value == "paged";
   } else if (flag == "--cache-dtype") {
     ExpectOneOf(flag, value,
                 {"float32", "bfloat16", "int8", "float8_e4m3fn", "float8_e5m2"});
-    options.cache_dtype = value == "float32"         ? DType::kFloat32
+    options.run.storage = value == "float32"         ? DType::kFloat32
                           : value == "bfloat16"      ? DType::kBFloat16
                           : value == "int8"          ? DType::kInt8
                           : value == "float8_e4m3fn" ? DType::kFloat8E4M3
@@ -173,15 +183,29 @@ bool ParseValueFlag(const std::string& flag, const std::string& value, Options& 
 // file that would never be written, a scale that would not apply).
 void CheckFlagsApply(const Options& options) {
   static const std::set<std::string> kLatent = {
-      "--latent", "--weights",      "--num-heads",   "--query",
-      "--output", "--rope",         "--rope-theta",  "--rope-max-positions",
-      "--scale",  "--decode-steps", "--cache-dtype", "--isa"};
+      "--latent", "--weights",    "--num-heads",          "--query", "--output",
+      "--rope",   "--rope-theta", "--rope-max-positions", "--scale", "--decode-steps",
+      "--cache",  "--block-size", "--cache-dtype",        "--isa"};
+  // A cached run is causal self-attention of the query's tokens, one output.
+  static const std::set<std::string> kNotCached = {
+      "--key",          "--value",           "--attn-mask",     "--key-padding-mask",
+      "--key-lengths",  "--attn-weights",    "--average-heads", "--bottom-right",
+      "--position-ids", "--mask-convention", "--core"};
   for (const std::string& flag : options.given) {
-    if (options.latent != (kLatent.count(flag) != 0) &&
-        (options.latent || flag == "--decode-steps" || flag == "--cache-dtype")) {
-      throw UsageError(flag + (options.latent ? " does not apply with --latent"
-                                              : " applies only with --latent"));
+    if (options.latent && !kLatent.count(flag)) {
+      throw UsageError(flag + " does not apply with --latent");
     }
+    if (options.cached && kNotCached.count(flag)) {
+      throw UsageError(flag + " does not apply with --cache");
+    }
+  }
+  for (const char* flag : {"--decode-steps", "--block-size", "--cache-dtype"}) {
+    if (options.given.count(flag) && !options.cached && !options.latent) {
+      throw UsageError(std::string(flag) + " applies only with --cache or --latent");
+    }
+  }
+  if (options.given.count("--block-size") && !options.run.paged) {
+    throw UsageError("--block-size applies only with --cache paged");
   }
   for (const char* flag : {"--rope-theta", "--rotary-dim", "--rope-scaling",
                            "--rope-max-positions", "--longrope-factors"}) {
@@ -385,8 +409,8 @@ int RunCore(const Options& options) {
   return 0;
 }
 
-// --latent: hidden states [B, S, hidden] through an MLA layer and its latent cache:
-// S - decode_steps tokens in one call, then one token per call.
+// --latent: hidden states [B, S, hidden] through an MLA layer and its latent cache
+// (contiguous unless --cache paged).
 int RunLatent(const Options& options) {
   io::LoadedLatentLayer layer =
       io::LoadLatentLayer(options.files.at("--weights"), options.num_heads);
@@ -402,32 +426,24 @@ int RunLatent(const Options& options) {
         "got " +
         shape.ToString());
   }
-  const int64_t batch = shape[0], seq = shape[1], width = shape[2];
-  if (options.decode_steps >= seq) {
-    throw UsageError("--decode-steps: must be below the sequence length " +
-                     std::to_string(seq) + ", got " +
-                     std::to_string(options.decode_steps));
-  }
-  KvCache cache(layer.config, batch, seq, options.cache_dtype);
-  const auto* x = reinterpret_cast<const float*>(hidden->bytes.data());
-  std::vector<float> output(batch * seq * width), in, out;
-  for (int64_t done = 0; done < seq;) {
-    const int64_t step = done == 0 ? seq - options.decode_steps : 1;
-    in.resize(batch * step * width);
-    out.resize(in.size());
-    for (int64_t b = 0; b < batch; ++b) {
-      std::copy_n(x + (b * seq + done) * width, step * width,
-                  in.data() + b * step * width);
-    }
-    attention.ForwardWithCache(TensorView(in.data(), Shape{batch, step, width}), cache,
-                               MutableTensorView(out.data(), Shape{batch, step, width}));
-    for (int64_t b = 0; b < batch; ++b) {
-      std::copy_n(out.data() + b * step * width, step * width,
-                  output.data() + (b * seq + done) * width);
-    }
-    done += step;
-  }
+  const std::vector<float> output = RunCached(attention, options.run, hidden->view());
   io::WriteNpy(options.files.at("--output"), output.data(), shape);
+  return 0;
+}
+
+// --cache: the layer's causal self-attention of query [B, S, query_dim] through a
+// cache, as a server runs it.
+int RunLayerCached(const MultiheadAttention& attention, const Options& options) {
+  const auto query = Load(options, "--query");
+  const Shape& q = query->shape;
+  CheckInputShape("--query", query, attention.config().query_dim);
+  if (query->dtype != DType::kFloat32 || q.rank() != 3) {
+    throw io::FileError("--query: --cache expects float32 [B, S, query_dim], got " +
+                        q.ToString());
+  }
+  const std::vector<float> output = RunCached(attention, options.run, query->view());
+  io::WriteNpy(options.files.at("--output"), output.data(),
+               Shape{q[0], q[1], attention.output_dim()});
   return 0;
 }
 
@@ -442,6 +458,7 @@ int Run(const Options& options) {
   layer.config.rotary = Rotary(options);
   layer.config.weight_dtype = options.weight_dtype;
   const MultiheadAttention attention(layer.config, layer.weights);
+  if (options.cached) return RunLayerCached(attention, options);
   const auto query = Load(options, "--query"), key = Load(options, "--key"),
              value = Load(options, "--value"),
              positions = Load(options, "--position-ids");
