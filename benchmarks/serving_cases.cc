@@ -316,8 +316,8 @@ void RegisterServingCases() {
                                BM_ServeMixed, MixedPart::kPrefill, DType::kBFloat16)
       ->UseRealTime()
       ->Unit(benchmark::kMillisecond);
-  // Every storage kind of the list (issue 25's targets: fp8 1.6x, int8 1.7x and int4
-  // 2.5x bf16's speed), named by dtype and scales; ggml's kinds by their own names.
+  // Every storage kind of the list, named by dtype and scales; ggml's kinds by their
+  // own names: a narrower kind should decode faster by its bytes.
   struct Kind {
     const char* name;
     DType storage;
@@ -346,7 +346,7 @@ void RegisterServingCases() {
         ->Unit(benchmark::kMillisecond);
   }
   // Speculative decoding: verifying a 64-token tree against one decode step, both
-  // over 8192 cached tokens (issue 24's target: at most 1.3x the step).
+  // over 8192 cached tokens.
   for (DType storage : {DType::kFloat32, DType::kBFloat16}) {
     for (const bool draft : {false, true}) {
       const std::string name = std::string("BM_Serve/") +

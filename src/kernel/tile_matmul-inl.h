@@ -39,9 +39,8 @@ using mha::internal::kTileRows;
 constexpr size_t kTileCols = HWY_TARGET <= HWY_AVX3 ? 4 : 2;
 
 // float and bfloat16 rows are prefetched into L2, int8 rows (four to a cache line)
-// into L1 (where: prefetch_rule.h). On a Zen 4, decoding fp32 with L1 prefetches ran
-// 1.2x slower than without any, and 1.5x faster with L2 ones; int8 gained most from
-// L1 ones (docs/performance.md).
+// into L1 (where: prefetch_rule.h): L1 prefetches of float rows slow decoding down,
+// int8 rows gain most from them (docs/fast_path.md).
 template <typename T>
 HWY_INLINE void PrefetchAt(uintptr_t address) {
   if (address == 0) return;

@@ -12,8 +12,7 @@
 namespace mha::internal {
 // The storage of the pages a forward writes its own K/V into for a compute dtype
 // (checked by the caller): bf16 only where bf16 dot products run. Elsewhere the
-// kernel would widen bf16 back to fp32, slower than fp32 pages (AVX2, Zen 4: the
-// bf16 core 1.27x slower) and less accurate.
+// kernel would widen bf16 back to fp32, slower than fp32 pages and less accurate.
 KvStorage AttentionStorage(DType compute_dtype);
 // Bytes one token of one KV head takes in a cache of `page_size`-token pages: K, V
 // padded to whole panels, and the scales (a page's per-channel ones shared by its

@@ -25,7 +25,7 @@ namespace {
 
 // Below about this many multiply-adds (projections plus attention) a forward runs on
 // one thread: waking a second costs more than it saves. The measured crossover lies
-// between 0.8e5 and 3e5 (docs/performance.md).
+// between 0.8e5 and 3e5 (docs/fast_path.md, "Tiny shapes").
 constexpr double kSingleThreadBelow = 1 << 17;
 
 // Query rows per chunk in the chunked flow: at least one attention tile, at most

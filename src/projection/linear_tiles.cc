@@ -1,8 +1,7 @@
-// PlanLinearTiles. Sizes measured on a 2-core Zen 3 and a Zen 5 (docs/performance.md):
-// each oneDNN call packs its share of W again, which costs about 0.43 ms per
-// 768 x 768 int8 tile on AVX2, so large inputs take rows in tiles of up to 512, while
-// keeping at least 8 row tiles for the threads; depth pieces of 192 rows of W beat
-// oneDNN's own threading for one decode row.
+// PlanLinearTiles (the sizes' measurements: docs/fast_path.md, "Projections"): each
+// oneDNN call packs its share of W again, so large inputs take rows in tiles of up to
+// 512, while keeping at least 8 row tiles for the threads; depth pieces of 192 rows of
+// W beat oneDNN's own threading for one decode row.
 #include "src/projection/linear_tiles.h"
 
 namespace mha::internal {

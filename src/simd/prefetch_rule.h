@@ -6,9 +6,9 @@
 // their next strip. Within a band, strips of several panels prefetch, and so does a
 // single panel that another page follows (a paged cache's 16-token K^T page: the
 // previous page fetched its first rows, and the hardware does not ramp up on the
-// rest: paged fp32 and bf16 decode 1.07-1.21x faster on Zen 5). A single panel without
-// a next page (the AVX2 kernel's contiguous strips) is one sequential stream the hardware
-// follows: on a Zen 4 prefetching it made contiguous decode 1.15-1.35x slower.
+// rest). A single panel without a next page (the AVX2 kernel's contiguous strips) is
+// one sequential stream the hardware follows, and prefetching it slows decoding down
+// (the figures: docs/fast_path.md).
 #pragma once
 
 #include <cstddef>
