@@ -1,6 +1,6 @@
 /* The feature options, declared once: one line each, from which the C fields of
  * mha_features, their conversion, the Python keywords and their help, and mha-run's
- * flags are made (tests/feature_options_test.cc and tests/python/test_stubs.py check
+ * flags are made (tests/features/feature_options_test.cc and tests/python/test_stubs.py check
  * the faces written by hand: mha.pyi and docs/api.md).
  *
  * MHA_FEATURE_OPTION(name, group, member, c_type, default, range, doc):

@@ -39,7 +39,7 @@ constexpr int64_t kSplitDepthRows = 16;
 // two rows; AVX-512: one row alone differs) and, from a few hundred rows, on the row
 // count. So the depth is never split, the input is padded with zero rows to whole
 // groups of kInvariantRowGroup rows, and the rows are cut in tiles of at most
-// kInvariantTileRows, whole groups each (tests/batch_invariance_test.cc).
+// kInvariantTileRows, whole groups each (tests/system/batch_invariance_test.cc).
 enum class TileRule { kByRows, kBatchInvariant };
 constexpr int64_t kInvariantRowGroup = 12, kInvariantTileRows = 60;
 

@@ -10,7 +10,7 @@
 // (ln 2 in two parts, so r is exact to about 1e-12). e^r is a degree-6 polynomial
 // fitted for least relative error on that interval: 3e-9 in exact arithmetic.
 //
-// Accuracy (tests/kernels/exp_test.cc, every target): within 2e-7 relative of exp
+// Accuracy (tests/simd/exp_test.cc, every target): within 2e-7 relative of exp
 // for -86 <= x <= kMaxExpArgument; below, exactly 0, an absolute error under 4.5e-38
 // (exp(-86)), far below what a probability next to the row max's exp(0) = 1 can show.
 
