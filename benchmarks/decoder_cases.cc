@@ -50,10 +50,10 @@ void BM_Core(benchmark::State& state, const CoreCase& c, DType compute_dtype) {
                            k = Random(c.kv_heads * c.seq * c.head_dim, 2, 1.0f),
                            v = Random(c.kv_heads * c.seq * c.head_dim, 3, 1.0f);
   std::vector<float> out(q.size());
-  const AttentionTensor query{q.data(), Shape{1, c.heads, c.seq, c.head_dim}, {}, {}};
-  const AttentionTensor key{k.data(), Shape{1, c.kv_heads, c.seq, c.head_dim}, {}, {}};
-  const AttentionTensor value{v.data(), key.shape, {}, {}};
-  const MutableAttentionTensor output{out.data(), query.shape, {}, {}};
+  const TensorView query(q.data(), Shape{1, c.heads, c.seq, c.head_dim});
+  const TensorView key(k.data(), Shape{1, c.kv_heads, c.seq, c.head_dim});
+  const TensorView value(v.data(), key.shape);
+  const MutableTensorView output(out.data(), query.shape);
   AttentionMasks masks;
   masks.is_causal = c.causal;
   CoreOptions options;

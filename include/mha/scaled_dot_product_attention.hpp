@@ -18,24 +18,11 @@ enum class HeadLayout {
   kBSHD,  // [batch, seq, heads, head_dim]: what projections produce (flash-attn, ggml)
 };
 
-// A float32 view of [B, H, S, D] or [B, S, H, D] (shape in that order). The last
-// dimension is contiguous; strides (in elements, for the first three dimensions) may
-// describe any view, e.g. a slice of a fused QKV buffer. All-zero strides: dense.
-struct AttentionTensor {
-  const float* data = nullptr;
-  Shape shape;
-  HeadLayout layout = HeadLayout::kBHSD;
-  int64_t strides[3] = {0, 0, 0};
-};
-
-struct MutableAttentionTensor {
-  float* data = nullptr;
-  Shape shape;
-  HeadLayout layout = HeadLayout::kBHSD;
-  int64_t strides[3] = {0, 0, 0};
-};
-
 struct CoreOptions {
+  // The order of the query, key, value and output shapes: [B, H, S, D] or [B, S, H,
+  // D]. Those four are float32 views whose last dimension is contiguous, strided or
+  // dense (mha/tensor.hpp).
+  HeadLayout layout = HeadLayout::kBHSD;
   std::optional<float> scale;  // empty: 1 / sqrt(head_dim)
   AttentionFeatures features;  // softcap, ALiBi, sliding window
   TensorView sinks;            // optional [H_q] float32 attention sinks (gpt-oss)
@@ -58,23 +45,21 @@ struct CoreOptions {
 // output = softmax(scale * query key^T + biases, masked) value, per query head.
 // query [B, H_q, Sq, D], key and value [B, H_kv, Sk, D] (or the BSHD order), with
 // H_kv dividing H_q: query head h reads KV head h / (H_q / H_kv) (GQA, MQA). output
-// has the query's shape in its own layout. masks: every AttentionMasks field, with
-// num_heads = H_q. logsumexp (optional, [B, H_q, Sq] float32): the natural log of
-// each row's softmax denominator (over the final logits, sink included); -inf for a
-// fully masked row, whose output is 0. Throws mha::Error, writing nothing, for
-// invalid input. Safe to call from several threads at once.
-void ScaledDotProductAttention(const AttentionTensor& query, const AttentionTensor& key,
-                               const AttentionTensor& value, const AttentionMasks& masks,
-                               const MutableAttentionTensor& output,
+// has the query's shape (value's last dimension) in options.layout. masks: every
+// AttentionMasks field, with num_heads = H_q. logsumexp (optional, [B, H_q, Sq] float32):
+// the natural log of each row's softmax denominator (over the final logits, sink
+// included); -inf for a fully masked row, whose output is 0. Throws mha::Error, writing
+// nothing, for invalid input. Safe to call from several threads at once.
+void ScaledDotProductAttention(const TensorView& query, const TensorView& key,
+                               const TensorView& value, const AttentionMasks& masks,
+                               const MutableTensorView& output,
                                const CoreOptions& options = {},
                                const MutableTensorView& logsumexp = {});
 
 // The same in plain double-precision loops: the yardstick for tests.
-void NaiveScaledDotProductAttention(const AttentionTensor& query,
-                                    const AttentionTensor& key,
-                                    const AttentionTensor& value,
-                                    const AttentionMasks& masks,
-                                    const MutableAttentionTensor& output,
+void NaiveScaledDotProductAttention(const TensorView& query, const TensorView& key,
+                                    const TensorView& value, const AttentionMasks& masks,
+                                    const MutableTensorView& output,
                                     const CoreOptions& options = {},
                                     const MutableTensorView& logsumexp = {});
 

@@ -45,35 +45,51 @@ class Shape {
   int64_t dims_[kMaxRank] = {};
 };
 
-// Read-only view of caller memory. A view with neither data nor a shape (as
+// A view of caller memory, read-only (TensorView) or written (MutableTensorView,
+// float32 or bfloat16 outputs). A view with neither data nor a shape (as
 // default-constructed) is "absent"; one with a shape is present even when it holds no
 // elements, so a zero-size tensor is checked (and refused) as the shape it has.
-struct TensorView {
-  const void* data = nullptr;
+//
+// Row-major unless strided: strides[i] (in elements) steps axis i for every axis but
+// the last, which is contiguous; all-zero strides mean dense. The attention core
+// (ScaledDotProductAttention) reads strided query, key, value and output views, e.g.
+// slices of a fused QKV buffer; every other argument must be dense.
+template <class Pointer>
+struct StridedView {
+  Pointer data = nullptr;
   DType dtype = DType::kFloat32;
   Shape shape;
+  int64_t strides[Shape::kMaxRank - 1] = {};
 
-  TensorView() = default;
-  TensorView(const float* values, Shape dims) : data(values), shape(dims) {}
-  TensorView(const void* values, DType type, Shape dims)
+  StridedView() = default;
+  StridedView(Pointer values, DType type, Shape dims)
       : data(values), dtype(type), shape(dims) {}
 
   bool present() const { return data != nullptr || shape.rank() > 0; }
+  bool dense() const { return !strides[0] && !strides[1] && !strides[2]; }
+  // This view with the given strides (outer axis first).
+  StridedView WithStrides(int64_t outer, int64_t middle, int64_t inner) const {
+    StridedView view = *this;
+    view.strides[0] = outer, view.strides[1] = middle, view.strides[2] = inner;
+    return view;
+  }
+};
+
+struct TensorView : StridedView<const void*> {
+  using StridedView::StridedView;
+  TensorView() = default;
+  TensorView(const float* values, Shape dims)
+      : StridedView(values, DType::kFloat32, dims) {}
+  TensorView(const StridedView& view) : StridedView(view) {}  // NOLINT: a view is a view
   const float* floats() const { return static_cast<const float*>(data); }
 };
 
-// Writable view for outputs: float32, or bfloat16 (uint16_t bits) where accepted.
-struct MutableTensorView {
-  void* data = nullptr;
-  DType dtype = DType::kFloat32;
-  Shape shape;
-
+struct MutableTensorView : StridedView<void*> {
+  using StridedView::StridedView;
   MutableTensorView() = default;
-  MutableTensorView(float* values, Shape dims) : data(values), shape(dims) {}
-  MutableTensorView(void* values, DType type, Shape dims)
-      : data(values), dtype(type), shape(dims) {}
-
-  bool present() const { return data != nullptr || shape.rank() > 0; }
+  MutableTensorView(float* values, Shape dims)
+      : StridedView(values, DType::kFloat32, dims) {}
+  MutableTensorView(const StridedView& view) : StridedView(view) {}  // NOLINT
   float* floats() const { return static_cast<float*>(data); }
 };
 

@@ -27,9 +27,25 @@ void CheckData(const char* name, const void* data, const Shape& shape,
   }
 }
 
+namespace {
+
+// Strided views are the attention core's query, key, value and output only.
+template <class View>
+void CheckDense(const char* name, const View& view) {
+  if (!view.dense()) {
+    Fail(name,
+         ": must be dense (only the attention core's query, key, value and output "
+         "may be strided), got strides [",
+         view.strides[0], ", ", view.strides[1], ", ", view.strides[2], "]");
+  }
+}
+
+}  // namespace
+
 void CheckTensor(const char* name, const TensorView& tensor, DType dtype,
                  const Shape& expected) {
   if (!tensor.present()) Fail(name, ": data is null");
+  CheckDense(name, tensor);
   if (tensor.dtype != dtype) {
     Fail(name, ": expected dtype ", DTypeName(dtype), ", got ", DTypeName(tensor.dtype));
   }
@@ -70,6 +86,7 @@ int64_t IntegerAt(const TensorView& tensor, int64_t i) {
 void CheckOutput(const char* name, const MutableTensorView& tensor, const Shape& expected,
                  bool bf16_allowed) {
   if (!tensor.present()) Fail(name, ": data is null");
+  CheckDense(name, tensor);
   if (tensor.dtype != DType::kFloat32 &&
       !(bf16_allowed && tensor.dtype == DType::kBFloat16)) {
     Fail(name, ": expected dtype float32", bf16_allowed ? " or bfloat16" : "", ", got ",

@@ -139,15 +139,20 @@ mha::AttentionMasks ToMasks(const Args& args, int64_t b, int64_t sq, int64_t sk)
   return masks;
 }
 
-mha::AttentionTensor ToTensor(const mha_attention_tensor& t, const char* name) {
+// A C core tensor as the core's strided view; every tensor of a call has the query's
+// layout (the core's options.layout).
+mha::TensorView ToTensor(const mha_attention_tensor& t, const char* name,
+                         int query_layout) {
   const int layout = EnumValue(t.layout);
   if (layout != MHA_BHSD && layout != MHA_BSHD)
     UnknownValue(name + std::string(".layout"), layout);
-  return mha::AttentionTensor{
-      t.data,
-      mha::Shape{t.shape[0], t.shape[1], t.shape[2], t.shape[3]},
-      t.layout == MHA_BHSD ? mha::HeadLayout::kBHSD : mha::HeadLayout::kBSHD,
-      {t.strides[0], t.strides[1], t.strides[2]}};
+  if (layout != query_layout) {
+    throw mha::Error(std::string("mha: ") + name + ".layout: must be the query's (" +
+                     std::to_string(query_layout) + "), got " + std::to_string(layout));
+  }
+  return mha::TensorView(t.data,
+                         mha::Shape{t.shape[0], t.shape[1], t.shape[2], t.shape[3]})
+      .WithStrides(t.strides[0], t.strides[1], t.strides[2]);
 }
 
 int64_t ToSeq(const mha_attention_tensor& t) {
@@ -460,15 +465,17 @@ mha_status mha_scaled_dot_product_attention_ex(const mha_attention_ex_args* vers
                                sizeof(mha_attention_ex_args)};
     const mha_attention_ex_args copy = VersionedArgs(versioned, releases);
     const mha_attention_args* args = &copy.call;
-    const mha::AttentionTensor query = ToTensor(args->query, "query");
-    const mha::AttentionTensor key = ToTensor(args->key, "key");
-    const mha::AttentionTensor value = ToTensor(args->value, "value");
-    const mha::AttentionTensor out = ToTensor(args->output, "output");
+    const int layout = EnumValue(args->query.layout);
+    const mha::TensorView query = ToTensor(args->query, "query", layout);
+    const mha::TensorView key = ToTensor(args->key, "key", layout);
+    const mha::TensorView value = ToTensor(args->value, "value", layout);
+    const mha::TensorView out = ToTensor(args->output, "output", layout);
     const int64_t b = query.shape[0], sq = ToSeq(args->query), sk = ToSeq(args->key);
     const int64_t heads =
         args->query.layout == MHA_BHSD ? query.shape[1] : query.shape[2];
     const mha::AttentionMasks masks = ToMasks(*args, b, sq, sk);
     mha::CoreOptions options;
+    options.layout = layout == MHA_BHSD ? mha::HeadLayout::kBHSD : mha::HeadLayout::kBSHD;
     if (args->scale != 0.0f) options.scale = args->scale;
     options.features = ToFeatures(args->features, heads);
     if (args->sinks) options.sinks = mha::TensorView(args->sinks, mha::Shape{heads});
@@ -491,10 +498,10 @@ mha_status mha_scaled_dot_product_attention_ex(const mha_attention_ex_args* vers
           mha::TensorView(args->key_positions, mha::DType::kInt64, mha::Shape{b, sk});
     }
     options.num_threads = args->num_threads;
-    mha::MutableAttentionTensor output{const_cast<float*>(out.data),
-                                       out.shape,
-                                       out.layout,
-                                       {out.strides[0], out.strides[1], out.strides[2]}};
+    mha::MutableTensorView output =
+        mha::MutableTensorView(const_cast<void*>(out.data), mha::DType::kFloat32,
+                               out.shape)
+            .WithStrides(out.strides[0], out.strides[1], out.strides[2]);
     mha::MutableTensorView logsumexp;
     if (args->logsumexp) {
       logsumexp = mha::MutableTensorView(args->logsumexp, mha::Shape{b, heads, sq});

@@ -54,12 +54,13 @@ void CheckRowsDisjoint(const char* name, const Shape& shape, const int64_t* stri
 
 // Reads [B, H, S, D] sizes whatever the layout and resolves the view's strides.
 template <class Tensor, class T>
-Sizes CheckTensorView(const char* name, const Tensor& tensor, HeadRows<T>* rows) {
-  if (tensor.layout != HeadLayout::kBHSD && tensor.layout != HeadLayout::kBSHD) {
-    Fail(name, ".layout: unknown value ", static_cast<int>(tensor.layout));
-  }
-  const bool bhsd = tensor.layout == HeadLayout::kBHSD;
+Sizes CheckTensorView(const char* name, const Tensor& tensor, HeadLayout layout,
+                      HeadRows<T>* rows) {
+  const bool bhsd = layout == HeadLayout::kBHSD;
   const Shape& shape = tensor.shape;
+  if (tensor.dtype != DType::kFloat32) {
+    Fail(name, ": expected dtype float32, got ", DTypeName(tensor.dtype));
+  }
   if (shape.rank() != 4) {
     Fail(name, ": expected rank 4 (", bhsd ? "[B, H, S, D]" : "[B, S, H, D]",
          "), got shape ", shape.ToString());
@@ -86,8 +87,9 @@ Sizes CheckTensorView(const char* name, const Tensor& tensor, HeadRows<T>* rows)
   }
   CheckViewExtent(name, shape, strides);
   if constexpr (std::is_same_v<T, float>) CheckRowsDisjoint(name, shape, strides);
-  *rows = bhsd ? HeadRows<T>{tensor.data, strides[0], strides[1], strides[2]}
-               : HeadRows<T>{tensor.data, strides[0], strides[2], strides[1]};
+  T* data = static_cast<T*>(tensor.data);
+  *rows = bhsd ? HeadRows<T>{data, strides[0], strides[1], strides[2]}
+               : HeadRows<T>{data, strides[0], strides[2], strides[1]};
   return sizes;
 }
 
@@ -97,24 +99,24 @@ void CheckSame(const char* what, const char* name, int64_t expected, int64_t got
 
 }  // namespace
 
-CoreArguments::CoreArguments(const AttentionTensor& query, const AttentionTensor& key,
-                             const AttentionTensor& value, const AttentionMasks& masks,
-                             const MutableAttentionTensor& output,
-                             const CoreOptions& options,
+CoreArguments::CoreArguments(const TensorView& query, const TensorView& key,
+                             const TensorView& value, const AttentionMasks& masks,
+                             const MutableTensorView& output, const CoreOptions& options,
                              const MutableTensorView& logsumexp) {
   Check(query, key, value, masks, output, options, logsumexp);
 }
 
-void CoreArguments::Check(const AttentionTensor& query_view,
-                          const AttentionTensor& key_view,
-                          const AttentionTensor& value_view,
-                          const AttentionMasks& mask_views,
-                          const MutableAttentionTensor& output_view,
+void CoreArguments::Check(const TensorView& query_view, const TensorView& key_view,
+                          const TensorView& value_view, const AttentionMasks& mask_views,
+                          const MutableTensorView& output_view,
                           const CoreOptions& options,
                           const MutableTensorView& logsumexp) {
   CheckThreadCount("options.num_threads", options.num_threads);
   CheckComputeDtype("options.compute_dtype", options.compute_dtype);
-  CheckSizes(query_view, key_view, value_view, output_view);
+  if (options.layout != HeadLayout::kBHSD && options.layout != HeadLayout::kBSHD) {
+    Fail("options.layout: unknown value ", static_cast<int>(options.layout));
+  }
+  CheckSizes(query_view, key_view, value_view, output_view, options.layout);
   if (logsumexp.present()) {
     CheckOutput("logsumexp", logsumexp, Shape{batch, num_heads, query_len});
   }
@@ -143,14 +145,13 @@ void CoreArguments::Check(const AttentionTensor& query_view,
   ResolveRotary(options, mask_views.causal_alignment);
 }
 
-void CoreArguments::CheckSizes(const AttentionTensor& query_view,
-                               const AttentionTensor& key_view,
-                               const AttentionTensor& value_view,
-                               const MutableAttentionTensor& output_view) {
-  const Sizes q = CheckTensorView("query", query_view, &query);
-  const Sizes k = CheckTensorView("key", key_view, &key);
-  const Sizes v = CheckTensorView("value", value_view, &value);
-  const Sizes o = CheckTensorView("output", output_view, &output);
+void CoreArguments::CheckSizes(const TensorView& query_view, const TensorView& key_view,
+                               const TensorView& value_view,
+                               const MutableTensorView& output_view, HeadLayout layout) {
+  const Sizes q = CheckTensorView("query", query_view, layout, &query);
+  const Sizes k = CheckTensorView("key", key_view, layout, &key);
+  const Sizes v = CheckTensorView("value", value_view, layout, &value);
+  const Sizes o = CheckTensorView("output", output_view, layout, &output);
   batch = q.batch;
   num_heads = q.heads;
   num_kv_heads = k.heads;

@@ -18,17 +18,15 @@ namespace mha::internal {
 
 struct CoreArguments {
   CoreArguments() = default;
-  CoreArguments(const AttentionTensor& query, const AttentionTensor& key,
-                const AttentionTensor& value, const AttentionMasks& masks,
-                const MutableAttentionTensor& output, const CoreOptions& options,
-                const MutableTensorView& logsumexp);
+  CoreArguments(const TensorView& query, const TensorView& key, const TensorView& value,
+                const AttentionMasks& masks, const MutableTensorView& output,
+                const CoreOptions& options, const MutableTensorView& logsumexp);
 
   // Checks and resolves a call, reusing this object's memory: a thread that keeps one
   // CoreArguments allocates nothing for its repeated calls.
-  void Check(const AttentionTensor& query, const AttentionTensor& key,
-             const AttentionTensor& value, const AttentionMasks& masks,
-             const MutableAttentionTensor& output, const CoreOptions& options,
-             const MutableTensorView& logsumexp);
+  void Check(const TensorView& query, const TensorView& key, const TensorView& value,
+             const AttentionMasks& masks, const MutableTensorView& output,
+             const CoreOptions& options, const MutableTensorView& logsumexp);
 
   int64_t batch, num_heads, num_kv_heads, query_len, key_len, head_dim;
   int64_t value_head_dim;  // the value's and output's; may differ from head_dim
@@ -54,8 +52,8 @@ struct CoreArguments {
   CallRotation query_rotation, key_rotation;
 
  private:
-  void CheckSizes(const AttentionTensor& query, const AttentionTensor& key,
-                  const AttentionTensor& value, const MutableAttentionTensor& output);
+  void CheckSizes(const TensorView& query, const TensorView& key, const TensorView& value,
+                  const MutableTensorView& output, HeadLayout layout);
   void ResolveRotary(const CoreOptions& options, CausalAlignment alignment);
   // The rotation of `positions` ([B, len]) at each sequence's length.
   RotaryRows Rotate(CallRotation& rotation, const std::vector<int64_t>& positions,

@@ -10,9 +10,9 @@
 
 namespace mha {
 
-void ScaledDotProductAttention(const AttentionTensor& query, const AttentionTensor& key,
-                               const AttentionTensor& value, const AttentionMasks& masks,
-                               const MutableAttentionTensor& output,
+void ScaledDotProductAttention(const TensorView& query, const TensorView& key,
+                               const TensorView& value, const AttentionMasks& masks,
+                               const MutableTensorView& output,
                                const CoreOptions& options,
                                const MutableTensorView& logsumexp) {
   // Kept per calling thread, so repeated calls allocate nothing.

@@ -16,7 +16,7 @@ namespace {
 // converted.
 struct CoreInput {
   Input input;
-  AttentionTensor tensor;
+  TensorView tensor;
 };
 
 bool ViewableInPlace(const py::array& array) {
@@ -30,7 +30,7 @@ bool ViewableInPlace(const py::array& array) {
   return true;
 }
 
-CoreInput CoreTensor(py::handle object, const char* name, HeadLayout layout) {
+CoreInput CoreTensor(py::handle object, const char* name) {
   if (object.is_none()) {
     throw py::value_error(std::string("mha: ") + name +
                           ": expected a float array of 4 dimensions, got None");
@@ -39,7 +39,7 @@ CoreInput CoreTensor(py::handle object, const char* name, HeadLayout layout) {
   const py::array array = py::array::ensure(object);
   if (array && ViewableInPlace(array)) {
     core.input.array = array;
-    core.tensor.data = static_cast<const float*>(array.data());
+    core.tensor.data = array.data();
     for (int axis = 0; axis < 3; ++axis) {
       core.tensor.strides[axis] = array.strides(axis) / py::ssize_t(sizeof(float));
     }
@@ -48,7 +48,6 @@ CoreInput CoreTensor(py::handle object, const char* name, HeadLayout layout) {
     core.tensor.data = core.input.view.floats();
   }
   core.tensor.shape = ShapeOf(core.input.array, name);
-  core.tensor.layout = layout;
   return core;
 }
 
@@ -56,14 +55,14 @@ CoreInput CoreTensor(py::handle object, const char* name, HeadLayout layout) {
 // call, of only the positions the default ones reach (below S_k, or the config's
 // max_positions if fewer), not of every position the config allows.
 const RotaryEmbedding* RotaryTable(py::handle rotary, int64_t head_dim,
-                                   const AttentionTensor& key,
+                                   const TensorView& key, HeadLayout layout,
                                    std::optional<RotaryEmbedding>& table) {
   if (rotary.is_none()) return nullptr;
   if (py::isinstance<RotaryEmbedding>(rotary))
     return &rotary.cast<const RotaryEmbedding&>();
   RotaryConfig config = rotary.cast<RotaryConfig>();
   if (key.shape.rank() == 4) {
-    const int64_t key_len = key.shape[key.layout == HeadLayout::kBHSD ? 2 : 1];
+    const int64_t key_len = key.shape[layout == HeadLayout::kBHSD ? 2 : 1];
     config.max_positions = std::min(config.max_positions, std::max<int64_t>(key_len, 1));
   }
   table.emplace(config, head_dim);
@@ -77,9 +76,9 @@ py::object Attend(py::handle query_object, py::handle key_object, py::handle val
                   py::handle k_norm_weight_object, py::handle rotary,
                   py::handle key_padding_mask_object, CausalAlignment causal_alignment,
                   bool return_logsumexp, int num_threads, DType compute_dtype) {
-  const CoreInput query = CoreTensor(query_object, "query", layout);
-  const CoreInput key = CoreTensor(key_object, "key", layout);
-  const CoreInput value = CoreTensor(value_object, "value", layout);
+  const CoreInput query = CoreTensor(query_object, "query");
+  const CoreInput key = CoreTensor(key_object, "key");
+  const CoreInput value = CoreTensor(value_object, "value");
   const Input attn_mask = MaskInput(attn_mask_object, "attn_mask");
   const Input key_padding_mask = MaskInput(key_padding_mask_object, "key_padding_mask");
   const Input sinks = FloatInput(sinks_object, "sinks");
@@ -94,8 +93,7 @@ py::object Attend(py::handle query_object, py::handle key_object, py::handle val
   const Shape output_shape{shape[0], shape[1], shape[2],
                            value_shape.rank() == 4 ? value_shape[3] : shape[3]};
   py::array_t<float> output = NewFloats(output_shape);
-  const MutableAttentionTensor output_tensor{
-      output.mutable_data(), output_shape, layout, {}};
+  const MutableTensorView output_tensor(output.mutable_data(), output_shape);
   const int head_axis = layout == HeadLayout::kBHSD ? 1 : 2;
   py::array_t<float> logsumexp =
       NewFloats(return_logsumexp ? Shape{shape[0], shape[head_axis], shape[3 - head_axis]}
@@ -106,6 +104,7 @@ py::object Attend(py::handle query_object, py::handle key_object, py::handle val
   masks.attn_mask = attn_mask.view;
   masks.key_padding_mask = key_padding_mask.view;
   CoreOptions options;
+  options.layout = layout;
   options.scale = scale;
   options.features = features;
   options.sinks = sinks.view;
@@ -114,7 +113,7 @@ py::object Attend(py::handle query_object, py::handle key_object, py::handle val
   options.num_threads = num_threads;
   options.compute_dtype = compute_dtype;
   std::optional<RotaryEmbedding> rotary_table;
-  options.rotary = RotaryTable(rotary, shape[3], key.tensor, rotary_table);
+  options.rotary = RotaryTable(rotary, shape[3], key.tensor, layout, rotary_table);
   const MutableTensorView logsumexp_view =
       return_logsumexp ? ViewOf(logsumexp) : MutableTensorView();
   {

@@ -225,11 +225,9 @@ std::vector<double> Widen(const internal::HeadRows<const float>& rows, int64_t b
 
 }  // namespace
 
-void NaiveScaledDotProductAttention(const AttentionTensor& query,
-                                    const AttentionTensor& key,
-                                    const AttentionTensor& value,
-                                    const AttentionMasks& masks,
-                                    const MutableAttentionTensor& output,
+void NaiveScaledDotProductAttention(const TensorView& query, const TensorView& key,
+                                    const TensorView& value, const AttentionMasks& masks,
+                                    const MutableTensorView& output,
                                     const CoreOptions& options,
                                     const MutableTensorView& logsumexp) {
   const internal::CoreArguments args(query, key, value, masks, output, options,

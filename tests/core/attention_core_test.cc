@@ -41,7 +41,9 @@ void PrintTo(const CoreCase& c, std::ostream* os) { *os << c.name; }
 
 // Views of q, k, v and output over owned buffers, with the case's options.
 struct CoreProblem {
-  explicit CoreProblem(const CoreCase& c) : c(c) {
+  explicit CoreProblem(const CoreCase& core_case) : c(core_case) {
+    if (c.fused_qkv) c.layout = HeadLayout::kBSHD;  // slices of [B, S, width]
+    options.layout = c.layout;
     const int64_t q_heads_width = c.heads * c.head_dim,
                   kv_width = c.kv_heads * c.head_dim;
     if (c.fused_qkv) {  // BSHD slices of [B, S, q | k | v]
@@ -120,24 +122,20 @@ struct CoreProblem {
   }
 
   int64_t ValueDim() const { return c.value_head_dim ? c.value_head_dim : c.head_dim; }
-  AttentionTensor Dense(const float* data, int64_t heads, int64_t len,
-                        int64_t dim = 0) const {
+  TensorView Dense(const float* data, int64_t heads, int64_t len, int64_t dim = 0) const {
     if (dim == 0) dim = c.head_dim;
     return c.layout == HeadLayout::kBHSD
-               ? AttentionTensor{data, Shape{c.batch, heads, len, dim}, c.layout, {}}
-               : AttentionTensor{data, Shape{c.batch, len, heads, dim}, c.layout, {}};
+               ? TensorView(data, Shape{c.batch, heads, len, dim})
+               : TensorView(data, Shape{c.batch, len, heads, dim});
   }
-  AttentionTensor Slice(const float* data, int64_t heads, int64_t len,
-                        int64_t width) const {
-    return {data,
-            Shape{c.batch, len, heads, c.head_dim},
-            HeadLayout::kBSHD,
-            {len * width, width, c.head_dim}};
+  TensorView Slice(const float* data, int64_t heads, int64_t len, int64_t width) const {
+    return TensorView(data, Shape{c.batch, len, heads, c.head_dim})
+        .WithStrides(len * width, width, c.head_dim);
   }
-  MutableAttentionTensor Output(std::vector<float>& out) const {
+  MutableTensorView Output(std::vector<float>& out) const {
     out.assign(c.batch * c.heads * c.query_len * ValueDim(), 0.0f);
-    const AttentionTensor view = Dense(out.data(), c.heads, c.query_len, ValueDim());
-    return {out.data(), view.shape, view.layout, {}};
+    return MutableTensorView(out.data(),
+                             Dense(out.data(), c.heads, c.query_len, ValueDim()).shape);
   }
   MutableTensorView LogSumExp(std::vector<float>& lse) const {
     lse.assign(c.batch * c.heads * c.query_len, 0.0f);
@@ -148,7 +146,7 @@ struct CoreProblem {
   std::vector<float> fused, q, k, v, mask, sink_values, query_norm, key_norm;
   std::vector<int64_t> lengths, query_positions, key_positions;
   std::vector<uint8_t> padding;
-  AttentionTensor query, key, value;
+  TensorView query, key, value;
   AttentionMasks masks;
   CoreOptions options;
   std::optional<RotaryEmbedding> rotary;
@@ -224,11 +222,8 @@ TEST(ValueHeadDim, OutputTakesTheValuesWidth) {
   c.value_head_dim = 12;
   const CoreProblem p(c);
   std::vector<float> out(c.batch * c.heads * c.query_len * c.head_dim);
-  const MutableAttentionTensor keys_width{
-      out.data(),
-      Shape{c.batch, c.heads, c.query_len, c.head_dim},
-      HeadLayout::kBHSD,
-      {}};
+  const MutableTensorView keys_width(out.data(),
+                                     Shape{c.batch, c.heads, c.query_len, c.head_dim});
   ExpectErrorMentioning(
       [&] {
         ScaledDotProductAttention(p.query, p.key, p.value, p.masks, keys_width,
@@ -443,11 +438,11 @@ void ExpectSplitRangesMerge(const CoreProblem& p, int64_t split,
   for (int part = 0; part < 2; ++part) {
     const int64_t first = part ? split : 0, len = part ? c.key_len - split : split;
     const int64_t kv_stride = c.key_len * c.head_dim;
-    const AttentionTensor key{p.k.data() + first * c.head_dim,
-                              Shape{c.batch, c.kv_heads, len, c.head_dim},
-                              HeadLayout::kBHSD,
-                              {c.kv_heads * kv_stride, kv_stride, c.head_dim}};
-    AttentionTensor value = key;
+    const TensorView key =
+        TensorView(p.k.data() + first * c.head_dim,
+                   Shape{c.batch, c.kv_heads, len, c.head_dim})
+            .WithStrides(c.kv_heads * kv_stride, kv_stride, c.head_dim);
+    TensorView value = key;
     value.data = p.v.data() + first * c.head_dim;
     ScaledDotProductAttention(p.query, key, value, {}, p.Output(parts[part]),
                               part ? second_options : p.options, p.LogSumExp(lses[part]));

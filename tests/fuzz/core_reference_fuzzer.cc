@@ -54,11 +54,13 @@ struct Tensor {
     for (float v : buffer) largest = std::max(largest, double{std::fabs(v)});
     return largest;
   }
-  mha::AttentionTensor View(mha::HeadLayout layout) const {
-    return {buffer.data(), shape, layout, {strides[0], strides[1], strides[2]}};
+  mha::TensorView View() const {
+    return mha::TensorView(buffer.data(), shape)
+        .WithStrides(strides[0], strides[1], strides[2]);
   }
-  mha::MutableAttentionTensor Output(mha::HeadLayout layout) {
-    return {buffer.data(), shape, layout, {strides[0], strides[1], strides[2]}};
+  mha::MutableTensorView Output() {
+    return mha::MutableTensorView(buffer.data(), shape)
+        .WithStrides(strides[0], strides[1], strides[2]);
   }
 };
 
@@ -211,17 +213,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const mha::MutableTensorView lse_view(lse.data(), mha::Shape{b, h, sq}),
       reference_lse_view(reference_lse.data(), mha::Shape{b, h, sq});
   bool refused = false, reference_refused = false;
+  features.options.layout = layout;
   try {
-    mha::ScaledDotProductAttention(query.View(layout), key.View(layout),
-                                   value.View(layout), masks.masks, output.Output(layout),
-                                   features.options, lse_view);
+    mha::ScaledDotProductAttention(query.View(), key.View(), value.View(), masks.masks,
+                                   output.Output(), features.options, lse_view);
   } catch (const mha::Error&) {
     refused = true;
   }
   try {
-    mha::NaiveScaledDotProductAttention(
-        query.View(layout), key.View(layout), value.View(layout), masks.masks,
-        reference.Output(layout), features.options, reference_lse_view);
+    mha::NaiveScaledDotProductAttention(query.View(), key.View(), value.View(),
+                                        masks.masks, reference.Output(), features.options,
+                                        reference_lse_view);
   } catch (const mha::Error&) {
     reference_refused = true;
   }

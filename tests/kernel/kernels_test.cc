@@ -152,7 +152,6 @@ namespace {
 
 using mha::AttentionInputs;
 using mha::AttentionMasks;
-using mha::AttentionTensor;
 using mha::CoreOptions;
 using mha::HeadLayout;
 using mha::MutableTensorView;
@@ -411,8 +410,8 @@ TEST_P(Kernels, DecoderFeaturesMatchBaselineOnThisTarget) {
       const std::vector<float> q = RandomFloats(batch * heads * seq * head_dim, 1),
                                kv = RandomFloats(batch * 2 * seq * head_dim, 2),
                                sinks = RandomFloats(heads, 3);
-      const AttentionTensor query{q.data(), Shape{batch, heads, seq, head_dim}, {}, {}};
-      const AttentionTensor key{kv.data(), Shape{batch, 2, seq, head_dim}, {}, {}};
+      const TensorView query(q.data(), Shape{batch, heads, seq, head_dim});
+      const TensorView key(kv.data(), Shape{batch, 2, seq, head_dim});
       RotaryConfig rotary_config;
       rotary_config.pairing = pairing;
       rotary_config.rotary_dim = head_dim == 3 ? 2 : head_dim == 17 ? 10 : 0;
@@ -427,11 +426,9 @@ TEST_P(Kernels, DecoderFeaturesMatchBaselineOnThisTarget) {
       masks.is_causal = true;
       std::vector<float> out(q.size()), ref(q.size());
       ScaledDotProductAttention(query, key, key, masks,
-                                {out.data(), query.shape, HeadLayout::kBHSD, {}},
-                                options);
+                                MutableTensorView(out.data(), query.shape), options);
       NaiveScaledDotProductAttention(query, key, key, masks,
-                                     {ref.data(), query.shape, HeadLayout::kBHSD, {}},
-                                     options);
+                                     MutableTensorView(ref.data(), query.shape), options);
       ExpectClose(out, ref, "core output");
     }
   }

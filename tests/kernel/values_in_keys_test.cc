@@ -88,15 +88,14 @@ std::vector<float> Reference(const LatentCase& c, const std::vector<float>& quer
   masks.causal_alignment = CausalAlignment::kBottomRight;
   CoreOptions options;
   options.scale = 0.15f;
-  const AttentionTensor value{
-      key.data() + c.value_offset,
-      Shape{1, 1, c.key_len, c.value_head_dim},
-      HeadLayout::kBHSD,
-      {c.key_len * c.head_dim, c.key_len * c.head_dim, c.head_dim}};
+  const TensorView value =
+      TensorView(key.data() + c.value_offset, Shape{1, 1, c.key_len, c.value_head_dim})
+          .WithStrides(c.key_len * c.head_dim, c.key_len * c.head_dim, c.head_dim);
   NaiveScaledDotProductAttention(
-      {query.data(), Shape{1, c.heads, c.query_len, c.head_dim}},
-      {key.data(), Shape{1, 1, c.key_len, c.head_dim}}, value, masks,
-      {out.data(), Shape{1, c.heads, c.query_len, c.value_head_dim}}, options);
+      TensorView(query.data(), Shape{1, c.heads, c.query_len, c.head_dim}),
+      TensorView(key.data(), Shape{1, 1, c.key_len, c.head_dim}), value, masks,
+      MutableTensorView(out.data(), Shape{1, c.heads, c.query_len, c.value_head_dim}),
+      options);
   return out;
 }
 

@@ -490,11 +490,11 @@ TEST(FeatureErrors, NameTheArgumentAndWriteNothing) {
 TEST(CoreErrors, StridesAndShapes) {
   const std::vector<float> data(2 * 3 * 4 * 8, 1.0f);
   std::vector<float> out(data.size(), 5.0f);
-  const AttentionTensor q{data.data(), Shape{2, 3, 4, 8}, HeadLayout::kBHSD, {}};
-  const MutableAttentionTensor o{out.data(), Shape{2, 3, 4, 8}, HeadLayout::kBHSD, {}};
-  AttentionTensor overlapping = q;
+  const TensorView q(data.data(), Shape{2, 3, 4, 8});
+  const MutableTensorView o(out.data(), Shape{2, 3, 4, 8});
+  TensorView overlapping = q;
   overlapping.strides[0] = 96, overlapping.strides[1] = 32, overlapping.strides[2] = 4;
-  const auto expect_error = [&](const char* needle, const AttentionTensor& key,
+  const auto expect_error = [&](const char* needle, const TensorView& key,
                                 const CoreOptions& options) {
     try {
       ScaledDotProductAttention(q, key, key, {}, o, options);
@@ -506,7 +506,7 @@ TEST(CoreErrors, StridesAndShapes) {
   };
   expect_error("key.strides[2]: must be >= head_dim 8 (rows may not overlap), got 4",
                overlapping, {});
-  AttentionTensor two_heads = q;
+  TensorView two_heads = q;
   two_heads.shape = Shape{2, 2, 4, 8};
   expect_error("key: heads 2 must divide the query's heads 3", two_heads, {});
   CoreOptions sinks;
@@ -527,7 +527,7 @@ TEST(CoreErrors, StridesAndShapes) {
   CoreOptions window;
   window.features.sliding_window = 0;
   expect_error("features.sliding_window: must be >= 1, got 0", q, window);
-  AttentionTensor huge = q;  // 2^60 elements apart: pointer arithmetic would overflow
+  TensorView huge = q;  // 2^60 elements apart: pointer arithmetic would overflow
   huge.strides[0] = int64_t{1} << 60, huge.strides[1] = 32, huge.strides[2] = 8;
   expect_error(
       "key.strides: the view of shape [2, 3, 4, 8] with strides "
@@ -535,7 +535,7 @@ TEST(CoreErrors, StridesAndShapes) {
       huge, {});
   // An output whose (batch, head) rows land on the same floats: threads would race.
   for (const auto& strides : {std::vector<int64_t>{8, 8, 24}, {32, 32, 8}, {96, 16, 8}}) {
-    MutableAttentionTensor shared = o;
+    MutableTensorView shared = o;
     std::copy(strides.begin(), strides.end(), shared.strides);
     try {
       ScaledDotProductAttention(q, q, q, {}, shared, {});
@@ -548,13 +548,20 @@ TEST(CoreErrors, StridesAndShapes) {
     for (float value : out) ASSERT_EQ(value, 5.0f);
   }
   // Disjoint but not dense (heads outermost, a gap between rows) is taken.
-  MutableAttentionTensor gapped = o;
+  MutableTensorView gapped = o;
   std::vector<float> wide(2 * 3 * 4 * 16, 5.0f);
   gapped.data = wide.data();
   gapped.strides[0] = 64, gapped.strides[1] = 128, gapped.strides[2] = 16;
   ScaledDotProductAttention(q, q, q, {}, gapped, {});
   EXPECT_EQ(wide[8], 5.0f);  // the gap after row 0 is not written
   EXPECT_EQ(wide[0], 1.0f);  // every value is 1: so is every output
+  // Strided views are the core's query, key, value and output only.
+  CoreOptions strided_sinks;
+  strided_sinks.sinks = TensorView(data.data(), Shape{3}).WithStrides(8, 0, 0);
+  expect_error(
+      "options.sinks: must be dense (only the attention core's query, key, value "
+      "and output may be strided), got strides [8, 0, 0]",
+      q, strided_sinks);
 }
 
 }  // namespace

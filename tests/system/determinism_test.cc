@@ -83,15 +83,15 @@ std::vector<float> Core(const Scenario& s, const std::vector<float>& q,
                         const std::vector<float>& kv, const CoreRun& run) {
   const int64_t batch = run.only >= 0 ? 1 : kBatch, b0 = std::max<int64_t>(run.only, 0);
   const int64_t count = run.count >= 0 ? run.count : s.length;
-  const AttentionTensor query{q.data() + (b0 * kHeads * s.length + run.first) * kDim,
-                              Shape{batch, kHeads, count, kDim},
-                              HeadLayout::kBHSD,
-                              {kHeads * s.length * kDim, s.length * kDim, kDim}};
+  const TensorView query =
+      TensorView(q.data() + (b0 * kHeads * s.length + run.first) * kDim,
+                 Shape{batch, kHeads, count, kDim})
+          .WithStrides(kHeads * s.length * kDim, s.length * kDim, kDim);
   const int64_t key_len = s.causal ? run.first + count : s.length;
-  const AttentionTensor keys{kv.data() + b0 * kKvHeads * s.length * kDim,
-                             Shape{batch, kKvHeads, key_len, kDim},
-                             HeadLayout::kBHSD,
-                             {kKvHeads * s.length * kDim, s.length * kDim, kDim}};
+  const TensorView keys =
+      TensorView(kv.data() + b0 * kKvHeads * s.length * kDim,
+                 Shape{batch, kKvHeads, key_len, kDim})
+          .WithStrides(kKvHeads * s.length * kDim, s.length * kDim, kDim);
   std::vector<float> output(batch * kHeads * count * kDim);
   AttentionMasks masks;
   masks.is_causal = s.causal;
@@ -100,8 +100,9 @@ std::vector<float> Core(const Scenario& s, const std::vector<float>& q,
   options.num_threads = run.threads;
   options.compute_dtype = s.compute_dtype;
   if (s.sliding_window > 0) options.features.sliding_window = s.sliding_window;
-  ScaledDotProductAttention(query, keys, keys, masks,
-                            {output.data(), Shape{batch, kHeads, count, kDim}}, options);
+  ScaledDotProductAttention(
+      query, keys, keys, masks,
+      MutableTensorView(output.data(), Shape{batch, kHeads, count, kDim}), options);
   return output;
 }
 

@@ -283,6 +283,12 @@ std::vector<ErrorCase> Cases() {
       {"convention",
        [](Call& c) { c.masks.convention = static_cast<MaskConvention>(7); },
        {"masks.convention", "7"}},
+      {"strided query",
+       [](Call& c) { c.inputs.query = c.inputs.query.WithStrides(24, 8, 0); },
+       {"query: must be dense", "got strides [24, 8, 0]"}},
+      {"strided output",
+       [](Call& c) { c.outputs.output = c.outputs.output.WithStrides(24, 8, 0); },
+       {"output: must be dense"}},
   };
 }
 

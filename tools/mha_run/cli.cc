@@ -393,15 +393,12 @@ int RunCore(const Options& options) {
   std::vector<float> output(io::CheckedByteSize("output", out_shape, DType::kFloat32) /
                             4);
   std::vector<float> lse(options.files.count("--logsumexp") ? q[0] * heads * sq : 0);
-  const auto tensor = [&](const io::Array& a) {
-    return AttentionTensor{
-        reinterpret_cast<const float*>(a.bytes.data()), a.shape, options.layout, {}};
-  };
-  ScaledDotProductAttention(
-      tensor(*query), tensor(*key), tensor(*value), masks,
-      MutableAttentionTensor{output.data(), out_shape, options.layout, {}}, core,
-      lse.empty() ? MutableTensorView()
-                  : MutableTensorView(lse.data(), Shape{q[0], heads, sq}));
+  core.layout = options.layout;
+  ScaledDotProductAttention(query->view(), key->view(), value->view(), masks,
+                            MutableTensorView(output.data(), out_shape), core,
+                            lse.empty()
+                                ? MutableTensorView()
+                                : MutableTensorView(lse.data(), Shape{q[0], heads, sq}));
   io::WriteNpy(options.files.at("--output"), output.data(), out_shape);
   if (!lse.empty()) {
     io::WriteNpy(options.files.at("--logsumexp"), lse.data(), Shape{q[0], heads, sq});
