@@ -53,45 +53,51 @@ struct NaiveLatentLayer {
   LatentArrays weights;
 };
 
-py::object ForwardWithCache(const LatentLayer& self, py::handle hidden_object,
-                            Guarded<KvCache>& cache, py::handle position_ids_object,
-                            int num_threads, bool batch_invariant, py::handle out) {
-  const Input hidden = ActivationInput(hidden_object, "hidden_states");
-  const Input position_ids = IndexInput(position_ids_object, "position_ids");
-  const Output output = out.is_none() ? NewOutput(hidden.view.shape, hidden)
-                                      : CallerOutput(out, hidden.view.shape);
+// What both latent calls read: the hidden states, where their output goes, and the
+// options.
+struct LatentCall {
+  LatentCall(py::handle hidden_object, py::handle position_ids_object, int num_threads,
+             bool batch_invariant, py::handle out)
+      : hidden(ActivationInput(hidden_object, "hidden_states")),
+        position_ids(IndexInput(position_ids_object, "position_ids")),
+        output(out.is_none() ? NewOutput(hidden.view.shape, hidden)
+                             : CallerOutput(out, hidden.view.shape)) {
+    options.num_threads = num_threads;
+    options.position_ids = position_ids.view;
+    options.batch_invariant = batch_invariant;
+  }
+  Input hidden, position_ids;
+  Output output;
   ForwardOptions options;
-  options.num_threads = num_threads;
-  options.position_ids = position_ids.view;
-  options.batch_invariant = batch_invariant;
+};
+
+py::object ForwardWithCache(const LatentLayer& self, py::handle hidden_states,
+                            Guarded<KvCache>& cache, py::handle position_ids,
+                            int num_threads, bool batch_invariant, py::handle out) {
+  const LatentCall call(hidden_states, position_ids, num_threads, batch_invariant, out);
   cache.Locked([&](KvCache& locked) {
-    self.engine.ForwardWithCache(hidden.view, locked, output.view, options);
+    self.engine.ForwardWithCache(call.hidden.view, locked, call.output.view,
+                                 call.options);
   });
-  return output.object;
+  return call.output.object;
 }
 
-py::object ForwardPacked(const LatentLayer& self, py::handle hidden_object,
+py::object ForwardPacked(const LatentLayer& self, py::handle hidden_states,
                          py::handle sequence_ids_object,
                          py::handle query_start_loc_object, Guarded<PagedKvCache>& cache,
-                         int64_t layer, py::handle position_ids_object,
+                         int64_t layer, py::handle position_ids,
                          py::handle tree_parents_object, int num_threads,
                          bool batch_invariant, py::handle out) {
-  const Input hidden = ActivationInput(hidden_object, "hidden_states");
+  const LatentCall call(hidden_states, position_ids, num_threads, batch_invariant, out);
   const Input sequence_ids = IndexInput(sequence_ids_object, "sequence_ids");
   const Input query_start_loc = IndexInput(query_start_loc_object, "query_start_loc");
-  const Input position_ids = IndexInput(position_ids_object, "position_ids");
   const Input tree_parents = IndexInput(tree_parents_object, "tree_parents");
-  const Output output = out.is_none() ? NewOutput(hidden.view.shape, hidden)
-                                      : CallerOutput(out, hidden.view.shape);
-  ForwardOptions options;
-  options.num_threads = num_threads;
-  options.position_ids = position_ids.view;
-  options.batch_invariant = batch_invariant;
   const PackedBatch batch{sequence_ids.view, query_start_loc.view, tree_parents.view};
   cache.Locked([&](PagedKvCache& locked) {
-    self.engine.ForwardPacked(hidden.view, batch, locked, layer, output.view, options);
+    self.engine.ForwardPacked(call.hidden.view, batch, locked, layer, call.output.view,
+                              call.options);
   });
-  return output.object;
+  return call.output.object;
 }
 
 py::array_t<float> NaiveForward(const NaiveLatentLayer& self, py::handle hidden_object) {

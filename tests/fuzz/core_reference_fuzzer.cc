@@ -240,9 +240,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<float> lse_again(lse.size());
   features.options.num_threads = 3 - features.options.num_threads;
   mha::ScaledDotProductAttention(
-      query.View(layout), key.View(layout), value.View(layout), masks.masks,
-      again.Output(layout), features.options,
-      mha::MutableTensorView(lse_again.data(), mha::Shape{b, h, sq}));
+      query.View(), key.View(), value.View(), masks.masks, again.Output(),
+      features.options, mha::MutableTensorView(lse_again.data(), mha::Shape{b, h, sq}));
   if (std::memcmp(again.buffer.data(), output.buffer.data(),
                   output.buffer.size() * sizeof(float)) != 0 ||
       std::memcmp(lse_again.data(), lse.data(), lse.size() * sizeof(float)) != 0) {

@@ -147,6 +147,31 @@ TEST_F(MhaRun, CachedRunsGiveTheCausalForward) {
                 {"--decode-steps: must be below the sequence length 3, got 3"});
 }
 
+// The layer's compute dtype and batch invariance from the command line: bf16 attention
+// stays within bf16's bound of fp32's output, batch-invariant projections within fp32
+// rounding; the core takes no batch invariance.
+TEST_F(MhaRun, ComputeDtypeAndBatchInvariance) {
+  const auto output_with = [&](std::vector<std::string> extra) {
+    const auto [code, err] = Run(with_args(extra));
+    EXPECT_EQ(code, 0) << err;
+    const io::Array out = io::ReadNpy(output_);
+    const auto* values = reinterpret_cast<const float*>(out.bytes.data());
+    return std::vector<float>(values, values + out.bytes.size() / 4);
+  };
+  const std::vector<float> fp32 = output_with({"--causal"});
+  ExpectClose(output_with({"--causal", "--compute-dtype", "bfloat16"}), fp32,
+              "bf16 compute", 3e-2);
+  ExpectClose(output_with({"--causal", "--batch-invariant"}), fp32, "batch invariant");
+  ExpectClose(output_with({"--cache", "paged", "--decode-steps", "1", "--batch-invariant",
+                           "--threads", "1"}),
+              fp32, "paged, batch invariant");
+  ExpectFailure({"--core", "--query", query_, "--key", query_, "--value", query_,
+                 "--output", output_, "--batch-invariant"},
+                2, {"--batch-invariant applies only without --core"});
+  ExpectFailure(with_args({"--compute-dtype", "int8"}), 2,
+                {"--compute-dtype: expected one of float32, bfloat16, got 'int8'"});
+}
+
 TEST_F(MhaRun, UsageErrors) {
   ExpectFailure({}, 2, {"usage"});
   ExpectFailure({"--weights", weights_, "--query", query_}, 2, {"missing --output"});

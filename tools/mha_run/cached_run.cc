@@ -16,18 +16,18 @@ int64_t OutputWidth(const MultiheadLatentAttention& layer) {
 }
 
 void Step(const MultiheadAttention& layer, const TensorView& in, KvCache& cache,
-          const MutableTensorView& out) {
-  layer.ForwardWithCache(in, {}, cache, out);
+          const MutableTensorView& out, const ForwardOptions& options) {
+  layer.ForwardWithCache(in, {}, cache, out, options);
 }
 void Step(const MultiheadLatentAttention& layer, const TensorView& in, KvCache& cache,
-          const MutableTensorView& out) {
-  layer.ForwardWithCache(in, cache, out);
+          const MutableTensorView& out, const ForwardOptions& options) {
+  layer.ForwardWithCache(in, cache, out, options);
 }
 
 // The step's rows [B * step, width] as one packed step of B sequences.
 template <class Layer>
 void Step(const Layer& layer, const TensorView& in, PagedKvCache& cache,
-          const MutableTensorView& out) {
+          const MutableTensorView& out, const ForwardOptions& options) {
   const int64_t batch = in.shape[0], step = in.shape[1];
   std::vector<int64_t> ids(batch), counts(batch, step), starts(batch + 1);
   std::iota(ids.begin(), ids.end(), 0);
@@ -35,9 +35,9 @@ void Step(const Layer& layer, const TensorView& in, PagedKvCache& cache,
   cache.AppendSlots(ids.data(), counts.data(), batch);
   const PackedBatch packed{TensorView(ids.data(), DType::kInt64, Shape{batch}),
                            TensorView(starts.data(), DType::kInt64, Shape{batch + 1})};
-  layer.ForwardPacked(TensorView(in.floats(), Shape{batch * step, in.shape[2]}), packed,
-                      cache, 0,
-                      MutableTensorView(out.floats(), Shape{batch * step, out.shape[2]}));
+  layer.ForwardPacked(
+      TensorView(in.floats(), Shape{batch * step, in.shape[2]}), packed, cache, 0,
+      MutableTensorView(out.floats(), Shape{batch * step, out.shape[2]}), options);
 }
 
 template <class Layer, class Cache>
@@ -56,7 +56,7 @@ std::vector<float> RunSteps(const Layer& layer, Cache& cache, const CachedRun& r
                   in.data() + b * step * width);
     }
     Step(layer, TensorView(in.data(), Shape{batch, step, width}), cache,
-         MutableTensorView(out.data(), Shape{batch, step, out_width}));
+         MutableTensorView(out.data(), Shape{batch, step, out_width}), run.options);
     for (int64_t b = 0; b < batch; ++b) {
       std::copy_n(out.data() + b * step * out_width, step * out_width,
                   output.data() + (b * seq + done) * out_width);

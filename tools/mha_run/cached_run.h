@@ -16,6 +16,7 @@ struct CachedRun {
   int64_t decode_steps = 0;
   int64_t block_size = 16;  // paged
   DType storage = DType::kFloat32;
+  ForwardOptions options;  // num_threads, batch_invariant
 };
 
 // input [B, S, width] (float32): causal self-attention of each sequence through the

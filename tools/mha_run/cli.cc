@@ -33,7 +33,9 @@ constexpr char kUsage[] =
     "                [--cache-dtype D]]   (causal, as a server runs it)\n"
     "               --output O.npy [--attn-weights A.npy]\n"
     "               [--average-heads] [--threads N] [--isa sse4|avx2|avx512|native]\n"
-    "               [--weight-dtype float32|bfloat16|int8]\n"
+    "               [--weight-dtype float32|bfloat16|int8] [--compute-dtype "
+    "float32|bfloat16]\n"
+    "               [--batch-invariant]\n"
     "       mha-run --core --query Q.npy --key K.npy --value V.npy [--layout bhsd|bshd]\n"
     "               [--scale S] [--sinks S.npy] [--key-position-ids P.npy]\n"
     "               [--q-norm-weight QW.npy --k-norm-weight KW.npy]\n"
@@ -66,6 +68,8 @@ struct Options {
   RotaryConfig rotary;
   std::optional<Isa> isa;
   DType weight_dtype = DType::kFloat32;
+  DType compute_dtype = DType::kFloat32;  // AttentionConfig's, CoreOptions'
+  bool batch_invariant = false;           // ForwardOptions'
 };
 
 // linear:F, llama3:F,LOW,HIGH,ORIGINAL, dynamic:F,ORIGINAL or longrope:F,ORIGINAL
@@ -147,6 +151,9 @@ bool ParseValueFlag(const std::string& flag, const std::string& value, Options& 
     options.weight_dtype = value == "float32"    ? DType::kFloat32
                            : value == "bfloat16" ? DType::kBFloat16
                                                  : DType::kInt8;
+  } else if (flag == "--compute-dtype") {
+    ExpectOneOf(flag, value, {"float32", "bfloat16"});
+    options.compute_dtype = value == "float32" ? DType::kFloat32 : DType::kBFloat16;
   } else if (flag == "--isa") {
     try {
       options.isa = ParseIsa(value, flag);
@@ -183,9 +190,10 @@ bool ParseValueFlag(const std::string& flag, const std::string& value, Options& 
 // file that would never be written, a scale that would not apply).
 void CheckFlagsApply(const Options& options) {
   static const std::set<std::string> kLatent = {
-      "--latent", "--weights",    "--num-heads",          "--query", "--output",
-      "--rope",   "--rope-theta", "--rope-max-positions", "--scale", "--decode-steps",
-      "--cache",  "--block-size", "--cache-dtype",        "--isa"};
+      "--latent",      "--weights",      "--num-heads",  "--query",
+      "--output",      "--rope",         "--rope-theta", "--rope-max-positions",
+      "--scale",       "--decode-steps", "--cache",      "--block-size",
+      "--cache-dtype", "--isa",          "--threads",    "--batch-invariant"};
   // A cached run is causal self-attention of the query's tokens, one output.
   static const std::set<std::string> kNotCached = {
       "--key",          "--value",           "--attn-mask",     "--key-padding-mask",
@@ -218,8 +226,8 @@ void CheckFlagsApply(const Options& options) {
       "--sinks",  "--logsumexp",     "--key-position-ids",
       "--layout", "--q-norm-weight", "--k-norm-weight"};
   static const std::vector<const char*> kLayerOnly = {
-      "--weights",   "--attn-weights", "--weight-dtype",
-      "--num-heads", "--num-kv-heads", "--average-heads"};
+      "--weights",      "--attn-weights",  "--weight-dtype",   "--num-heads",
+      "--num-kv-heads", "--average-heads", "--batch-invariant"};
   for (const char* flag : options.core ? kLayerOnly : kCoreOnly) {
     if (options.given.count(flag)) {
       throw UsageError(std::string(flag) + " applies only " +
@@ -250,7 +258,8 @@ Options Parse(const std::vector<std::string>& args) {
       {"--bottom-right", &Options::bottom_right},
       {"--average-heads", &Options::average_heads},
       {"--core", &Options::core},
-      {"--latent", &Options::latent}};
+      {"--latent", &Options::latent},
+      {"--batch-invariant", &Options::batch_invariant}};
   Options options;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& flag = args[i];
@@ -278,6 +287,8 @@ Options Parse(const std::vector<std::string>& args) {
   }
   CheckFlagsApply(options);
   options.features = ParseFeatureFlags(options.feature_flags);
+  options.run.options.num_threads = options.threads;
+  options.run.options.batch_invariant = options.batch_invariant;
   const std::vector<const char*> required =
       options.core ? std::vector<const char*>{"--query", "--key", "--value", "--output"}
                    : std::vector<const char*>{"--weights", "--query", "--output"};
@@ -380,6 +391,7 @@ int RunCore(const Options& options) {
   core.query_positions = View(positions);
   core.key_positions = View(key_positions);
   core.num_threads = options.threads;
+  core.compute_dtype = options.compute_dtype;
   std::optional<RotaryEmbedding> rotary;
   if (options.rotary.enabled()) {
     rotary.emplace(Rotary(options), query->shape[3]);
@@ -454,6 +466,7 @@ int Run(const Options& options) {
   layer.config.scale = options.scale;
   layer.config.rotary = Rotary(options);
   layer.config.weight_dtype = options.weight_dtype;
+  layer.config.compute_dtype = options.compute_dtype;
   const MultiheadAttention attention(layer.config, layer.weights);
   if (options.cached) return RunLayerCached(attention, options);
   const auto query = Load(options, "--query"), key = Load(options, "--key"),
@@ -488,6 +501,7 @@ int Run(const Options& options) {
   forward.average_attn_weights = options.average_heads;
   forward.num_threads = options.threads;
   forward.position_ids = View(positions);
+  forward.batch_invariant = options.batch_invariant;
   attention.Forward(inputs, masks,
                     {MutableTensorView(output.data(), out_shape),
                      want_weights ? MutableTensorView(weights.data(), weights_shape)
