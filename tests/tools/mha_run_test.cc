@@ -85,6 +85,15 @@ class MhaRun : public ::testing::Test {
     return args;
   }
 
+  // The output of a run of the valid layer with `extra`, which must succeed.
+  std::vector<float> OutputWith(const std::vector<std::string>& extra) {
+    const auto [code, err] = Run(with_args(extra));
+    EXPECT_EQ(code, 0) << err;
+    const io::Array out = io::ReadNpy(output_);
+    const auto* values = reinterpret_cast<const float*>(out.bytes.data());
+    return std::vector<float>(values, values + out.bytes.size() / 4);
+  }
+
   void ExpectFailure(const std::vector<std::string>& args, int code,
                      const std::vector<std::string>& message_parts) {
     const auto [actual, err] = Run(args);
@@ -106,36 +115,20 @@ TEST_F(MhaRun, ValidRunWritesOutput) {
 // --scale is AttentionConfig::scale in layer mode: 1 / sqrt(head_dim) is the default's
 // bits, another scale changes the output.
 TEST_F(MhaRun, LayerScale) {
-  const auto output_with = [&](std::vector<std::string> extra) {
-    std::vector<std::string> args = Args(weights_, query_);
-    args.insert(args.end(), extra.begin(), extra.end());
-    const auto [code, err] = Run(args);
-    EXPECT_EQ(code, 0) << err;
-    return io::ReadNpy(output_).bytes;
-  };
-  const auto unscaled = output_with({"--causal"});
-  EXPECT_EQ(output_with({"--causal", "--scale", "0.70710678118654752"}), unscaled);
-  EXPECT_NE(output_with({"--causal", "--scale", "3"}), unscaled);
+  const auto unscaled = OutputWith({"--causal"});
+  EXPECT_EQ(OutputWith({"--causal", "--scale", "0.70710678118654752"}), unscaled);
+  EXPECT_NE(OutputWith({"--causal", "--scale", "3"}), unscaled);
 }
 
 // --cache runs the causal layer as a server does (a prompt step, then one token per
 // step) through either cache: the causal forward's output.
 TEST_F(MhaRun, CachedRunsGiveTheCausalForward) {
-  const auto output_with = [&](std::vector<std::string> extra) {
-    std::vector<std::string> args = Args(weights_, query_);
-    args.insert(args.end(), extra.begin(), extra.end());
-    const auto [code, err] = Run(args);
-    EXPECT_EQ(code, 0) << err;
-    const io::Array out = io::ReadNpy(output_);
-    const auto* values = reinterpret_cast<const float*>(out.bytes.data());
-    return std::vector<float>(values, values + out.bytes.size() / 4);
-  };
-  const std::vector<float> causal = output_with({"--causal"});
-  ExpectClose(output_with({"--cache", "contiguous", "--decode-steps", "1"}), causal,
+  const std::vector<float> causal = OutputWith({"--causal"});
+  ExpectClose(OutputWith({"--cache", "contiguous", "--decode-steps", "1"}), causal,
               "contiguous cache");
-  ExpectClose(output_with({"--cache", "paged", "--decode-steps", "2"}), causal,
+  ExpectClose(OutputWith({"--cache", "paged", "--decode-steps", "2"}), causal,
               "paged cache");
-  ExpectClose(output_with({"--cache", "paged", "--block-size", "32"}), causal,
+  ExpectClose(OutputWith({"--cache", "paged", "--block-size", "32"}), causal,
               "one paged step");
   ExpectFailure(with_args({"--cache", "paged", "--key", query_}), 2,
                 {"--key does not apply with --cache"});
@@ -151,19 +144,12 @@ TEST_F(MhaRun, CachedRunsGiveTheCausalForward) {
 // stays within bf16's bound of fp32's output, batch-invariant projections within fp32
 // rounding; the core takes no batch invariance.
 TEST_F(MhaRun, ComputeDtypeAndBatchInvariance) {
-  const auto output_with = [&](std::vector<std::string> extra) {
-    const auto [code, err] = Run(with_args(extra));
-    EXPECT_EQ(code, 0) << err;
-    const io::Array out = io::ReadNpy(output_);
-    const auto* values = reinterpret_cast<const float*>(out.bytes.data());
-    return std::vector<float>(values, values + out.bytes.size() / 4);
-  };
-  const std::vector<float> fp32 = output_with({"--causal"});
-  ExpectClose(output_with({"--causal", "--compute-dtype", "bfloat16"}), fp32,
+  const std::vector<float> fp32 = OutputWith({"--causal"});
+  ExpectClose(OutputWith({"--causal", "--compute-dtype", "bfloat16"}), fp32,
               "bf16 compute", 3e-2);
-  ExpectClose(output_with({"--causal", "--batch-invariant"}), fp32, "batch invariant");
-  ExpectClose(output_with({"--cache", "paged", "--decode-steps", "1", "--batch-invariant",
-                           "--threads", "1"}),
+  ExpectClose(OutputWith({"--causal", "--batch-invariant"}), fp32, "batch invariant");
+  ExpectClose(OutputWith({"--cache", "paged", "--decode-steps", "1", "--batch-invariant",
+                          "--threads", "1"}),
               fp32, "paged, batch invariant");
   ExpectFailure({"--core", "--query", query_, "--key", query_, "--value", query_,
                  "--output", output_, "--batch-invariant"},
