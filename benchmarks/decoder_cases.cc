@@ -6,6 +6,7 @@
 #include <string>
 
 #include "benchmarks/bench_util.h"
+#include "benchmarks/busy_thread.h"
 
 namespace mha::bench {
 namespace {
@@ -130,6 +131,15 @@ void RegisterDecoderCases() {
   for (const CoreCase& c : kCoreCases) {
     benchmark::RegisterBenchmark((std::string("BM_Core/") + c.name).c_str(), BM_Core, c,
                                  DType::kFloat32)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+  }
+  // The D64 cores beside one busy thread (busy_thread.h).
+  for (const CoreCase* c : {&kCoreCases[0], &kCoreCases[1]}) {
+    benchmark::RegisterBenchmark(
+        (std::string("BM_Core/") + c->name + "/busy_thread").c_str(),
+        BesideBusyThread(
+            [c](benchmark::State& state) { BM_Core(state, *c, DType::kFloat32); }))
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
   }

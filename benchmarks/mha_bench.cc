@@ -1,6 +1,6 @@
 // mha_bench: the library's forward against the naive baseline and against the
-// machine's reachable GEMM peak, on the shapes users run. GFLOPS counts useful
-// FLOPs: projections plus the attention scores and context the masks leave open.
+// machine's reachable peaks (machine_peaks.h), on the shapes users run. GFLOPS counts
+// useful FLOPs: projections plus the attention scores and context the masks leave open.
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
@@ -13,10 +13,11 @@
 #include <vector>
 
 #include "benchmarks/bench_util.h"
+#include "benchmarks/busy_thread.h"
 #include "benchmarks/decoder_cases.h"
 #include "benchmarks/latent_cases.h"
+#include "benchmarks/machine_peaks.h"
 #include "benchmarks/serving_cases.h"
-#include "hwy/highway.h"
 #include "mha/mha.hpp"
 #include "oneapi/dnnl/dnnl.hpp"
 
@@ -127,26 +128,6 @@ void BM_Mha(benchmark::State& state, const BenchCase& c, int num_threads,
   }
 }
 
-// The machine's reachable fp32 peak: one oneDNN matmul, M = N = K = 2048, created once.
-void BM_GemmPeak(benchmark::State& state) {
-  constexpr int64_t n = 2048;
-  using dnnl::memory;
-  const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  dnnl::stream stream(engine);
-  const memory::desc desc({n, n}, memory::data_type::f32, memory::format_tag::ab);
-  const dnnl::matmul gemm(
-      dnnl::matmul::primitive_desc(dnnl::matmul::desc(desc, desc, desc), engine));
-  std::vector<float> a = Random(n * n, 8, 1.0f), b = Random(n * n, 9, 1.0f), c(n * n);
-  memory ma(desc, engine, a.data()), mb(desc, engine, b.data()),
-      mc(desc, engine, c.data());
-  for (auto _ : state) {
-    gemm.execute(stream,
-                 {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
-    stream.wait();
-  }
-  SetGflops(state, 2.0 * n * n * n);
-}
-
 // The floor oneDNN sets under a tiny forward: the layer's two projection matmuls
 // alone (packed Q/K/V in, output out, with bias), fixed-shape primitives executed
 // through the C API on one thread, as the layer runs a problem this small.
@@ -200,52 +181,6 @@ void BM_ProjectionFloor(benchmark::State& state, const BenchCase& c) {
   omp_set_num_threads(threads);
 }
 
-// STREAM-like copy on every core: the memory bandwidth decoding can reach.
-void BM_StreamCopy(benchmark::State& state) {
-  const size_t count = size_t{64} << 20;  // 256 MiB per array, far beyond the caches
-  std::vector<float> source(count, 1.0f), destination(count);
-  for (auto _ : state) {
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < static_cast<int64_t>(count); ++i) destination[i] = source[i];
-    benchmark::DoNotOptimize(destination.data());
-  }
-  state.counters["GBps"] = benchmark::Counter(
-      2.0 * count * sizeof(float) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
-}
-
-// Read-only stream on every core: the bandwidth a decode step, which only reads its
-// K/V, can reach (BM_StreamCopy counts writes too). Highway's baseline target with
-// four independent sums, so the loads, not the adds, set the pace.
-float SumRange(const float* data, int64_t count) {
-  namespace hn = hwy::HWY_NAMESPACE;
-  const hn::ScalableTag<float> d;
-  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
-  auto a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0;
-  for (int64_t i = 0; i + 4 * lanes <= count; i += 4 * lanes) {
-    a0 = hn::Add(a0, hn::LoadU(d, data + i));
-    a1 = hn::Add(a1, hn::LoadU(d, data + i + lanes));
-    a2 = hn::Add(a2, hn::LoadU(d, data + i + 2 * lanes));
-    a3 = hn::Add(a3, hn::LoadU(d, data + i + 3 * lanes));
-  }
-  return hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
-}
-
-void BM_StreamRead(benchmark::State& state) {
-  const int64_t count = int64_t{64} << 20;  // 256 MiB, far beyond the caches
-  std::vector<float> source(count, 1.0f);
-  for (auto _ : state) {
-    float sum = 0.0f;
-#pragma omp parallel reduction(+ : sum)
-    {
-      const int64_t share = count / omp_get_num_threads();
-      sum += SumRange(source.data() + omp_get_thread_num() * share, share);
-    }
-    benchmark::DoNotOptimize(sum);
-  }
-  state.counters["GBps"] = benchmark::Counter(
-      count * sizeof(float) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
-}
-
 // One decode step at cached length 2048: 32 query heads on 8 KV heads of 128 (a
 // Llama-style layer), batch 1 or 8. embed 4096 is the whole layer, whose weights
 // (168 MB) dominate the bytes read; embed 64 shrinks the projections so the step is
@@ -290,9 +225,6 @@ void BM_Decode(benchmark::State& state, int64_t batch, int64_t embed,
 }
 
 void RegisterAll() {
-  benchmark::RegisterBenchmark("BM_GemmPeak", BM_GemmPeak)
-      ->UseRealTime()
-      ->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("BM_ProjectionFloor/seed_tiny", BM_ProjectionFloor,
                                kCases[0])
       ->UseRealTime()
@@ -322,18 +254,21 @@ void RegisterAll() {
           ->Unit(benchmark::kMicrosecond);
     }
   }
+  // The layers beside one busy thread: against the cases above, what a shared CPU costs.
+  for (const BenchCase* c : {&kCases[1], &kCases[2], &kCases[3]}) {
+    benchmark::RegisterBenchmark(
+        (std::string("BM_Mha/") + c->name + "/busy_thread").c_str(),
+        mha::bench::BesideBusyThread(
+            [c](benchmark::State& state) { BM_Mha(state, *c, 0, mha::DType::kFloat32); }))
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
+  }
   // Thread scaling on the largest dense case.
   benchmark::RegisterBenchmark("BM_Mha/bert_base_s512_b8/threads:1", BM_Mha, kCases[2], 1,
                                mha::DType::kFloat32)
       ->UseRealTime()
       ->Unit(benchmark::kMicrosecond);
   // Decoding over a KV cache, against the memory bandwidth.
-  benchmark::RegisterBenchmark("BM_StreamCopy", BM_StreamCopy)
-      ->UseRealTime()
-      ->Unit(benchmark::kMillisecond);
-  benchmark::RegisterBenchmark("BM_StreamRead", BM_StreamRead)
-      ->UseRealTime()
-      ->Unit(benchmark::kMillisecond);
   for (int64_t batch : {1, 8}) {
     for (int64_t embed : {64, 4096}) {
       const std::string name = std::string("BM_Decode/") +
@@ -401,6 +336,7 @@ int main(int argc, char** argv) {
   if (!ApplyIsaFlag(argc, argv)) return 1;
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  mha::bench::RegisterMachinePeaks();
   RegisterAll();
   mha::bench::RegisterDecoderCases();
   mha::bench::RegisterServingCases();
