@@ -79,11 +79,17 @@ struct BandOf {
   const Code* const* afters = nullptr;
   size_t page_cols = 0;
   const Code* const* depth_pages = nullptr;
+  // Whether the micro-tile prefetches: the first of a strip streams B in, and the
+  // others below it find B in the caches (a prefetch per row and panel, otherwise,
+  // costs issue slots the FMAs need).
+  bool prefetch = true;
 
   // The band of depth page i (of `count`), as a tile of its own.
   BandOf DepthPage(size_t i, size_t count) const {
-    return {loader, depth_pages[i], rows, first_col,
-            i + 1 < count ? depth_pages[i + 1] : after};
+    BandOf page{loader, depth_pages[i], rows, first_col,
+                i + 1 < count ? depth_pages[i + 1] : after};
+    page.prefetch = prefetch;
+    return page;
   }
 };
 
@@ -101,13 +107,31 @@ HWY_INLINE void AddOuterProduct(D d, const float* HWY_RESTRICT a, size_t lda, si
   }
 }
 
+// acc += A[:, k, k + kStep) B[k, k + kStep): one load of B's rows (kStep: the
+// loader's kRowsPerLoad).
+template <size_t kRows, size_t kCols, size_t kStep, class D, class Column>
+HWY_INLINE void AddBandRows(D d, const float* HWY_RESTRICT a, size_t lda,
+                            const Column* band, size_t k, hn::Vec<D> (*acc)[kCols]) {
+  hn::Vec<D> row[kCols];
+  if constexpr (kStep == 2) {
+    hn::Vec<D> odd[kCols];
+    HWY_UNROLL(4)
+    for (size_t col = 0; col < kCols; ++col) band[col].Load(d, k, row[col], odd[col]);
+    AddOuterProduct<kRows, kCols>(d, a, lda, k, row, acc);
+    AddOuterProduct<kRows, kCols>(d, a, lda, k + 1, odd, acc);
+  } else {
+    HWY_UNROLL(4)
+    for (size_t col = 0; col < kCols; ++col) row[col] = band[col].Load(d, k);
+    AddOuterProduct<kRows, kCols>(d, a, lda, k, row, acc);
+  }
+}
+
 // acc += A[kRows, depth] B[depth, kCols vectors] over one tile (or pages side by
 // side) of B.
 template <size_t kRows, size_t kCols, class D, class Loader>
 HWY_INLINE void AccumulateBand(D d, const float* HWY_RESTRICT a, size_t lda,
                                const BandOf<Loader>& b, size_t depth,
                                hn::Vec<D> (*acc)[kCols]) {
-  using V = hn::Vec<D>;
   using Code = typename Loader::Code;
   constexpr size_t kStep = Loader::kRowsPerLoad;  // rows of B per load
   const size_t lanes = hn::Lanes(d);
@@ -141,31 +165,24 @@ HWY_INLINE void AccumulateBand(D d, const float* HWY_RESTRICT a, size_t lda,
     stream_panel[panel] = b.pages ? 0 : panel;
   }
   size_t k = 0;
-  for (; k + kStep <= depth; k += kStep) {
-    if (k % kLineRows == 0) {
-      HWY_UNROLL(4)
-      for (size_t panel = 0; panel < panels; ++panel) {
-        PrefetchAt<Code>(internal::PrefetchAddress(stream[panel], stream_panel[panel],
-                                                   stream_panels, rows, kRowBytes, k,
-                                                   stream_after[panel], kLineRows));
+  if (b.prefetch) {
+    for (; k + kStep <= depth; k += kStep) {
+      if (k % kLineRows == 0) {
+        HWY_UNROLL(4)
+        for (size_t panel = 0; panel < panels; ++panel) {
+          PrefetchAt<Code>(internal::PrefetchAddress(stream[panel], stream_panel[panel],
+                                                     stream_panels, rows, kRowBytes, k,
+                                                     stream_after[panel], kLineRows));
+        }
       }
+      AddBandRows<kRows, kCols, kStep>(d, a, lda, band, k, acc);
     }
-    V row[kCols];
-    if constexpr (kStep == 2) {
-      V odd[kCols];
-      HWY_UNROLL(4)
-      for (size_t col = 0; col < kCols; ++col) band[col].Load(d, k, row[col], odd[col]);
-      AddOuterProduct<kRows, kCols>(d, a, lda, k, row, acc);
-      AddOuterProduct<kRows, kCols>(d, a, lda, k + 1, odd, acc);
-    } else {
-      HWY_UNROLL(4)
-      for (size_t col = 0; col < kCols; ++col) row[col] = band[col].Load(d, k);
-      AddOuterProduct<kRows, kCols>(d, a, lda, k, row, acc);
-    }
+  } else {
+    for (; k + kStep <= depth; k += kStep) AddBandRows<kRows, kCols, kStep>(d, a, lda, band, k, acc);
   }
   if constexpr (kStep == 2) {
     if (k < depth) {  // an odd last row: the even rows alone
-      V row[kCols], odd[kCols];
+      hn::Vec<D> row[kCols], odd[kCols];
       HWY_UNROLL(4)
       for (size_t col = 0; col < kCols; ++col) band[col].Load(d, k, row[col], odd[col]);
       AddOuterProduct<kRows, kCols>(d, a, lda, k, row, acc);
@@ -212,6 +229,7 @@ HWY_INLINE void TileStrip(D d, size_t rows, const float* HWY_RESTRICT a, size_t 
   for (; r + kTileRows <= rows; r += kTileRows) {
     MicroTile<kTileRows, kCols>(d, a + r * lda, lda, b, depth, c + r * ldc, ldc,
                                 accumulate);
+    b.prefetch = false;
   }
   a += r * lda;
   c += r * ldc;
