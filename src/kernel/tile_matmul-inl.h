@@ -178,7 +178,8 @@ HWY_INLINE void AccumulateBand(D d, const float* HWY_RESTRICT a, size_t lda,
       AddBandRows<kRows, kCols, kStep>(d, a, lda, band, k, acc);
     }
   } else {
-    for (; k + kStep <= depth; k += kStep) AddBandRows<kRows, kCols, kStep>(d, a, lda, band, k, acc);
+    for (; k + kStep <= depth; k += kStep)
+      AddBandRows<kRows, kCols, kStep>(d, a, lda, band, k, acc);
   }
   if constexpr (kStep == 2) {
     if (k < depth) {  // an odd last row: the even rows alone
