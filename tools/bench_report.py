@@ -7,8 +7,9 @@ Usage:
   python3 tools/bench_report.py bench.json [--plot bench.png] > bench.md
 
 The table has, per case: time, GFLOP/s (useful FLOPs), fraction of BM_GemmPeak from
-the same run, speedup over BM_Naive where it ran, and workspace memory. With
-repetitions the median is used. The chart (needs python3-matplotlib) shows GFLOP/s
+the same run (and of BM_AmxPeak for bf16 compute, where the CPU has AMX), speedup over
+BM_Naive where it ran, and workspace memory; then each "/busy_thread" case's slowdown
+against the same case alone. With repetitions the median is used. The chart (needs python3-matplotlib) shows GFLOP/s
 per case against the GEMM peak, and GFLOP/s per sequence length for causal attention.
 """
 import argparse
@@ -49,23 +50,35 @@ def fmt_time(s):
 
 def table(rows):
     peak = rows.get("BM_GemmPeak", {}).get("GFLOPS")
-    out = ["| case | time | GFLOP/s | of GEMM peak | speedup vs naive | workspace |",
-           "|---|---:|---:|---:|---:|---:|"]
-    if peak:
-        out.append(f"| BM_GemmPeak (2048³ fp32) | {fmt_time(seconds(rows['BM_GemmPeak']))} "
-                   f"| {peak:.1f} | 1.00 | | |")
+    amx_peak = rows.get("BM_AmxPeak", {}).get("GFLOPS")
+    out = ["| case | time | GFLOP/s | of GEMM peak | of AMX peak | speedup vs naive "
+           "| workspace |",
+           "|---|---:|---:|---:|---:|---:|---:|"]
+    for name in ("BM_GemmPeak", "BM_AmxPeak"):
+        if name in rows:
+            out.append(f"| {name} | {fmt_time(seconds(rows[name]))} "
+                       f"| {rows[name]['GFLOPS']:.1f} | | | | |")
     for name, run in rows.items():
-        if not name.startswith("BM_Mha"):
+        if not name.startswith(("BM_Mha", "BM_Core")) or "/busy_thread" in name:
             continue
         case = name.split("/", 1)[1]
         gflops = run.get("GFLOPS", 0.0)
         naive = rows.get("BM_Naive/" + case.split("/")[0])
-        speedup = f"{seconds(naive) / seconds(run):.0f}x" if naive else "not run"
+        speedup = f"{seconds(naive) / seconds(run):.0f}x" if naive else ""
         fraction = f"{gflops / peak:.2f}" if peak else "?"
+        of_amx = f"{gflops / amx_peak:.2f}" if amx_peak and "bf16" in name else ""
         memory = run.get("workspace_MiB")
         memory = f"{memory:.1f} MiB" if memory is not None else ""
         out.append(f"| {name} | {fmt_time(seconds(run))} | {gflops:.1f} | {fraction} "
-                   f"| {speedup} | {memory} |")
+                   f"| {of_amx} | {speedup} | {memory} |")
+    busy = [(name, run) for name, run in rows.items() if name.endswith("/busy_thread")]
+    if busy:
+        out += ["", "| case beside one busy thread | time | slowdown against alone |",
+                "|---|---:|---:|"]
+        for name, run in busy:
+            alone = rows.get(name[: -len("/busy_thread")])
+            slowdown = f"{seconds(run) / seconds(alone):.2f}x" if alone else ""
+            out.append(f"| {name} | {fmt_time(seconds(run))} | {slowdown} |")
     return "\n".join(out)
 
 

@@ -264,7 +264,7 @@ class QueryStep {
         if (bf16_dot_) {
           Bf16TileMatMul(rows_, keys, head_dim, query_bits_, layout_.padded_head_dim,
                          Bits(KeyTile(page)), head_dim, scores_ + column, stride,
-                         /*accumulate=*/false, Bits(after));
+                         /*accumulate=*/false, Bits(after), AmxDepthFor(head_dim));
         } else {
           TileMatMul(d, key_loader_, rows_, keys, head_dim, query.data, query.stride,
                      KeyTile(page), head_dim, scores_ + column, stride,
@@ -366,7 +366,7 @@ class QueryStep {
       if (bf16_dot_) {
         Bf16TileMatMul(rows_, dim, depth, probability_bits_ + column, stride,
                        Bits(values), page_size, context_, dim,
-                       /*accumulate=*/true, Bits(after));
+                       /*accumulate=*/true, Bits(after), kAmxDepth);
       } else {
         // Values in keys only (the per-page path of fp32 products): a V tile made
         // from K^T codes, scaled, if at all, per token (the probabilities were).

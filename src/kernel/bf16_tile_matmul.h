@@ -21,11 +21,12 @@ namespace mha::internal {
 // odd depth, A's element depth must be 0 and B's row depth finite (a tile's zero
 // row). `after`: the tile read next, whose start the last strip prefetches.
 // Runs on AMX tiles wherever AmxTileProducts(), whatever the product's size (AMX
-// and vdpbf16ps round differently: the kernel must not pick by row count); the depth
-// past whole kAmxDepth runs on vdpbf16ps.
+// and vdpbf16ps round differently: the kernel must not pick by row count), in tile
+// products amx_depth deep (kAmxDepth or kAmxRowDepth); the depth past whole
+// amx_depth runs on vdpbf16ps.
 void Bf16TileMatMul(size_t rows, size_t n, size_t depth, const uint16_t* a, size_t lda,
                     const uint16_t* b, size_t b_rows, float* c, size_t ldc,
-                    bool accumulate, const uint16_t* after);
+                    bool accumulate, const uint16_t* after, size_t amx_depth);
 
 // Whether Bf16TileMatMul may use AMX: the CPU has it and the ISA cap allows it.
 bool AmxTileProducts();
@@ -42,19 +43,27 @@ class AmxTileSession {
   AmxTileSession& operator=(const AmxTileSession&) = delete;
 };
 
-// The depth of one AMX tile product as mha runs it: 16 bfloat16, half a 64-byte
-// tile row. AMX sums one product's terms otherwise than in sequence, so the bits of
-// a row depend on how its depth is cut: always in 16s from depth 0, one 16-token
-// page of a paged cache or a sixteenth of a contiguous cache's 128-token page alike.
-constexpr size_t kAmxDepth = 16;
+// The depths of one AMX tile product as mha runs them. AMX sums one product's terms
+// otherwise than in sequence, so the bits of a row depend on how its depth is cut,
+// and every cache must cut it alike:
+// - P V, over tokens: 16 bfloat16, half a 64-byte tile row, always in 16s from the
+//   step's first key: one 16-token page of a paged cache or a sixteenth of a
+//   contiguous cache's 128-token page alike;
+// - Q K^T, over head_dim (the same in every cache): a whole tile row, 32, where
+//   head_dim is a multiple of it (AmxDepthFor), at twice the multiply-adds per
+//   tdpbf16ps.
+constexpr size_t kAmxDepth = 16, kAmxRowDepth = 32;
+constexpr size_t AmxDepthFor(size_t head_dim) {
+  return head_dim % kAmxRowDepth == 0 ? kAmxRowDepth : kAmxDepth;
+}
 
-// The two kernels, as Bf16TileMatMul; the AMX one takes depth % kAmxDepth == 0 and
+// The two kernels, as Bf16TileMatMul; the AMX one takes depth % amx_depth == 0 and
 // needs AmxTileProducts().
 void Bf16TileMatMulAvx512(size_t rows, size_t n, size_t depth, const uint16_t* a,
                           size_t lda, const uint16_t* b, size_t b_rows, float* c,
                           size_t ldc, bool accumulate, const uint16_t* after);
 void Bf16TileMatMulAmx(size_t rows, size_t n, size_t depth, const uint16_t* a, size_t lda,
                        const uint16_t* b, size_t b_rows, float* c, size_t ldc,
-                       bool accumulate);
+                       bool accumulate, size_t amx_depth);
 
 }  // namespace mha::internal

@@ -1,9 +1,10 @@
 // Bf16TileMatMulAmx on AMX (bf16_tile_matmul.h): tdpbf16ps multiplies a 16 x 16
 // bfloat16 tile of A by a 16 x 16 one of B into a 16 x 16 fp32 tile of C, 8 times
-// the multiply-adds of vdpbf16ps per instruction (kAmxDepth: half of what a tile
-// row holds, so that every cache groups a row's products alike). A B tile is 8 pair-rows
-// of one paired panel, 8 consecutive 64-byte lines: the layout the KV pages already
-// have (kv_pages.h), so it loads in place. The eight tile registers hold a 2 x 2
+// the multiply-adds of vdpbf16ps per instruction, at a depth the caller sets: a
+// whole tile row (Q K^T over head_dim) or half of one (P V over a 16-token page), so
+// that every cache groups a row's products alike (bf16_tile_matmul.h). A B tile is 8
+// pair-rows of one paired panel, 8 consecutive 64-byte lines: the layout the KV pages
+// already have (kv_pages.h), so it loads in place. The eight tile registers hold a 2 x 2
 // block of C (32 rows x 2 panels), the two A tiles and the two B tiles it needs.
 #include "src/kernel/bf16_tile_matmul.h"
 
@@ -31,11 +32,12 @@ struct TileConfig {
 };
 
 // The tiles' shapes: row blocks of rows[0] and rows[1] (0: none) rows, products
-// kAmxDepth deep.
+// `depth` deep.
 struct Shape {
   size_t rows[2];
+  size_t depth;
   bool operator!=(const Shape& other) const {
-    return rows[0] != other.rows[0] ||
+    return rows[0] != other.rows[0] || depth != other.depth ||
            (rows[1] && rows[1] != other.rows[1]);  // a block of none fits any
   }
 };
@@ -43,7 +45,7 @@ struct Shape {
 // The configuration this thread's tiles hold inside an AmxTileSession.
 struct Session {
   bool open = false;
-  Shape configured{{0, 0}};
+  Shape configured{{0, 0}, 0};
 };
 thread_local Session session;
 
@@ -58,10 +60,10 @@ MHA_AMX_TARGET void Configure(const Shape& shape) {
     config.rows[2 * block] = config.rows[2 * block + 1] = config.rows[4 + block] = rows;
     config.bytes_per_row[2 * block] = config.bytes_per_row[2 * block + 1] = bytes;
     config.bytes_per_row[4 + block] =
-        static_cast<uint16_t>(rows ? kAmxDepth * sizeof(uint16_t) : 0);
+        static_cast<uint16_t>(rows ? shape.depth * sizeof(uint16_t) : 0);
   }
   for (size_t tile : {6, 7}) {
-    config.rows[tile] = static_cast<uint8_t>(kAmxDepth / 2);  // pair-rows
+    config.rows[tile] = static_cast<uint8_t>(shape.depth / 2);  // pair-rows
     config.bytes_per_row[tile] = kLineBytes;
   }
   _tile_loadconfig(&config);
@@ -105,10 +107,10 @@ MHA_AMX_TARGET void StoreC(const Block& block) {
   }
 }
 
-// C block += A[:, k, k + kAmxDepth) B[k, k + kAmxDepth) for every kAmxDepth of depth.
-MHA_AMX_TARGET void MultiplyBlock(const Block& block, size_t depth) {
+// C block += A[:, k, k + step) B[k, k + step) for every `step` of depth.
+MHA_AMX_TARGET void MultiplyBlock(const Block& block, size_t depth, size_t step) {
   const size_t a_below = kAmxTileRows * block.a_stride / sizeof(uint16_t);
-  for (size_t k = 0; k < depth; k += kAmxDepth) {
+  for (size_t k = 0; k < depth; k += step) {
     _tile_loadd(4, block.a + k, block.a_stride);
     _tile_loadd(6, block.b[0] + k * kPanelWidth, kLineBytes);
     if (block.second_panel) _tile_loadd(7, block.b[1] + k * kPanelWidth, kLineBytes);
@@ -127,17 +129,19 @@ MHA_AMX_TARGET void MultiplyBlock(const Block& block, size_t depth) {
 MHA_AMX_TARGET void Bf16TileMatMulAmx(size_t rows, size_t n, size_t depth,
                                       const uint16_t* a, size_t lda, const uint16_t* b,
                                       size_t b_rows, float* c, size_t ldc,
-                                      bool accumulate) {
+                                      bool accumulate, size_t amx_depth) {
   const size_t stored_rows = RoundUp(b_rows, 2), panels = n / kPanelWidth;
   // Configuring costs as much as a few tile products: once per call (once per
   // AmxTileSession), and again only for a row block of another height (48 rows:
-  // 16 + 16, then 16 on the same tiles). Outside a session the tiles are released on
-  // return: oneDNN's AMX kernels on the same thread configure their own.
-  Shape unshared{{0, 0}};
+  // 16 + 16, then 16 on the same tiles) or another depth (Q K^T, then P V). Outside a
+  // session the tiles are released on return: oneDNN's AMX kernels on the same thread
+  // configure their own.
+  Shape unshared{{0, 0}, 0};
   Shape& configured = session.open ? session.configured : unshared;
   for (size_t first = 0; first < rows; first += 2 * kAmxTileRows) {
     const size_t first_rows = std::min(kAmxTileRows, rows - first);
-    const Shape shape{{first_rows, std::min(kAmxTileRows, rows - first - first_rows)}};
+    const Shape shape{{first_rows, std::min(kAmxTileRows, rows - first - first_rows)},
+                      amx_depth};
     if (shape != configured) {
       Configure(shape);
       configured = shape;
@@ -154,7 +158,7 @@ MHA_AMX_TARGET void Bf16TileMatMulAmx(size_t rows, size_t n, size_t depth,
       block.c = c + first * ldc + panel * kPanelWidth;
       block.c_stride = ldc * sizeof(float);
       LoadOrZeroC(block, accumulate);
-      MultiplyBlock(block, depth);
+      MultiplyBlock(block, depth, amx_depth);
       StoreC(block);
     }
   }
@@ -175,7 +179,7 @@ AmxTileSession::~AmxTileSession() {
 namespace mha::internal {
 
 void Bf16TileMatMulAmx(size_t, size_t, size_t, const uint16_t*, size_t, const uint16_t*,
-                       size_t, float*, size_t, bool) {}
+                       size_t, float*, size_t, bool, size_t) {}
 AmxTileSession::AmxTileSession() = default;
 AmxTileSession::~AmxTileSession() = default;
 

@@ -70,7 +70,9 @@ void PrintTo(Kernel kernel, std::ostream* os) { *os << KernelName(kernel); }
 
 using Product = void (*)(size_t rows, size_t n, size_t depth, const uint16_t* a,
                          size_t lda, const uint16_t* b, size_t b_rows, float* c,
-                         size_t ldc, bool accumulate);
+                         size_t ldc, bool accumulate, size_t amx_depth);
+
+constexpr size_t kAmxDepths[] = {mha::internal::kAmxDepth, mha::internal::kAmxRowDepth};
 
 class Bf16TileMatMul : public ::testing::TestWithParam<Kernel> {
  protected:
@@ -84,20 +86,22 @@ class Bf16TileMatMul : public ::testing::TestWithParam<Kernel> {
   static Product Run() {
     switch (GetParam()) {
       case Kernel::kAvx512Bf16:
-        return [](size_t rows, size_t n, size_t depth, const uint16_t* a, size_t lda,
-                  const uint16_t* b, size_t b_rows, float* c, size_t ldc, bool acc) {
-          mha::internal::Bf16TileMatMulAvx512(rows, n, depth, a, lda, b, b_rows, c, ldc,
-                                              acc, nullptr);
-        };
+        return
+            [](size_t rows, size_t n, size_t depth, const uint16_t* a, size_t lda,
+               const uint16_t* b, size_t b_rows, float* c, size_t ldc, bool acc, size_t) {
+              mha::internal::Bf16TileMatMulAvx512(rows, n, depth, a, lda, b, b_rows, c,
+                                                  ldc, acc, nullptr);
+            };
       case Kernel::kAmxTiles:
         return mha::internal::Bf16TileMatMulAmx;
       case Kernel::kSplit:
         break;
     }
     return [](size_t rows, size_t n, size_t depth, const uint16_t* a, size_t lda,
-              const uint16_t* b, size_t b_rows, float* c, size_t ldc, bool acc) {
+              const uint16_t* b, size_t b_rows, float* c, size_t ldc, bool acc,
+              size_t amx_depth) {
       mha::internal::Bf16TileMatMul(rows, n, depth, a, lda, b, b_rows, c, ldc, acc,
-                                    nullptr);
+                                    nullptr, amx_depth);
     };
   }
 };
@@ -107,38 +111,39 @@ TEST_P(Bf16TileMatMul, MatchesDoubleProductOfTheBf16Values) {
   for (size_t rows : {1, 5, 6, 7, 8, 13, 16, 17, 32, 33, 48}) {
     for (size_t n : {16, 32, 48, 80, 144}) {
       for (size_t depth : {1, 3, 16, 17, 32, 33, 48, 64, 128}) {
-        if (GetParam() == Kernel::kAmxTiles && depth % mha::internal::kAmxDepth != 0) {
-          continue;
-        }
-        for (size_t extra_rows : {0, 5}) {
-          for (bool accumulate : {false, true}) {
-            const size_t lda = RoundUp(depth, 2) + 4, ldc = n + 16;
-            const PairedTile b(depth + extra_rows, n + 16, 2);
-            std::vector<uint16_t> a(rows * lda);
-            const std::vector<float> a_random = RandomFloats(a.size(), 1);
-            for (size_t i = 0; i < a.size(); ++i) {
-              // The element after an odd depth is the pair's zero half.
-              a[i] = i % lda == depth ? 0 : mha::internal::RoundToBf16Bits(a_random[i]);
-            }
-            std::vector<float> c = RandomFloats(rows * ldc, 3), expected = c;
-            for (size_t i = 0; i < rows; ++i) {
-              for (size_t j = 0; j < n; ++j) {
-                double sum = accumulate ? expected[i * ldc + j] : 0.0;
-                for (size_t k = 0; k < depth; ++k) {
-                  sum += double{Bf16Value(a[i * lda + k])} * b.values[k * b.cols + j];
-                }
-                expected[i * ldc + j] = static_cast<float>(sum);
+        for (size_t amx_depth : kAmxDepths) {
+          if (GetParam() == Kernel::kAmxTiles && depth % amx_depth != 0) continue;
+          for (size_t extra_rows : {0, 5}) {
+            for (bool accumulate : {false, true}) {
+              const size_t lda = RoundUp(depth, 2) + 4, ldc = n + 16;
+              const PairedTile b(depth + extra_rows, n + 16, 2);
+              std::vector<uint16_t> a(rows * lda);
+              const std::vector<float> a_random = RandomFloats(a.size(), 1);
+              for (size_t i = 0; i < a.size(); ++i) {
+                // The element after an odd depth is the pair's zero half.
+                a[i] = i % lda == depth ? 0 : mha::internal::RoundToBf16Bits(a_random[i]);
               }
-            }
-            product(rows, n, depth, a.data(), lda, b.bits.data(), b.rows, c.data(), ldc,
-                    accumulate);
-            SCOPED_TRACE(::testing::Message()
-                         << "rows " << rows << " n " << n << " depth " << depth
-                         << " b rows " << b.rows << " accumulate " << accumulate);
-            for (size_t i = 0; i < c.size(); ++i) {
-              // Columns past n and rows' padding stay as they were.
-              ASSERT_NEAR(c[i], expected[i], 2e-5 * (1.0 + std::fabs(expected[i])))
-                  << "element " << i;
+              std::vector<float> c = RandomFloats(rows * ldc, 3), expected = c;
+              for (size_t i = 0; i < rows; ++i) {
+                for (size_t j = 0; j < n; ++j) {
+                  double sum = accumulate ? expected[i * ldc + j] : 0.0;
+                  for (size_t k = 0; k < depth; ++k) {
+                    sum += double{Bf16Value(a[i * lda + k])} * b.values[k * b.cols + j];
+                  }
+                  expected[i * ldc + j] = static_cast<float>(sum);
+                }
+              }
+              product(rows, n, depth, a.data(), lda, b.bits.data(), b.rows, c.data(), ldc,
+                      accumulate, amx_depth);
+              SCOPED_TRACE(::testing::Message()
+                           << "rows " << rows << " n " << n << " depth " << depth
+                           << " amx depth " << amx_depth << " b rows " << b.rows
+                           << " accumulate " << accumulate);
+              for (size_t i = 0; i < c.size(); ++i) {
+                // Columns past n and rows' padding stay as they were.
+                ASSERT_NEAR(c[i], expected[i], 2e-5 * (1.0 + std::fabs(expected[i])))
+                    << "element " << i;
+              }
             }
           }
         }
@@ -152,11 +157,15 @@ TEST_P(Bf16TileMatMul, NaNInAnInputItReadsReachesTheProduct) {
   PairedTile b(depth, n, 4);
   std::vector<uint16_t> a(rows * lda, mha::internal::RoundToBf16Bits(0.5f));
   b.bits[PairedOffset(7, 20, depth)] = 0x7FC0;  // a quiet NaN in column 20
-  std::vector<float> c(rows * n, 0.0f);
-  Run()(rows, n, depth, a.data(), lda, b.bits.data(), depth, c.data(), n, false);
-  for (size_t i = 0; i < rows; ++i) {
-    for (size_t j = 0; j < n; ++j) {
-      EXPECT_EQ(std::isnan(c[i * n + j]), j == 20) << i << "," << j;
+  for (size_t amx_depth : kAmxDepths) {
+    std::vector<float> c(rows * n, 0.0f);
+    Run()(rows, n, depth, a.data(), lda, b.bits.data(), depth, c.data(), n, false,
+          amx_depth);
+    for (size_t i = 0; i < rows; ++i) {
+      for (size_t j = 0; j < n; ++j) {
+        EXPECT_EQ(std::isnan(c[i * n + j]), j == 20)
+            << i << "," << j << ", amx depth " << amx_depth;
+      }
     }
   }
 }
@@ -164,39 +173,43 @@ TEST_P(Bf16TileMatMul, NaNInAnInputItReadsReachesTheProduct) {
 // What the attention kernel's bitwise promises rest on (docs/errors.md): a row of
 // Bf16TileMatMul has the same bits whatever rows share its call (the thread count,
 // a prompt's chunking and a step's other sequences set them) and whatever zero
-// products follow its last nonzero one, from the next multiple of 16 on (a causal
-// block's key count, a page's padding), on whichever kernels this CPU and cap run.
+// products follow its last nonzero one, from the next multiple of the AMX depth on
+// (P V: a causal block's key count, a page's padding), on whichever kernels this CPU
+// and cap run, at either AMX depth.
 TEST(Bf16TileMatMulBits, ARowIgnoresTheRowsBesideItAndTrailingZeroProducts) {
   if (!mha::internal::CpuHasAvx512Bf16()) GTEST_SKIP() << "no AVX512_BF16";
   const size_t n = 48, max_rows = 40, max_depth = 128;
   const PairedTile b(max_depth, n, 7);
   const std::vector<float> a_random = RandomFloats(max_rows * max_depth, 8, 3.0f);
-  for (size_t depth : {16, 40, 64, 80, 128}) {  // the row's nonzero products
-    std::vector<uint16_t> a(max_rows * max_depth, 0);
-    for (size_t i = 0; i < max_rows; ++i) {
-      for (size_t k = 0; k < depth; ++k) {
-        a[i * max_depth + k] =
-            mha::internal::RoundToBf16Bits(a_random[i * max_depth + k]);
+  for (size_t amx_depth : kAmxDepths) {
+    for (size_t depth : {16, 40, 64, 80, 128}) {  // the row's nonzero products
+      std::vector<uint16_t> a(max_rows * max_depth, 0);
+      for (size_t i = 0; i < max_rows; ++i) {
+        for (size_t k = 0; k < depth; ++k) {
+          a[i * max_depth + k] =
+              mha::internal::RoundToBf16Bits(a_random[i * max_depth + k]);
+        }
       }
-    }
-    const auto product = [&](size_t row, size_t rows, size_t run_depth) {
-      std::vector<float> c = RandomFloats(rows * n, 9);
-      mha::internal::Bf16TileMatMul(rows, n, run_depth, a.data() + row * max_depth,
-                                    max_depth, b.bits.data(), max_depth, c.data(), n,
-                                    /*accumulate=*/true, nullptr);
-      return std::vector<float>(c.begin(), c.begin() + n);  // the first row's
-    };
-    // The kernel cuts depths in 16s (AMX): a run past the last nonzero product starts
-    // at the next multiple of 16, as the attention kernel's pages do.
-    const size_t padded = mha::internal::RoundUp(depth, 16);
-    const std::vector<float> alone = product(0, 1, padded);
-    for (size_t rows : {2, 5, 16, 17, 33, 40}) {
-      EXPECT_EQ(product(0, rows, padded), alone)
-          << "depth " << depth << ", rows " << rows;
-    }
-    for (size_t run_depth = padded; run_depth <= max_depth; run_depth += 16) {
-      EXPECT_EQ(product(0, 1, run_depth), alone)
-          << "depth " << depth << " run to " << run_depth;
+      const auto product = [&](size_t row, size_t rows, size_t run_depth) {
+        std::vector<float> c = RandomFloats(rows * n, 9);
+        mha::internal::Bf16TileMatMul(rows, n, run_depth, a.data() + row * max_depth,
+                                      max_depth, b.bits.data(), max_depth, c.data(), n,
+                                      /*accumulate=*/true, nullptr, amx_depth);
+        return std::vector<float>(c.begin(), c.begin() + n);  // the first row's
+      };
+      // A run past the last nonzero product starts at the next multiple of the AMX
+      // depth, as the attention kernel's pages do.
+      const size_t padded = mha::internal::RoundUp(depth, amx_depth);
+      const std::vector<float> alone = product(0, 1, padded);
+      for (size_t rows : {2, 5, 16, 17, 33, 40}) {
+        EXPECT_EQ(product(0, rows, padded), alone)
+            << "depth " << depth << ", rows " << rows << ", amx depth " << amx_depth;
+      }
+      for (size_t run_depth = padded; run_depth <= max_depth; run_depth += amx_depth) {
+        EXPECT_EQ(product(0, 1, run_depth), alone)
+            << "depth " << depth << " run to " << run_depth << ", amx depth "
+            << amx_depth;
+      }
     }
   }
 }
