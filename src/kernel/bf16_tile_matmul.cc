@@ -19,7 +19,8 @@ void Bf16TileMatMul(size_t rows, size_t n, size_t depth, const uint16_t* a, size
     // every row count and every depth past its last nonzero product.
     done = depth / amx_depth * amx_depth;
     if (done > 0) {
-      Bf16TileMatMulAmx(rows, n, done, a, lda, b, b_rows, c, ldc, accumulate, amx_depth);
+      Bf16TileMatMulAmx(rows, n, done, a, lda, b, b_rows, c, ldc, accumulate, amx_depth,
+                        done == depth ? after : nullptr);
       if (done == depth) return;
       accumulate = true;
     }

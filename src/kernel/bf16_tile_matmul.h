@@ -64,6 +64,6 @@ void Bf16TileMatMulAvx512(size_t rows, size_t n, size_t depth, const uint16_t* a
                           size_t ldc, bool accumulate, const uint16_t* after);
 void Bf16TileMatMulAmx(size_t rows, size_t n, size_t depth, const uint16_t* a, size_t lda,
                        const uint16_t* b, size_t b_rows, float* c, size_t ldc,
-                       bool accumulate, size_t amx_depth);
+                       bool accumulate, size_t amx_depth, const uint16_t* after);
 
 }  // namespace mha::internal

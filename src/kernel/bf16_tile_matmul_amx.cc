@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "src/kv/kv_pages.h"
+#include "src/simd/prefetch_rule.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -108,9 +109,19 @@ MHA_AMX_TARGET void StoreC(const Block& block) {
 }
 
 // C block += A[:, k, k + step) B[k, k + step) for every `step` of depth.
-MHA_AMX_TARGET void MultiplyBlock(const Block& block, size_t depth, size_t step) {
+MHA_AMX_TARGET void MultiplyBlock(const Block& block, size_t depth, size_t step,
+                                  const uint8_t* prefetch, size_t prefetch_bytes) {
   const size_t a_below = kAmxTileRows * block.a_stride / sizeof(uint16_t);
+  const size_t steps = depth / step;
+  const size_t per_step =
+      RoundUp((prefetch_bytes + steps - 1) / std::max<size_t>(steps, 1), kCacheLineBytes);
   for (size_t k = 0; k < depth; k += step) {
+    if (prefetch_bytes > 0) {
+      const size_t bytes = std::min(per_step, prefetch_bytes);
+      PrefetchLines(prefetch, bytes);
+      prefetch += bytes;
+      prefetch_bytes -= bytes;
+    }
     _tile_loadd(4, block.a + k, block.a_stride);
     _tile_loadd(6, block.b[0] + k * kPanelWidth, kLineBytes);
     if (block.second_panel) _tile_loadd(7, block.b[1] + k * kPanelWidth, kLineBytes);
@@ -129,8 +140,16 @@ MHA_AMX_TARGET void MultiplyBlock(const Block& block, size_t depth, size_t step)
 MHA_AMX_TARGET void Bf16TileMatMulAmx(size_t rows, size_t n, size_t depth,
                                       const uint16_t* a, size_t lda, const uint16_t* b,
                                       size_t b_rows, float* c, size_t ldc,
-                                      bool accumulate, size_t amx_depth) {
+                                      bool accumulate, size_t amx_depth,
+                                      const uint16_t* after) {
   const size_t stored_rows = RoundUp(b_rows, 2), panels = n / kPanelWidth;
+  // The tile read next (a decode step's next page, from memory) on its way to L2, a
+  // slice per block of C: tileloadd has no prefetcher ramp-up over short pages.
+  const size_t after_bytes = after ? stored_rows * n * sizeof(uint16_t) : 0;
+  const size_t blocks =
+      (rows + 2 * kAmxTileRows - 1) / (2 * kAmxTileRows) * ((panels + 1) / 2);
+  const size_t slice = RoundUp((after_bytes + blocks - 1) / blocks, kCacheLineBytes);
+  size_t prefetched = 0;
   // Configuring costs as much as a few tile products: once per call (once per
   // AmxTileSession), and again only for a row block of another height (48 rows:
   // 16 + 16, then 16 on the same tiles) or another depth (Q K^T, then P V). Outside a
@@ -158,7 +177,10 @@ MHA_AMX_TARGET void Bf16TileMatMulAmx(size_t rows, size_t n, size_t depth,
       block.c = c + first * ldc + panel * kPanelWidth;
       block.c_stride = ldc * sizeof(float);
       LoadOrZeroC(block, accumulate);
-      MultiplyBlock(block, depth, amx_depth);
+      const size_t bytes = std::min(slice, after_bytes - prefetched);
+      MultiplyBlock(block, depth, amx_depth,
+                    reinterpret_cast<const uint8_t*>(after) + prefetched, bytes);
+      prefetched += bytes;
       StoreC(block);
     }
   }
@@ -179,7 +201,7 @@ AmxTileSession::~AmxTileSession() {
 namespace mha::internal {
 
 void Bf16TileMatMulAmx(size_t, size_t, size_t, const uint16_t*, size_t, const uint16_t*,
-                       size_t, float*, size_t, bool, size_t) {}
+                       size_t, float*, size_t, bool, size_t, const uint16_t*) {}
 AmxTileSession::AmxTileSession() = default;
 AmxTileSession::~AmxTileSession() = default;
 

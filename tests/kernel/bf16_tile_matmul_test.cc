@@ -93,7 +93,12 @@ class Bf16TileMatMul : public ::testing::TestWithParam<Kernel> {
                                                   ldc, acc, nullptr);
             };
       case Kernel::kAmxTiles:
-        return mha::internal::Bf16TileMatMulAmx;
+        return [](size_t rows, size_t n, size_t depth, const uint16_t* a, size_t lda,
+                  const uint16_t* b, size_t b_rows, float* c, size_t ldc, bool acc,
+                  size_t amx_depth) {
+          mha::internal::Bf16TileMatMulAmx(rows, n, depth, a, lda, b, b_rows, c, ldc, acc,
+                                           amx_depth, b);  // prefetching B again
+        };
       case Kernel::kSplit:
         break;
     }
