@@ -1,11 +1,11 @@
-// Bf16TileMatMulAmx on AMX (bf16_tile_matmul.h): tdpbf16ps multiplies a 16 x 16
-// bfloat16 tile of A by a 16 x 16 one of B into a 16 x 16 fp32 tile of C, 8 times
-// the multiply-adds of vdpbf16ps per instruction, at a depth the caller sets: a
-// whole tile row (Q K^T over head_dim) or half of one (P V over a 16-token page), so
-// that every cache groups a row's products alike (bf16_tile_matmul.h). A B tile is 8
-// pair-rows of one paired panel, 8 consecutive 64-byte lines: the layout the KV pages
-// already have (kv_pages.h), so it loads in place. The eight tile registers hold a 2 x 2
-// block of C (32 rows x 2 panels), the two A tiles and the two B tiles it needs.
+// Bf16TileMatMulAmx on AMX (bf16_tile_matmul.h): tdpbf16ps multiplies a 16 x depth
+// bfloat16 tile of A by a depth x 16 one of B into a 16 x 16 fp32 tile of C, at a
+// depth the caller sets so that every cache groups a row's products alike: a whole
+// tile row, 32 (Q K^T over head_dim), or half of one, 16 (P V over a 16-token page).
+// A B tile is depth / 2 pair-rows of one paired panel, consecutive 64-byte lines: the
+// layout the KV pages already have (kv_pages.h), so it loads in place. The eight tile
+// registers hold a 2 x 2 block of C (32 rows x 2 panels), the two A tiles and the two
+// B tiles it needs.
 #include "src/kernel/bf16_tile_matmul.h"
 
 #include <algorithm>
@@ -148,7 +148,8 @@ MHA_AMX_TARGET void Bf16TileMatMulAmx(size_t rows, size_t n, size_t depth,
   const size_t after_bytes = after ? stored_rows * n * sizeof(uint16_t) : 0;
   const size_t blocks =
       (rows + 2 * kAmxTileRows - 1) / (2 * kAmxTileRows) * ((panels + 1) / 2);
-  const size_t slice = RoundUp((after_bytes + blocks - 1) / blocks, kCacheLineBytes);
+  const size_t slice =
+      blocks ? RoundUp((after_bytes + blocks - 1) / blocks, kCacheLineBytes) : 0;
   size_t prefetched = 0;
   // Configuring costs as much as a few tile products: once per call (once per
   // AmxTileSession), and again only for a row block of another height (48 rows:

@@ -165,21 +165,16 @@ HWY_INLINE void AccumulateBand(D d, const float* HWY_RESTRICT a, size_t lda,
     stream_panel[panel] = b.pages ? 0 : panel;
   }
   size_t k = 0;
-  if (b.prefetch) {
-    for (; k + kStep <= depth; k += kStep) {
-      if (k % kLineRows == 0) {
-        HWY_UNROLL(4)
-        for (size_t panel = 0; panel < panels; ++panel) {
-          PrefetchAt<Code>(internal::PrefetchAddress(stream[panel], stream_panel[panel],
-                                                     stream_panels, rows, kRowBytes, k,
-                                                     stream_after[panel], kLineRows));
-        }
+  for (; k + kStep <= depth; k += kStep) {
+    if (b.prefetch && k % kLineRows == 0) {
+      HWY_UNROLL(4)
+      for (size_t panel = 0; panel < panels; ++panel) {
+        PrefetchAt<Code>(internal::PrefetchAddress(stream[panel], stream_panel[panel],
+                                                   stream_panels, rows, kRowBytes, k,
+                                                   stream_after[panel], kLineRows));
       }
-      AddBandRows<kRows, kCols, kStep>(d, a, lda, band, k, acc);
     }
-  } else {
-    for (; k + kStep <= depth; k += kStep)
-      AddBandRows<kRows, kCols, kStep>(d, a, lda, band, k, acc);
+    AddBandRows<kRows, kCols, kStep>(d, a, lda, band, k, acc);
   }
   if constexpr (kStep == 2) {
     if (k < depth) {  // an odd last row: the even rows alone
