@@ -107,31 +107,13 @@ HWY_INLINE void AddOuterProduct(D d, const float* HWY_RESTRICT a, size_t lda, si
   }
 }
 
-// acc += A[:, k, k + kStep) B[k, k + kStep): one load of B's rows (kStep: the
-// loader's kRowsPerLoad).
-template <size_t kRows, size_t kCols, size_t kStep, class D, class Column>
-HWY_INLINE void AddBandRows(D d, const float* HWY_RESTRICT a, size_t lda,
-                            const Column* band, size_t k, hn::Vec<D> (*acc)[kCols]) {
-  hn::Vec<D> row[kCols];
-  if constexpr (kStep == 2) {
-    hn::Vec<D> odd[kCols];
-    HWY_UNROLL(4)
-    for (size_t col = 0; col < kCols; ++col) band[col].Load(d, k, row[col], odd[col]);
-    AddOuterProduct<kRows, kCols>(d, a, lda, k, row, acc);
-    AddOuterProduct<kRows, kCols>(d, a, lda, k + 1, odd, acc);
-  } else {
-    HWY_UNROLL(4)
-    for (size_t col = 0; col < kCols; ++col) row[col] = band[col].Load(d, k);
-    AddOuterProduct<kRows, kCols>(d, a, lda, k, row, acc);
-  }
-}
-
 // acc += A[kRows, depth] B[depth, kCols vectors] over one tile (or pages side by
 // side) of B.
 template <size_t kRows, size_t kCols, class D, class Loader>
 HWY_INLINE void AccumulateBand(D d, const float* HWY_RESTRICT a, size_t lda,
                                const BandOf<Loader>& b, size_t depth,
                                hn::Vec<D> (*acc)[kCols]) {
+  using V = hn::Vec<D>;
   using Code = typename Loader::Code;
   constexpr size_t kStep = Loader::kRowsPerLoad;  // rows of B per load
   const size_t lanes = hn::Lanes(d);
@@ -174,11 +156,22 @@ HWY_INLINE void AccumulateBand(D d, const float* HWY_RESTRICT a, size_t lda,
                                                    stream_after[panel], kLineRows));
       }
     }
-    AddBandRows<kRows, kCols, kStep>(d, a, lda, band, k, acc);
+    V row[kCols];
+    if constexpr (kStep == 2) {
+      V odd[kCols];
+      HWY_UNROLL(4)
+      for (size_t col = 0; col < kCols; ++col) band[col].Load(d, k, row[col], odd[col]);
+      AddOuterProduct<kRows, kCols>(d, a, lda, k, row, acc);
+      AddOuterProduct<kRows, kCols>(d, a, lda, k + 1, odd, acc);
+    } else {
+      HWY_UNROLL(4)
+      for (size_t col = 0; col < kCols; ++col) row[col] = band[col].Load(d, k);
+      AddOuterProduct<kRows, kCols>(d, a, lda, k, row, acc);
+    }
   }
   if constexpr (kStep == 2) {
     if (k < depth) {  // an odd last row: the even rows alone
-      hn::Vec<D> row[kCols], odd[kCols];
+      V row[kCols], odd[kCols];
       HWY_UNROLL(4)
       for (size_t col = 0; col < kCols; ++col) band[col].Load(d, k, row[col], odd[col]);
       AddOuterProduct<kRows, kCols>(d, a, lda, k, row, acc);
