@@ -10,6 +10,8 @@
 #include <memory>
 #include <string>
 
+#include <unistd.h>
+
 #include "benchmarks/bench_util.h"
 
 namespace mha::bench {
@@ -139,26 +141,58 @@ std::vector<int64_t> DraftTree() {
   return parents;
 }
 
-// One sequence after `cached` tokens: a decode step (draft false) or the verification
-// of a 64-token draft tree. Every core must stream the K/V. bytes_per_token: what the
-// cache stores per token (every KV head's K, V and scales), as its stats() say.
+// The last-level cache's bytes, as the C library reports them (0 if it does not).
+int64_t LastLevelCacheBytes() {
+#ifdef _SC_LEVEL3_CACHE_SIZE
+  return std::max<int64_t>(0, sysconf(_SC_LEVEL3_CACHE_SIZE));
+#else
+  return 0;
+#endif
+}
+
+// Sequences of `cached` tokens whose K/V (block_bytes per kBlock tokens) pass twice
+// the last-level cache, or 4 where its size is unknown.
+int64_t SequencesPastLastLevelCache(int64_t cached, int64_t block_bytes) {
+  const int64_t llc = LastLevelCacheBytes(), bytes = cached / kBlock * block_bytes;
+  return llc > 0 ? std::max<int64_t>(1, (2 * llc + bytes - 1) / bytes) : 4;
+}
+
+// `sequences` sequences after `cached` tokens each (0: as many as every kind runs
+// with, past the last-level cache: the int8 K/V pass twice its size, int4's pass it,
+// bf16's and fp32's are 2x and 4x int8's): a decode step of each (draft false) or the
+// verification of a 64-token draft tree (one sequence). Every core must stream the K/V.
+// bytes_per_token: what the cache stores per token (every KV head's K, V and
+// scales), as its stats() say.
 void BM_OverCache(benchmark::State& state, DType storage, KvScales scales, int64_t cached,
-                  bool draft) {
+                  bool draft, int64_t sequences) {
   const ServeLayer layer(0), filler(16);
   const int64_t count = draft ? 64 : 1;
   PagedKvCacheOptions options;
-  options.num_blocks = (cached + count) / kBlock + 1;
   options.block_size = kBlock;
-  options.max_sequences = 1;
   options.storage = storage;
   options.scales = scales;
+  if (sequences == 0) {
+    PagedKvCacheOptions int8 = options;
+    int8.num_blocks = int8.max_sequences = 1;
+    int8.storage = DType::kInt8;
+    int8.scales = KvScales::kPerToken;
+    const int64_t block_bytes = PagedKvCache(layer.config, int8).stats().bytes_per_block;
+    sequences = SequencesPastLastLevelCache(cached, block_bytes);
+  }
+  options.num_blocks = sequences * ((cached + count) / kBlock + 1);
+  options.max_sequences = sequences;
   PagedKvCache cache(layer.config, options);
-  Fill(filler, cache, 0, cached);
-  Step step({{0, count}});
+  std::vector<std::pair<int64_t, int64_t>> work;
+  for (int64_t i = 0; i < sequences; ++i) {
+    Fill(filler, cache, i, cached);
+    work.emplace_back(i, count);
+  }
+  Step step(work);
   if (draft) step.tree_parents = DraftTree();
   step.Time(state, *layer.layer, cache);
   const double token_bytes = static_cast<double>(cache.stats().bytes_per_block) / kBlock;
-  const double kv_bytes = static_cast<double>(cached + count) * token_bytes;
+  const double kv_bytes = static_cast<double>(sequences * (cached + count)) * token_bytes;
+  state.counters["sequences"] = static_cast<double>(sequences);
   state.counters["bytes_per_token"] = token_bytes;
   state.counters["kv_GBps"] =
       benchmark::Counter(kv_bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
@@ -329,21 +363,28 @@ void RegisterServingCases() {
 #include "mha/kv_storage_kinds.h"
 #undef MHA_KV_KIND
   };
+  // One sequence (its K/V may fit the last-level cache: 67 MB of int8 at 32k tokens),
+  // and as many as pass twice that cache, which a decode streams from memory.
   for (const Kind& kind : kinds) {
-    std::string name =
-        std::string("BM_Serve/decode_long_b1/") + DTypeName(kind.storage) +
+    std::string kind_name =
+        std::string(DTypeName(kind.storage)) +
         (kind.scales == KvScales::kNone ? "_scale_free"
          : kind.scales == KvScales::kPerChannelKeys && kind.storage == DType::kInt8
              ? "_channel_keys"
              : "");
     if (kind.scales == KvScales::kPerGroup) {
-      name = std::string("BM_Serve/decode_long_b1/") +
-             static_cast<char>(kind.name[0] + 32) + (kind.name + 1);  // Q8_0: q8_0
+      kind_name = std::string(1, static_cast<char>(kind.name[0] + 32)) +
+                  (kind.name + 1);  // Q8_0: q8_0
     }
-    benchmark::RegisterBenchmark(name.c_str(), BM_OverCache, kind.storage, kind.scales,
-                                 int64_t{32768}, false)
-        ->UseRealTime()
-        ->Unit(benchmark::kMillisecond);
+    for (const int64_t sequences : {1, 0}) {
+      const std::string name =
+          (sequences == 1 ? "BM_Serve/decode_long_b1/" : "BM_Serve/decode_past_llc/") +
+          kind_name;
+      benchmark::RegisterBenchmark(name.c_str(), BM_OverCache, kind.storage, kind.scales,
+                                   int64_t{32768}, false, sequences)
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+    }
   }
   // Speculative decoding: verifying a 64-token tree against one decode step, both
   // over 8192 cached tokens.
@@ -353,7 +394,7 @@ void RegisterServingCases() {
                                (draft ? "tree_verify_64_s8192/" : "decode_b1_s8192/") +
                                DTypeName(storage);
       benchmark::RegisterBenchmark(name.c_str(), BM_OverCache, storage,
-                                   KvScales::kPerToken, int64_t{8192}, draft)
+                                   KvScales::kPerToken, int64_t{8192}, draft, int64_t{1})
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);
     }

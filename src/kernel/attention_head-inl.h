@@ -19,10 +19,12 @@
 #include "src/features/temperature.h"
 #include "src/kernel/attention_head.h"
 #include "src/kernel/bf16_tile_matmul.h"
+#include "src/kernel/int8_tile_matmul.h"
 #include "src/kernel/logits-inl.h"
 #include "src/kernel/tile_matmul-inl.h"
 #include "src/simd/bf16_convert.h"
 #include "src/simd/head_norm-inl.h"
+#include "src/simd/query_codes-inl.h"
 #include "src/simd/softmax-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -37,6 +39,7 @@ using mha::HWY_NAMESPACE::kNegInf;
 using mha::HWY_NAMESPACE::MaskOutside;
 using mha::HWY_NAMESPACE::NormRotateRow;
 using mha::HWY_NAMESPACE::OnlineSoftmaxStep;
+using mha::HWY_NAMESPACE::QuantizeQueryRow;
 using mha::HWY_NAMESPACE::RowMax;
 using mha::HWY_NAMESPACE::ScaleRow;
 using mha::HWY_NAMESPACE::SoftCap;
@@ -64,8 +67,10 @@ void TransposeBlock(const T* HWY_RESTRICT block, T* HWY_RESTRICT transposed) {
 // tiles' loaders and its hooks on the scores, the probabilities and the context
 // (src/kv/kind_traits-inl.h); the kernel names no kind. bf16_dot (a kind with
 // kBf16Products): bfloat16 pages meet queries and probabilities rounded to bfloat16
-// in AVX512_BF16 dot products (bf16_tile_matmul.h); otherwise every product is fp32
-// on pages widened as they load.
+// in AVX512_BF16 dot products (bf16_tile_matmul.h); a kind with kInt8KeyProducts
+// (int8 keys) meets the query quantised to integers, its scores exact integer sums,
+// int8_dot on AVX512_VNNI (int8_tile_matmul.h); otherwise every product is fp32 on
+// pages widened as they load.
 template <class Kind>
 class QueryStep {
   using T = typename Kind::Code;
@@ -74,7 +79,7 @@ class QueryStep {
   QueryStep(const AttentionParams& params, const CoreTask& task,
             const TaskRows& task_rows, const MaskPlan& masks, const HeadScratch& layout,
             float* scratch, const KvPages& pages, int64_t first_row, size_t rows,
-            bool bf16_dot)
+            bool bf16_dot, bool int8_dot)
       : params_(params),
         task_(task),
         task_rows_(task_rows),
@@ -90,8 +95,10 @@ class QueryStep {
         sums_(maxes_ + kQueryStep),
         query_bits_(reinterpret_cast<uint16_t*>(scratch + layout.query_bits)),
         probability_bits_(reinterpret_cast<uint16_t*>(scratch + layout.probability_bits)),
+        query_codes_(reinterpret_cast<int16_t*>(scratch + layout.query_codes)),
         value_tile_(reinterpret_cast<T*>(scratch + layout.value_tile)),
-        bf16_dot_(bf16_dot) {
+        bf16_dot_(bf16_dot),
+        int8_dot_(int8_dot) {
     for (size_t i = 0; i < rows; ++i) {  // looked up per key tile: no division there
       positions_[i] = task_rows.Position(first_row + static_cast<int64_t>(i));
       heads_[i] = task_rows.Head(first_row + static_cast<int64_t>(i));
@@ -158,7 +165,7 @@ class QueryStep {
     const size_t head_dim = static_cast<size_t>(params_.head_dim);
     const bool temperature = params_.temperature_floor_scale > 0.0f;
     if (params_.query_scale != 1.0f || params_.rotary || stride == 0 || temperature ||
-        params_.query_norm.enabled()) {
+        params_.query_norm.enabled() || Kind::kInt8KeyProducts) {
       const int64_t* positions = task_rows_.query_positions();
       for (size_t i = 0; i < rows_; ++i) {
         NormRotateRow(d, task_rows_.Query(KernelRow(i)), head_dim, params_.query_norm,
@@ -166,6 +173,14 @@ class QueryStep {
                       QueryScale(i), query_tile_ + i * layout_.padded_head_dim);
       }
       query = {query_tile_, layout_.padded_head_dim};
+    }
+    if constexpr (Kind::kInt8KeyProducts) {  // the codes, as floats, in place
+      for (size_t i = 0; i < rows_; ++i) {
+        float* row = query_tile_ + i * query.stride;
+        query_scales_[i] =
+            QuantizeQueryRow(d, row, head_dim, QueryCodeLimit(head_dim), row,
+                             query_codes_ + i * layout_.padded_head_dim);
+      }
     }
     if (bf16_dot_) {  // rows rounded, zero-padded: an odd head_dim ends a pair with 0
       for (size_t i = 0; i < rows_; ++i) {
@@ -254,7 +269,10 @@ class QueryStep {
     const size_t stride = layout_.key_step;
     const size_t head_dim = static_cast<size_t>(params_.head_dim);
     const size_t page_size = static_cast<size_t>(pages_.page_size);
-    if (!bf16_dot_ && page_size < StripColumns(d) && StripColumns(d) % page_size == 0) {
+    if (int8_dot_) {
+      Int8Scores(first_key, padded);
+    } else if (!bf16_dot_ && page_size < StripColumns(d) &&
+               StripColumns(d) % page_size == 0) {
       PagedScores(d, query, first_key, padded);
     } else {
       ForEachPage(first_key, padded, [&](int64_t page, size_t column, size_t keys) {
@@ -271,6 +289,13 @@ class QueryStep {
                      /*accumulate=*/false, after);
         }
       });
+    }
+    // The integer sums (as floats) times their query scale, as Int8Scores does.
+    if constexpr (Kind::kInt8KeyProducts) {
+      if (!int8_dot_) {
+        for (size_t i = 0; i < rows_; ++i)
+          ScaleRow(d, scores_ + i * stride, padded, query_scales_[i]);
+      }
     }
     // What the kind adds to the products: its scales per token, its zero points.
     if constexpr (Kind::kScoreTerms) {
@@ -299,6 +324,37 @@ class QueryStep {
           pages_.ValuePage(page) + pages_.value_codes_bytes,
           static_cast<size_t>(pages_.value_page_bytes - pages_.value_codes_bytes));
     }
+  }
+
+  // Q K^T of a key tile in AVX512_VNNI integer dot products, times the query scales:
+  // every K^T panel of its pages in one product. Each panel sends on to L2 the
+  // matching panel of the next key tile, or after the last, a V page of this one: a
+  // whole tile ahead: a paged cache's pages are scattered, beyond the prefetchers.
+  void Int8Scores(int64_t first_key, size_t padded) {
+    const size_t head_dim = static_cast<size_t>(params_.head_dim);
+    const int64_t next_key = NextKeyStep(first_key), key_limit = KeyEnd(rows_ - 1);
+    const int8_t* panels[kMaxKeyStep / kPanelWidth];
+    const int8_t* ahead[kMaxKeyStep / kPanelWidth];
+    for (size_t p = 0; p < padded / kPanelWidth; ++p) {
+      const int64_t key = first_key + static_cast<int64_t>(p * kPanelWidth);
+      const int64_t later = next_key + static_cast<int64_t>(p * kPanelWidth);
+      panels[p] = KeyPanel(key);
+      // A V page is about as many bytes as its K^T panels: panel j sends the j-th.
+      const auto* values =
+          reinterpret_cast<const int8_t*>(ValueTile(key / pages_.page_size));
+      ahead[p] = later < key_limit
+                     ? KeyPanel(later)
+                     : values + static_cast<size_t>(key % pages_.page_size) * head_dim;
+    }
+    Int8TileMatMulVnni(rows_, padded / kPanelWidth, head_dim, query_codes_,
+                       layout_.padded_head_dim, query_scales_, panels, ahead, scores_,
+                       layout_.key_step);
+  }
+  // The K^T panel of an int8 page that holds `key` (a multiple of kPanelWidth).
+  const int8_t* KeyPanel(int64_t key) const {
+    const size_t column = static_cast<size_t>(key % pages_.page_size);
+    return reinterpret_cast<const int8_t*>(KeyTile(key / pages_.page_size)) +
+           TileOffset<int8_t>(0, column, static_cast<size_t>(params_.head_dim));
   }
 
   // Q K^T of a key tile of pages narrower than a strip (16-token pages on AVX-512):
@@ -490,9 +546,11 @@ class QueryStep {
   float* sums_;
   uint16_t* query_bits_;        // bf16_dot: the query rows, rounded
   uint16_t* probability_bits_;  // bf16_dot: the score tile's probabilities, rounded
+  int16_t* query_codes_;        // int8 key products: the query rows' codes
   T* value_tile_;               // values in keys: the page's V tile
-  const bool bf16_dot_;
+  const bool bf16_dot_, int8_dot_;
   int64_t positions_[kQueryStep], heads_[kQueryStep];  // of each row
+  float query_scales_[kQueryStep];  // int8 key products: each row's scale
 };
 
 // Whether query steps over bfloat16 pages run bf16 products (bf16_tile_matmul.h):
@@ -508,6 +566,17 @@ inline bool Bf16DotProducts() {
 #endif
 }
 
+// Whether int8 key products run on AVX512_VNNI (int8_tile_matmul.h): from an AVX-512
+// target only. Unlike the bf16 paths, both give the same bits: exact integer sums.
+inline bool Int8DotProductsRun(size_t head_dim) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  return Int8DotProducts(head_dim);
+#else
+  (void)head_dim;
+  return false;
+#endif
+}
+
 template <class Kind, class D>
 void AttendRows(D d, const AttentionParams& params, const CoreTask& task,
                 const TaskRows& rows, const MaskPlan& masks, const HeadScratch& layout,
@@ -516,8 +585,10 @@ void AttendRows(D d, const AttentionParams& params, const CoreTask& task,
   for (int64_t first = 0; first < count; first += static_cast<int64_t>(kQueryStep)) {
     const size_t rows_in_step = std::min<size_t>(kQueryStep, count - first);
     const bool bf16_dot = Kind::kBf16Products && Bf16DotProducts();
+    const bool int8_dot = Kind::kInt8KeyProducts &&
+                          Int8DotProductsRun(static_cast<size_t>(params.head_dim));
     QueryStep<Kind>(params, task, rows, masks, layout, scratch, pages, first,
-                    rows_in_step, bf16_dot)
+                    rows_in_step, bf16_dot, int8_dot)
         .Run(d);
   }
 }

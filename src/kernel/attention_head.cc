@@ -22,7 +22,8 @@ HeadScratch::HeadScratch(int64_t page_size, int64_t head_dim, int64_t value_head
   // Two bfloat16 to a float; whole cache lines (16 floats).
   query_bits = row_stats + RoundUp(2 * kQueryStep, kPanelWidth);
   probability_bits = query_bits + kQueryStep * padded_head_dim / 2;
-  value_tile = probability_bits + kQueryStep * key_step / 2;
+  query_codes = probability_bits + kQueryStep * key_step / 2;  // 16-bit
+  value_tile = query_codes + kQueryStep * padded_head_dim / 2;
   // A page of at most float-sized elements (paired rows: one more when odd).
   const size_t value_tile_floats =
       values_in_keys ? RoundUp(static_cast<size_t>(page_size) + 1, kPanelWidth) *

@@ -30,10 +30,10 @@ struct HeadScratch {
   size_t key_step;
   // Offsets: the score tile, the context accumulators, the staged query tile, the
   // running softmax max and sum per row, (AVX512_BF16 dot products) the query tile
-  // and the probabilities rounded to bfloat16, and (values_in_keys) one page's V
-  // tile made from its K^T tile.
-  size_t scores, context, query_tile, row_stats, query_bits, probability_bits, value_tile,
-      total_floats;
+  // and the probabilities rounded to bfloat16, (int8 key products) the query tile's
+  // 16-bit codes, and (values_in_keys) one page's V tile made from its K^T tile.
+  size_t scores, context, query_tile, row_stats, query_bits, probability_bits,
+      query_codes, value_tile, total_floats;
 };
 
 // Runs one task over its (batch, KV head)'s pages. A task with a partial key range

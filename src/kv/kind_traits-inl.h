@@ -5,6 +5,8 @@
 //                        how the tile products read its K^T and V tiles
 //                        (tile_loaders-inl.h)
 //   kBf16Products        bfloat16 dot products where the CPU has them
+//   kInt8KeyProducts     int8 keys meet the query quantised to integers, in exact
+//                        integer dot products (src/kernel/int8_tile_matmul.h)
 //   kScoreTerms          FinishScores(d, pages, page, query, query_stride, rows,
 //                        scores, stride, keys): after Q K^T of one page (token scales,
 //                        zero points)
@@ -42,7 +44,7 @@ struct CodesKind {
   using Code = T;
   using KeyLoader = CodesLoader<T>;
   using ValueLoader = CodesLoader<T>;
-  static constexpr bool kBf16Products = false;
+  static constexpr bool kBf16Products = false, kInt8KeyProducts = false;
   static constexpr bool kScoreTerms = false, kProbabilityTerms = false,
                         kContextTerms = false;
   static KeyLoader Keys(const KvPages&) { return {}; }
@@ -71,6 +73,12 @@ struct TokenScaledKind : CodesKind<T> {
                                              ValueTokenScales(pages, page), keys);
     }
   }
+};
+
+// int8 codes with a scale per token, whose keys meet a quantised query: a logit is
+// query scale * integer dot product * key scale.
+struct Int8TokenScaledKind : TokenScaledKind<int8_t> {
+  static constexpr bool kInt8KeyProducts = true;
 };
 
 }  // namespace HWY_NAMESPACE

@@ -21,6 +21,8 @@ constexpr size_t kQueryStep = 8 * kTileRows;
 constexpr size_t kKeyStep = 128;
 // A paged cache's largest block (page) size.
 constexpr size_t kMaxPageSize = 256;
+// A key tile's most keys: kKeyStep, or one larger page.
+constexpr size_t kMaxKeyStep = kMaxPageSize > kKeyStep ? kMaxPageSize : kKeyStep;
 // Keys rotated at a time as they are written into pages.
 constexpr size_t kRotationRows = 128;
 

@@ -1,5 +1,6 @@
 // The int8 KV kind: symmetric int8 codes, one fp32 scale per token for the key and for
-// the value (max|x| / 127; token_scales.h).
+// the value (max|x| / 127; token_scales.h). Keys meet the query quantised to integers in
+// exact integer dot products (src/kernel/int8_tile_matmul.h).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/kv/kinds/int8.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -14,7 +15,7 @@
 HWY_BEFORE_NAMESPACE();
 namespace mha::internal::HWY_NAMESPACE {
 
-MHA_KV_KIND_ATTEND(Int8, TokenScaledKind<int8_t>)
+MHA_KV_KIND_ATTEND(Int8, Int8TokenScaledKind)
 
 void AppendInt8(const PanelAppend& append) {
   CheckAppend(append);

@@ -1,0 +1,44 @@
+// Int8 key products: the scores of an int8 cache's keys (src/kv/kinds/int8.cc)
+// against a query quantised per row (src/simd/query_codes-inl.h), as exact integer
+// dot products. Exact integers give the same bits whichever instructions sum them:
+// the Highway tile product (tile_matmul-inl.h) sums the codes widened to float,
+// exactly while every partial sum stays below 2^24 (which bounds the query's codes:
+// QueryCodeLimit), and where the CPU has them AVX512_VNNI's vpdpwssd sums two 16-bit
+// products per 32-bit lane, here, in one narrow x86 file with a target attribute
+// (int8_tile_matmul_vnni.cc), run only where CPUID says so (src/base/cpu_features.h)
+// and only from the attention kernel's AVX-512 target (so MHA_MAX_ISA caps it). The
+// two give the same bits; the CPU picks by speed.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+namespace mha::internal {
+
+// The largest query code for a head_dim: codes within [-limit, limit] against keys
+// within [-127, 127] keep |sum| <= limit * 127 * head_dim < 2^24, exact in float. For
+// head_dim 128, 1032: ten bits and a sign, a step 8x finer than int8's; at most 32767
+// (16-bit codes).
+constexpr int32_t QueryCodeLimit(size_t head_dim) {
+  return static_cast<int32_t>(std::min<size_t>(
+      32767, ((size_t{1} << 24) - 1) / (127 * std::max<size_t>(1, head_dim))));
+}
+
+// Whether the int8 key products of a head_dim run on Int8TileMatMulVnni here: the
+// CPU has AVX512_VNNI and AVX512_VBMI, and head_dim is a whole number of channel
+// pairs. Callers ask only from an AVX-512 Highway target.
+bool Int8DotProducts(size_t head_dim);
+
+// C[rows, panels * kPanelWidth] = row_scales[i] * float(A[rows, depth] B[depth, ...]):
+// A 16-bit query codes within QueryCodeLimit(depth), rows lda apart; B panels[p] the
+// first depth rows of a K^T panel ([rows, kPanelWidth] int8 within [-127, 127],
+// src/kv/kv_pages.h). depth even. As it reads panel p, the product sends the same
+// bytes from ahead[p] on to L2: what is read later (a decode step's next key tile),
+// so that memory keeps streaming.
+void Int8TileMatMulVnni(size_t rows, size_t panels, size_t depth, const int16_t* a,
+                        size_t lda, const float* row_scales,
+                        const int8_t* const* b_panels, const int8_t* const* ahead,
+                        float* c, size_t ldc);
+
+}  // namespace mha::internal

@@ -1,0 +1,86 @@
+// Per-target quantisation of a query row to int8 codes, for the integer dot products
+// with an int8 cache's keys (src/kernel/int8_tile_matmul.h): symmetric, one scale per
+// row, as llama.cpp meets its q8_0 keys. scale = max |q| / 127, and a code is
+// q * (127 / max |q|) rounded to nearest (ties to even), within [-127, 127]; the
+// logit is then scale * (sum of code products) * key scale. A row of zeros has scale
+// 0; a row with an infinity or a NaN has codes 0 and a NaN scale, so that its scores,
+// and the row, are NaN as they were before quantisation.
+
+#if defined(MHA_SIMD_QUERY_CODES_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef MHA_SIMD_QUERY_CODES_INL_H_
+#undef MHA_SIMD_QUERY_CODES_INL_H_
+#else
+#define MHA_SIMD_QUERY_CODES_INL_H_
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace mha {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// max |in[i]| over count values, or NaN if one is not finite.
+template <class D>
+HWY_INLINE float FiniteMaxAbs(D d, const float* in, size_t count) {
+  const size_t lanes = hn::Lanes(d);
+  auto max = hn::Zero(d), non_finite = hn::Zero(d);  // x * 0: NaN for inf and NaN
+  size_t i = 0;
+  for (; i + lanes <= count; i += lanes) {
+    const auto x = hn::LoadU(d, in + i);
+    max = hn::Max(max, hn::Abs(x));
+    non_finite = hn::Add(non_finite, hn::Mul(x, hn::Zero(d)));
+  }
+  float result = hn::GetLane(hn::MaxOfLanes(d, max));
+  bool finite = !std::isnan(hn::GetLane(hn::SumOfLanes(d, non_finite)));
+  for (; i < count; ++i) {
+    result = std::max(result, std::fabs(in[i]));
+    finite = finite && std::isfinite(in[i]);
+  }
+  return finite ? result : std::numeric_limits<float>::quiet_NaN();
+}
+
+// Quantises in[0, count) into `codes` and, as floats, `code_values` (which may be
+// `in` itself: element by element, read before written); 0 < limit <= 32767.
+// Returns the row's scale.
+template <class D>
+HWY_INLINE float QuantizeQueryRow(D d, const float* in, size_t count, int32_t limit,
+                                  float* code_values, int16_t* HWY_RESTRICT codes) {
+  const float max = FiniteMaxAbs(d, in, count);
+  const bool finite = !std::isnan(max);
+  // A NaN row quantises as zeros; its NaN scale carries it. So does a zero row.
+  const bool zeros = !finite || max == 0.0f;
+  const hn::Rebind<int32_t, D> di32;
+  const hn::Rebind<int16_t, D> di16;
+  const size_t lanes = hn::Lanes(d);
+  const float top = static_cast<float>(limit);
+  const auto divisor = hn::Set(d, zeros ? 1.0f : max), full = hn::Set(d, top);
+  const auto low = hn::Set(di32, -limit), high = hn::Set(di32, limit);
+  size_t i = 0;
+  for (; i + lanes <= count; i += lanes) {
+    const auto x =
+        zeros ? hn::Zero(d) : hn::Mul(hn::Div(hn::LoadU(d, in + i), divisor), full);
+    const auto q = hn::Min(hn::Max(hn::NearestInt(x), low), high);
+    hn::StoreU(hn::ConvertTo(d, q), d, code_values + i);
+    hn::StoreU(hn::DemoteTo(di16, q), di16, codes + i);
+  }
+  for (; i < count; ++i) {
+    const float x = zeros ? 0.0f : in[i] / max * top;
+    const float q = std::clamp(std::nearbyint(x), -top, top);
+    code_values[i] = q;
+    codes[i] = static_cast<int16_t>(q);
+  }
+  return max / top;
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace mha
+HWY_AFTER_NAMESPACE();
+
+#endif  // MHA_SIMD_QUERY_CODES_INL_H_
