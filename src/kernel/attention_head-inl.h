@@ -126,7 +126,7 @@ class QueryStep {
       KeyStep(d, query, first_key, std::min(next, key_limit) - first_key,
               next < key_limit ? KeyTile(next / pages_.page_size) : nullptr);
     }
-    Finish();
+    Finish(d);
     if (task_rows_.Probabilities(0)) WriteProbabilities(d, query, key_start, key_limit);
   }
 
@@ -475,7 +475,9 @@ class QueryStep {
   }
 
   // Normalises and writes the context rows (the head merge) and the log-sum-exp.
-  void Finish() {
+  template <class D>
+  void Finish(D d) {
+    const size_t dim = static_cast<size_t>(params_.ValueHeadDim()), lanes = hn::Lanes(d);
     for (size_t i = 0; i < rows_; ++i) {
       const float sum = sums_[i];
       // Fully masked rows (sum exactly 0): zeros. A NaN sum (a non-finite input the
@@ -483,7 +485,11 @@ class QueryStep {
       const float inverse = sum == 0.0f ? 0.0f : 1.0f / sum;
       float* out = task_rows_.Context(KernelRow(i));
       const float* acc = context_ + i * layout_.padded_value_head_dim;
-      for (int64_t k = 0; k < params_.ValueHeadDim(); ++k) out[k] = acc[k] * inverse;
+      size_t k = 0;
+      for (; k + lanes <= dim; k += lanes) {
+        hn::StoreU(hn::Mul(hn::LoadU(d, acc + k), hn::Set(d, inverse)), d, out + k);
+      }
+      for (; k < dim; ++k) out[k] = acc[k] * inverse;
       if (float* logsumexp = task_rows_.LogSumExp(KernelRow(i)))
         *logsumexp = LogSumExp(i);
     }
