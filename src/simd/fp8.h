@@ -1,7 +1,8 @@
 // The two 8-bit float formats of fp8 KV caches (OCP FP8, as PyTorch's
 // float8_e4m3fn and float8_e5m2): their constants, and the scalar conversions the
 // page writes and the references use. The kernel widens them a vector at a time
-// (fp8_widen-inl.h) with the same arithmetic as DecodeFp8 below.
+// (fp8_widen-inl.h) to the same values as DecodeFp8 below, without its multiply of a
+// subnormal float (slow on Intel cores).
 //
 // A code's magnitude bits (all but the sign), shifted so that its exponent lands on
 // the float's, are a float 2^(float bias - format bias) times too small: one exact
