@@ -44,6 +44,18 @@ HWY_INLINE hn::Vec<D> LoadFp16(D d, const uint16_t* HWY_RESTRICT p) {
 #endif
 }
 
+// The fp16 value at p in every lane: F16C's one conversion where the target has it (a
+// scalar decode per V row was half of a q4_0 decode's V products).
+template <class D>
+HWY_INLINE hn::Vec<D> BroadcastFp16(D d, const uint16_t* HWY_RESTRICT p) {
+#if HWY_TARGET <= HWY_AVX2
+  const hn::CappedTag<float, 1> d1;
+  return hn::Set(d, hn::GetLane(LoadFp16(d1, p)));
+#else
+  return hn::Set(d, internal::FloatFromFp16(*p));
+#endif
+}
+
 // K^T tiles: row k of column c times scales[k / kScaleGroup x page_size + c], the
 // scales `scales_at` bytes from the tile's start.
 template <class Codes>
@@ -97,14 +109,13 @@ struct ValueGroupLoader {
     const uint16_t* scales;  // the column's group's
     template <class D>
     HWY_INLINE hn::Vec<D> Load(D d, size_t k) const {
-      return hn::Mul(Codes::Column::Load(d, k),
-                     hn::Set(d, internal::FloatFromFp16(scales[k])));
+      return hn::Mul(Codes::Column::Load(d, k), BroadcastFp16(d, scales + k));
     }
     template <class D>
     HWY_INLINE void Load(D d, size_t k, hn::Vec<D>& even, hn::Vec<D>& odd) const {
       Codes::Column::Load(d, k, even, odd);
-      even = hn::Mul(even, hn::Set(d, internal::FloatFromFp16(scales[k])));
-      odd = hn::Mul(odd, hn::Set(d, internal::FloatFromFp16(scales[k + 1])));
+      even = hn::Mul(even, BroadcastFp16(d, scales + k));
+      odd = hn::Mul(odd, BroadcastFp16(d, scales + k + 1));
     }
   };
   template <class D>
