@@ -1,4 +1,5 @@
-/* A C program linked with `pkg-config --static --libs mha`. */
+/* A C program linked with `pkg-config --cflags --libs mha`, and from a C-only CMake
+   project (../cmake_c_consumer). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
