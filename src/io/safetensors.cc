@@ -5,6 +5,7 @@
 #include "src/io/safetensors.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -166,6 +167,11 @@ Safetensors Safetensors::Read(const std::string& path) {
   for (int i = 0; i < 8; ++i) {
     header_len |= uint64_t{static_cast<uint8_t>(content[i])} << (8 * i);
   }
+  if (content.compare(0, 6, "\x93NUMPY") == 0) {
+    Fail(path,
+         "is a .npy file, not safetensors: weights come as one .safetensors file of "
+         "named tensors (mha.save_safetensors(path, model.state_dict()) writes one)");
+  }
   if (header_len > content.size() - 8) {
     Fail(path, "header length " + std::to_string(header_len) + " exceeds the file (" +
                    std::to_string(content.size()) + " bytes)");
@@ -205,6 +211,50 @@ std::vector<std::string> Safetensors::Names() const {
   std::vector<std::string> names;
   for (const auto& entry : tensors_) names.push_back(entry.first);
   return names;
+}
+
+void WriteSafetensors(const std::string& path,
+                      const std::vector<std::pair<std::string, TensorView>>& tensors) {
+  nlohmann::json header = nlohmann::json::object();
+  uint64_t offset = 0;
+  for (const auto& [name, view] : tensors) {
+    if (view.dtype != DType::kFloat32 || !view.dense()) {
+      Fail(path, Tensor(name) + " is " + DTypeName(view.dtype) +
+                     (view.dense() ? "" : ", strided") + ", expected dense float32");
+    }
+    if (header.contains(name)) Fail(path, Tensor(name) + " is named twice");
+    const uint64_t bytes = CheckedByteSize(path, view.shape, DType::kFloat32);
+    std::vector<int64_t> shape;
+    for (int axis = 0; axis < view.shape.rank(); ++axis)
+      shape.push_back(view.shape[axis]);
+    header[name] = {
+        {"dtype", "F32"}, {"shape", shape}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // the data 8-byte aligned
+  const std::string temporary = path + ".partial";
+  {
+    std::ofstream file(temporary, std::ios::binary);
+    if (!file) Fail(temporary, "cannot create");
+    for (int i = 0; i < 8; ++i)
+      file.put(static_cast<char>((uint64_t{text.size()} >> (8 * i)) & 0xff));
+    file << text;
+    for (const auto& entry : tensors) {
+      const TensorView& view = entry.second;
+      file.write(static_cast<const char*>(view.data),
+                 static_cast<std::streamsize>(
+                     CheckedByteSize(path, view.shape, DType::kFloat32)));
+    }
+    if (!file.flush()) {
+      std::remove(temporary.c_str());
+      Fail(temporary, "write failed");
+    }
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    std::remove(temporary.c_str());
+    Fail(path, "cannot replace it with " + temporary);
+  }
 }
 
 }  // namespace mha::io

@@ -1,5 +1,6 @@
 // safetensors files: an 8-byte little-endian header length, a JSON header naming
-// each tensor's dtype, shape and byte range, then the raw data.
+// each tensor's dtype, shape and byte range, then the raw data. Read checks a file
+// whole; WriteSafetensors writes float32 tensors, as mha-run and the layer files read.
 #pragma once
 
 #include <map>
@@ -25,5 +26,10 @@ class Safetensors {
   std::string path_;
   std::map<std::string, Array> tensors_;
 };
+
+// Writes `tensors` (float32 views, by name) to `path` through a temporary file beside
+// it, so a failed write leaves whatever was at `path` as it was.
+void WriteSafetensors(const std::string& path,
+                      const std::vector<std::pair<std::string, TensorView>>& tensors);
 
 }  // namespace mha::io

@@ -4,8 +4,12 @@
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "src/io/array.h"
+#include "src/io/safetensors.h"
 #include "src/python/arrays.h"
 #include "src/python/bindings.h"
 
@@ -18,6 +22,23 @@ PYBIND11_MODULE(mha, m) {
   mha::python::BindPagedCache(m);
   mha::python::BindLatent(m);
   mha::python::BindIsa(m);
+  m.def(
+      "save_safetensors",
+      [](const std::string& path, const pybind11::dict& tensors) {
+        std::vector<mha::python::Input> inputs;
+        inputs.reserve(tensors.size());  // the views point into these
+        std::vector<std::pair<std::string, mha::TensorView>> named;
+        for (const auto& [key, value] : tensors) {
+          const std::string name = pybind11::str(key);
+          inputs.push_back(mha::python::FloatInput(value, name.c_str()));
+          named.emplace_back(name, inputs.back().view);
+        }
+        mha::io::WriteSafetensors(path, named);
+      },
+      pybind11::arg("path"), pybind11::arg("tensors"),
+      "Writes tensors (a dict of name to numpy array or torch tensor, e.g. a module's "
+      "state_dict()) to a .safetensors file as float32: the weights file mha-run's "
+      "--weights reads. The file is written whole or not at all.");
   m.def(
       "_activation_view",
       [](pybind11::handle activation) {

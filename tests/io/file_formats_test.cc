@@ -209,6 +209,35 @@ TEST(Safetensors, RefusesWhatTheFormatForbids) {
           "nests deeper than 3", std::string(4, '\0'));
 }
 
+// What WriteSafetensors writes reads back as it was; a refused tensor leaves the file
+// at the path as it was, and no partial file beside it.
+TEST(Safetensors, WrittenTensorsReadBackAndARefusedWriteChangesNothing) {
+  const std::vector<float> a = {1.5f, -2.0f, 3.25f, 0.0f, 7.0f, -0.5f}, b = {42.0f};
+  const std::string path = TempPath("written.safetensors");
+  io::WriteSafetensors(path, {{"weight", TensorView(a.data(), Shape{2, 3})},
+                              {"bias", TensorView(b.data(), Shape{1})}});
+  const io::Safetensors file = io::Safetensors::Read(path);
+  ASSERT_EQ(file.Find("weight").shape, (Shape{2, 3}));
+  EXPECT_EQ(0, std::memcmp(file.Find("weight").data, a.data(), sizeof(float) * a.size()));
+  EXPECT_EQ(*static_cast<const float*>(file.Find("bias").data), 42.0f);
+
+  const std::vector<uint16_t> halves(2);
+  const std::string message = ErrorOf([&] {
+    io::WriteSafetensors(path, {{"other", TensorView(a.data(), Shape{6})},
+                                {"h", TensorView(halves.data(), DType::kBFloat16, Shape{2})}});
+  });
+  EXPECT_NE(message.find("tensor 'h' is bfloat16, expected dense float32"),
+            std::string::npos)
+      << message;
+  EXPECT_TRUE(io::Safetensors::Read(path).Has("weight"));
+  EXPECT_FALSE(fs::exists(path + ".partial"));
+  const std::string unwritable = TempPath("no_such_directory/x.safetensors");
+  EXPECT_NE(ErrorOf([&] {
+              io::WriteSafetensors(unwritable, {{"a", TensorView(a.data(), Shape{6})}});
+            }).find("cannot create"),
+            std::string::npos);
+}
+
 // A header of nested brackets costs the parser memory per level: refused by its
 // depth without building it, and past the size cap without parsing at all.
 TEST(Safetensors, DeepOrHugeHeadersAreRefusedCheaply) {

@@ -166,6 +166,20 @@ TEST_F(MhaRun, UsageErrors) {
       {"--weights", weights_, "--num-heads", "x", "--query", query_, "--output", output_},
       2, {"--num-heads", "'x'"});
   ExpectFailure({"--weights"}, 2, {"missing value after --weights"});
+  ExpectFailure({"--weights", weights_, "--bogus"}, 2, {"unknown flag '--bogus'"});
+  // One line of what is wrong and where the flags are listed, not the whole synopsis.
+  const auto [code, err] = Run({"--bogus", "1"});
+  EXPECT_EQ(err.find("usage:"), std::string::npos) << err;
+  EXPECT_NE(err.find("mha-run --help"), std::string::npos) << err;
+  // --help wherever it stands: the synopsis and every feature flag's help, exit 0.
+  const auto [help_code, help] = Run({"--weights", weights_, "--help"});
+  EXPECT_EQ(help_code, 0);
+  EXPECT_NE(help.find("usage: mha-run"), std::string::npos) << help;
+  EXPECT_NE(help.find("--sliding-window"), std::string::npos) << help;
+  // A .npy given as the weights is named for what it is.
+  ExpectFailure({"--weights", query_, "--num-heads", "2", "--query", query_, "--output",
+                 output_},
+                1, {"is a .npy file, not safetensors", "mha.save_safetensors"});
   ExpectFailure({"--weights", weights_, "--query", query_, "--output", output_,
                  "--threads", "99999999999"},
                 2, {"--threads: expected at most 4096 threads, got '99999999999'"});

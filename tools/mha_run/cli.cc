@@ -236,23 +236,40 @@ void CheckFlagsApply(const Options& options) {
   }
 }
 
+// Flags whose value is a file.
+const char* const kFileFlags[] = {"--weights",
+                                  "--query",
+                                  "--key",
+                                  "--value",
+                                  "--attn-mask",
+                                  "--key-padding-mask",
+                                  "--key-lengths",
+                                  "--output",
+                                  "--attn-weights",
+                                  "--position-ids",
+                                  "--key-position-ids",
+                                  "--sinks",
+                                  "--q-norm-weight",
+                                  "--longrope-factors",
+                                  "--k-norm-weight",
+                                  "--logsumexp"};
+
+// Whether a flag with no value after it is one mha-run knows. ParseValueFlag returns
+// false for an unknown flag before it reads the value, and a known one rejects "".
+bool KnownFlag(const std::string& flag) {
+  if (std::find(std::begin(kFileFlags), std::end(kFileFlags), flag) !=
+      std::end(kFileFlags)) {
+    return true;
+  }
+  Options scratch;
+  try {
+    return ParseValueFlag(flag, "", scratch);
+  } catch (const std::exception&) {
+    return true;
+  }
+}
+
 Options Parse(const std::vector<std::string>& args) {
-  static const char* kFileFlags[] = {"--weights",
-                                     "--query",
-                                     "--key",
-                                     "--value",
-                                     "--attn-mask",
-                                     "--key-padding-mask",
-                                     "--key-lengths",
-                                     "--output",
-                                     "--attn-weights",
-                                     "--position-ids",
-                                     "--key-position-ids",
-                                     "--sinks",
-                                     "--q-norm-weight",
-                                     "--longrope-factors",
-                                     "--k-norm-weight",
-                                     "--logsumexp"};
   static const std::map<std::string, bool Options::*> kSwitches = {
       {"--causal", &Options::causal},
       {"--bottom-right", &Options::bottom_right},
@@ -276,7 +293,10 @@ Options Parse(const std::vector<std::string>& args) {
       options.feature_flags[flag] = takes_value ? args[++i] : "";
       continue;
     }
-    if (i + 1 >= args.size()) throw UsageError("missing value after " + flag);
+    if (i + 1 >= args.size()) {
+      throw UsageError(KnownFlag(flag) ? "missing value after " + flag
+                                       : "unknown flag '" + flag + "'");
+    }
     const std::string& value = args[++i];
     if (std::find(std::begin(kFileFlags), std::end(kFileFlags), flag) !=
         std::end(kFileFlags)) {
@@ -518,13 +538,16 @@ int Run(const Options& options) {
 
 int RunMhaCli(const std::vector<std::string>& args, std::ostream& err) {
   try {
-    if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    const bool help = std::any_of(args.begin(), args.end(), [](const std::string& arg) {
+      return arg == "--help" || arg == "-h";
+    });
+    if (args.empty() || help) {
       err << Usage();
-      return args.empty() ? 2 : 0;
+      return help ? 0 : 2;
     }
     return Run(Parse(args));
   } catch (const UsageError& e) {
-    err << "mha-run: " << e.what() << "\n" << Usage();
+    err << "mha-run: " << e.what() << "\n(mha-run --help lists every flag)\n";
     return 2;
   } catch (const std::exception& e) {
     err << "mha-run: error: " << e.what() << "\n";
