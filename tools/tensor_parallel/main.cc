@@ -2,14 +2,7 @@
 // (Megatron-style). Each rank builds the layer of its heads from the full weights,
 // runs it, and MPI_Allreduce sums the partial outputs into the full layer's output;
 // each rank's KV cache holds only its KV heads. The same binary runs across machines
-// under mpirun with a hostfile (README, "Tensor parallelism").
-//
-//   mpirun -np 2 mha-tensor-parallel [--weights F --num-heads H [--num-kv-heads K]
-//                                     --query Q.npy] [--output O.npy] [--check]
-//
-// Without --weights: a random GQA layer and query. The query [B, S, dim] runs as one
-// causal forward and again as a prefill of S - 2 tokens and two decode steps through
-// the shards' caches. --check compares both with the unsharded layer on every rank.
+// under mpirun with a hostfile (docs/serving.md, "Tensor parallelism").
 #include <mpi.h>
 
 #include <algorithm>
@@ -25,10 +18,26 @@
 
 namespace {
 
+constexpr char kUsage[] =
+    "usage: mpirun -np N mha-tensor-parallel [--weights W.safetensors --num-heads H\n"
+    "                                         [--num-kv-heads G] --query Q.npy]\n"
+    "                                         [--output O.npy] [--check]\n"
+    "Runs one attention layer with its heads sharded over the N ranks, summed by\n"
+    "MPI_Allreduce: the query [B, S, dim] as one causal self-attention forward, and\n"
+    "again as a prefill of S - 2 tokens and two decode steps through each rank's cache.\n"
+    "  --weights       an nn.MultiheadAttention or q/k/v/out_proj state_dict\n"
+    "                  (mha.save_safetensors writes one); without it, a random layer\n"
+    "                  of --num-heads heads (default 8) and half as many KV heads\n"
+    "  --num-heads     query heads; --num-kv-heads defaults to it (no grouping)\n"
+    "  --query         float32 [B, S, dim] .npy\n"
+    "  --output        the forward's output, written by rank 0\n"
+    "  --check         compare both runs with the unsharded layer on every rank\n"
+    "As root, Open MPI wants mpirun --allow-run-as-root.\n";
+
 struct Options {
   std::string weights, query, output;
-  int64_t num_heads = 8, num_kv_heads = 4;
-  bool check = false;
+  int64_t num_heads = 8, num_kv_heads = 0;  // 0: as many as the query heads
+  bool check = false, help = false;
 };
 
 // A head count: the whole text an integer in [1, 4096] (the random layer is sized
@@ -69,8 +78,11 @@ Options Parse(int argc, char** argv) {
       options.num_kv_heads = ParseHeads(flag, value());
     else if (flag == "--check")
       options.check = true;
+    else if (flag == "--help" || flag == "-h")
+      options.help = true;
     else
-      throw mha::Error("mha-tensor-parallel: unknown flag " + flag);
+      throw mha::Error("mha-tensor-parallel: unknown flag " + flag +
+                       " (mha-tensor-parallel --help lists the flags)");
   }
   return options;
 }
@@ -93,8 +105,11 @@ struct Problem {
 
 void MakeRandom(const Options& options, Problem& problem) {
   mha::AttentionConfig& config = problem.layer.config;
+  // A grouped layer unless told: half as many KV heads where the count is even.
   config.num_heads = options.num_heads;
-  config.num_kv_heads = options.num_kv_heads;
+  config.num_kv_heads = options.num_kv_heads         ? options.num_kv_heads
+                        : options.num_heads % 2 == 0 ? options.num_heads / 2
+                                                     : options.num_heads;
   config.head_dim = 16;
   config.query_dim = 64;
   config.rotary.pairing = mha::RotaryPairing::kHalfSplit;
@@ -195,6 +210,10 @@ double MaxError(const std::vector<float>& actual, const std::vector<float>& expe
 
 int Main(int argc, char** argv, int rank, int world_size) {
   const Options options = Parse(argc, argv);
+  if (options.help) {
+    if (rank == 0) std::fputs(kUsage, stdout);
+    return 0;
+  }
   const Problem problem = Load(options);
   const mha::AttentionConfig& config = problem.layer.config;
   const mha::HeadShard heads = mha::EvenHeadShard(config, rank, world_size);
