@@ -15,6 +15,7 @@
 
 PYBIND11_MODULE(mha, m) {
   m.doc() = "mha: fast multi-head attention for CPUs";
+  m.attr("__version__") = MHA_VERSION;  // CMakeLists.txt's project(VERSION)
   pybind11::register_exception<mha::io::FileError>(m, "FileError", PyExc_ValueError);
   mha::python::BindConfig(m);
   mha::python::BindLayer(m);

@@ -155,3 +155,14 @@ def test_feature_option_is_in_every_python_face(option):
            f"{option['default']} | {option['range']} | {option['doc']} |")
     with open(API_MD) as file:
         assert row in file.read(), f"docs/api.md lacks the row:\n{row}"
+
+
+def test_version_is_the_projects():
+    """mha.__version__ is CMakeLists.txt's project(mha VERSION ...), the one number,
+    and CHANGELOG.md has its section."""
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    with open(os.path.join(root, "CMakeLists.txt")) as file:
+        version = re.search(r"project\(mha VERSION (\S+)", file.read()).group(1)
+    assert mha.__version__ == version
+    with open(os.path.join(root, "CHANGELOG.md")) as file:
+        assert f"## {version} (" in file.read(), "CHANGELOG.md has no section for it"
