@@ -12,6 +12,7 @@ packages=(
   pybind11-dev python3-dev python3-numpy         # the Python module (src/python/)
   python3-pytest python3-matplotlib              # its tests; the attention heatmaps
   python3-torch                                  # the zero-copy torch interop test
+  python3-pip python3-venv python3-setuptools python3-wheel  # pip install . (offline)
   libopenmpi-dev openmpi-bin                     # the tensor-parallel example and test
 )
 

@@ -47,6 +47,27 @@ constexpr char kUsage[] =
     "               [--cache-dtype "
     "float32|bfloat16|int8|float8_e4m3fn|float8_e5m2]\n"
     "               --output O.npy   (an MLA layer: DeepSeek V2/V3 names)\n"
+    "flags:\n"
+    "  --weights F: a state_dict as float32 safetensors (mha.save_safetensors writes one)\n"
+    "  --num-heads H, --num-kv-heads G: query heads; KV heads (default H)\n"
+    "  --query, --key, --value: float32 .npy [B, S, dim] or [S, dim]; key and value\n"
+    "      default to the query\n"
+    "  --causal, --bottom-right: a causal mask, aligned to the top left (PyTorch's\n"
+    "      is_causal) or to the bottom right (a query suffix of the keys)\n"
+    "  --attn-mask, --key-padding-mask: bool or float .npy masks, as PyTorch takes them;\n"
+    "      --mask-convention zero-means-masked for 0/1 masks where 0 hides a key\n"
+    "  --key-lengths L.npy: int32/int64 [B], each row's valid keys\n"
+    "  --rope ...: rotary embeddings; --position-ids P.npy: each token's position\n"
+    "  --scale S: the softmax scale (default 1/sqrt(head_dim))\n"
+    "  --cache contiguous|paged: run as a server does: a prefill of S - N tokens, then\n"
+    "      N = --decode-steps single-token steps through a KV cache of --cache-dtype\n"
+    "  --output O.npy: the layer's output; --attn-weights A.npy: the softmax weights\n"
+    "      (--average-heads: their mean over heads, PyTorch's default)\n"
+    "  --threads N: OpenMP threads (default all); --isa: the widest SIMD path used\n"
+    "  --weight-dtype, --compute-dtype: how projections and attention are computed\n"
+    "  --batch-invariant: each row's output independent of the batch around it\n"
+    "  --core: the attention core on projected [B, H, S, D] (--layout bshd: [B, S, H, D])\n"
+    "  --latent: a multi-head latent attention layer through its latent cache\n"
     "feature flags (layer and --core; mha/feature_options.h):\n";
 
 std::string Usage() { return kUsage + FeatureFlagsUsage(); }
@@ -536,14 +557,19 @@ int Run(const Options& options) {
 
 }  // namespace
 
-int RunMhaCli(const std::vector<std::string>& args, std::ostream& err) {
+int RunMhaCli(const std::vector<std::string>& args, std::ostream& out,
+              std::ostream& err) {
   try {
     const bool help = std::any_of(args.begin(), args.end(), [](const std::string& arg) {
       return arg == "--help" || arg == "-h";
     });
-    if (args.empty() || help) {
+    if (help) {
+      out << Usage();
+      return 0;
+    }
+    if (args.empty()) {
       err << Usage();
-      return help ? 0 : 2;
+      return 2;
     }
     return Run(Parse(args));
   } catch (const UsageError& e) {

@@ -4,5 +4,6 @@
 #include "tools/mha_run/cli.h"
 
 int main(int argc, char** argv) {
-  return mha::cli::RunMhaCli(std::vector<std::string>(argv + 1, argv + argc), std::cerr);
+  return mha::cli::RunMhaCli(std::vector<std::string>(argv + 1, argv + argc), std::cout,
+                             std::cerr);
 }
