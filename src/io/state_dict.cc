@@ -1,6 +1,7 @@
 // Maps PyTorch state_dict names onto mha::AttentionWeights.
 #include "src/io/state_dict.h"
 
+#include "mha/error.hpp"
 #include "src/io/array.h"
 
 namespace mha::io {
@@ -126,9 +127,11 @@ LayerFromNames LayerFromStateDict(const TensorLookup& find,
   config.key_dim = Columns(file, "key", layer.weights.key.weight);
   config.value_dim = Columns(file, "value", layer.weights.value.weight);
   const int64_t model_dim = layer.weights.query.weight.shape[0];
+  // An argument's error, not the file's: mha::Error (Python's ValueError, not FileError).
   if (num_heads < 1 || model_dim % num_heads != 0) {
-    throw FileError(source + ": query projection has " + std::to_string(model_dim) +
-                    " rows, not divisible by num_heads " + std::to_string(num_heads));
+    throw Error("num_heads: expected a divisor of the query projection's " +
+                std::to_string(model_dim) + " rows (" + source + "), got " +
+                std::to_string(num_heads));
   }
   config.num_heads = num_heads;
   config.head_dim = model_dim / num_heads;

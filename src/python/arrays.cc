@@ -6,16 +6,17 @@
 #include <vector>
 
 namespace mha::python {
-namespace {
-
-py::value_error ArgumentError(const char* name, const std::string& message) {
-  return py::value_error(std::string("mha: ") + name + ": " + message);
-}
 
 // Matched by the type's module, so that torch need not be importable.
 bool IsTorchTensor(py::handle object) {
   const std::string module = py::str(py::type::of(object).attr("__module__"));
   return module.rfind("torch", 0) == 0 && py::hasattr(object, "data_ptr");
+}
+
+namespace {
+
+py::value_error ArgumentError(const char* name, const std::string& message) {
+  return py::value_error(std::string("mha: ") + name + ": " + message);
 }
 
 std::string TorchDtype(py::handle tensor) { return py::str(tensor.attr("dtype")); }

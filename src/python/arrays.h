@@ -19,6 +19,8 @@ struct Input {
   bool torch = false;  // came from a torch tensor: outputs are torch tensors too
 };
 
+bool IsTorchTensor(py::handle object);
+
 // An activation (query, key, value): a C-contiguous torch tensor of float32 or
 // bfloat16, or a C-contiguous float32 numpy array, is viewed in place (a TensorView
 // has no strides); anything else is converted to float32. A bf16 tensor is read

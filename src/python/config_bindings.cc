@@ -14,6 +14,31 @@ namespace mha::python {
 
 namespace {
 
+// A field's text: an enum as its name (DType.bfloat16), anything else as its repr.
+std::string FieldText(py::handle value) {
+  if (py::hasattr(py::type::of(value), "__members__")) return py::str(value);
+  return py::repr(value);
+}
+
+// "Class(field=value, ...)": the fields (the class's properties, in the order they
+// are bound) that differ from a default-constructed instance, so that a config shows
+// what was set; a nested config shows itself the same way.
+std::string FieldsRepr(py::handle self) {
+  const py::handle type = py::type::of(self);
+  const py::object defaults = type();
+  const py::handle property = reinterpret_cast<PyObject*>(&PyProperty_Type);
+  std::string text = py::str(type.attr("__name__")).cast<std::string>() + "(";
+  bool first = true;
+  for (const auto& [name, member] : py::dict(type.attr("__dict__"))) {
+    if (!py::isinstance(member, property)) continue;
+    const std::string value = FieldText(self.attr(name));
+    if (value == FieldText(defaults.attr(name))) continue;
+    text += (first ? "" : ", ") + py::str(name).cast<std::string>() + "=" + value;
+    first = false;
+  }
+  return text + ")";
+}
+
 void BindEnums(py::module_& m) {
   py::enum_<DType>(m, "DType")
       .value("float32", DType::kFloat32)
@@ -65,7 +90,8 @@ void BindRotary(py::module_& m) {
                      &RopeScaling::original_max_position_embeddings)
       .def_readwrite("short_factor", &RopeScaling::short_factor)
       .def_readwrite("long_factor", &RopeScaling::long_factor)
-      .def_readwrite("attention_factor", &RopeScaling::attention_factor);
+      .def_readwrite("attention_factor", &RopeScaling::attention_factor)
+      .def("__repr__", &FieldsRepr);
   py::class_<RotaryConfig>(m, "RotaryConfig")
       .def(py::init(&FromKeywords<RotaryConfig>))
       .def_readwrite("pairing", &RotaryConfig::pairing)
@@ -74,7 +100,8 @@ void BindRotary(py::module_& m) {
       .def_readwrite("scaling", &RotaryConfig::scaling)
       .def_readwrite("inv_freq", &RotaryConfig::inv_freq)
       .def_readwrite("attention_factor", &RotaryConfig::attention_factor)
-      .def_readwrite("max_positions", &RotaryConfig::max_positions);
+      .def_readwrite("max_positions", &RotaryConfig::max_positions)
+      .def("__repr__", &FieldsRepr);
   py::class_<RotaryEmbedding>(m, "RotaryEmbedding",
                               "The cos/sin table of a RotaryConfig for head_dim, built "
                               "once: pass it as rotary= to reuse it across calls.")
@@ -134,6 +161,9 @@ void BindFeatures(py::module_& m) {
   qk_norm.def(py::init(&FromKeywords<QkNorm>));
   features.def(py::init(&FromKeywords<AttentionFeatures>));
   BindFeatureFields(temperature, qk_norm, features);
+  temperature.def("__repr__", &FieldsRepr);
+  qk_norm.def("__repr__", &FieldsRepr);
+  features.def("__repr__", &FieldsRepr);
   m.def(
       "feature_options",
       [] {
@@ -171,7 +201,8 @@ void BindConfig(py::module_& m) {
       .def_readwrite("weight_dtype", &AttentionConfig::weight_dtype)
       .def_readwrite("compute_dtype", &AttentionConfig::compute_dtype)
       .def_readwrite("features", &AttentionConfig::features)
-      .def_readwrite("rotary", &AttentionConfig::rotary);
+      .def_readwrite("rotary", &AttentionConfig::rotary)
+      .def("__repr__", &FieldsRepr);
   py::class_<HeadShard>(m, "HeadShard", "Query heads [first_head, end_head) of a layer.")
       .def(py::init([](int64_t first_head, int64_t end_head) {
              return HeadShard{first_head, end_head};

@@ -1,11 +1,12 @@
 // mha.scaled_dot_product_attention: the attention core on already-projected numpy
-// arrays, PyTorch's F.scaled_dot_product_attention names.
+// arrays or torch tensors, PyTorch's F.scaled_dot_product_attention names.
 #include <pybind11/stl.h>
 
 #include <optional>
 
 #include "src/python/arrays.h"
 #include "src/python/bindings.h"
+#include "src/python/docstrings.h"
 
 namespace mha::python {
 namespace {
@@ -69,6 +70,15 @@ const RotaryEmbedding* RotaryTable(py::handle rotary, int64_t head_dim,
   return &*table;
 }
 
+// Outputs follow the query, as the layer calls' do: a torch tensor for a torch query
+// (of its dtype, or float32 for the log-sum-exp, as PyTorch keeps it; the core
+// computes into float32 arrays, converted once), numpy float32 otherwise.
+py::object LikeQuery(py::array_t<float> array, py::handle query, bool query_dtype) {
+  if (!IsTorchTensor(query)) return std::move(array);
+  const py::object tensor = py::module_::import("torch").attr("from_numpy")(array);
+  return query_dtype ? tensor.attr("to")(query.attr("dtype")) : tensor;
+}
+
 py::object Attend(py::handle query_object, py::handle key_object, py::handle value_object,
                   py::handle attn_mask_object, bool is_causal, std::optional<float> scale,
                   HeadLayout layout, const AttentionFeatures& features,
@@ -121,8 +131,11 @@ py::object Attend(py::handle query_object, py::handle key_object, py::handle val
     ScaledDotProductAttention(query.tensor, key.tensor, value.tensor, masks,
                               output_tensor, options, logsumexp_view);
   }
-  if (return_logsumexp) return py::make_tuple(output, logsumexp);
-  return std::move(output);
+  py::object result = LikeQuery(std::move(output), query_object, true);
+  if (return_logsumexp) {
+    return py::make_tuple(result, LikeQuery(std::move(logsumexp), query_object, false));
+  }
+  return result;
 }
 
 }  // namespace
@@ -141,14 +154,7 @@ void BindCore(py::module_& m) {
       py::arg("causal_alignment") = CausalAlignment::kTopLeft,
       py::arg("return_logsumexp") = false, py::arg("num_threads") = 0,
       py::arg("compute_dtype") = DType::kFloat32,
-      "softmax(scale * query key^T + masks) value per query head; query [B, H_q, Sq, "
-      "D], key and value [B, H_kv, Sk, D] (layout=HeadLayout.bshd: [B, S, H, D]); "
-      "rotary (a RotaryConfig, or a RotaryEmbedding built once and reused) rotates query "
-      "and key first (query positions i, or Sk - Sq + i with causal_alignment "
-      "bottom_right, as the masks place them), after QK-norm when features.qk_norm is "
-      "set (q_norm_weight, k_norm_weight: [D]). compute_dtype=DType.bfloat16: bf16 dot "
-      "products on CPUs with AVX512_BF16, fp32 elsewhere. "
-      "Returns the output, or (output, logsumexp [B, H_q, Sq]).");
+      docs::kScaledDotProductAttention);
 }
 
 }  // namespace mha::python

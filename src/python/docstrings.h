@@ -125,7 +125,7 @@ inline constexpr const char* kForwardCrossAttention =
     "Returns [B, Sq, output_dim].";
 
 inline constexpr const char* kKvCache =
-    "One layer's keys and values for max_batch sequences (kv_cache.hpp). Calls from "
+    "One layer's keys and values for max_batch sequences (C++'s mha::KvCache). Calls from "
     "several threads run one at a time.\n\n"
     "Args:\n"
     "    layer: the mha.MultiheadAttention whose shape it stores, or an "
@@ -138,7 +138,7 @@ inline constexpr const char* kKvCache =
     "(int8 keys per channel; int4) or per_group (ggml's q8_0 and q4_0).\n";
 
 inline constexpr const char* kPagedKvCache =
-    "A pool of blocks shared by a server's sequences and layers (paged_kv_cache.hpp): "
+    "A pool of blocks shared by a server's sequences and layers (docs/serving.md): "
     "add, fork, truncate and remove sequences; append_slots before each packed step. "
     "Calls from several threads run one at a time: a forward_packed over this cache "
     "holds it for the whole call, so stats() or another sequence's step waits for a "
@@ -203,5 +203,39 @@ inline constexpr const char* kLatentForwardPacked =
     "the step.\n"
     "    out: the output's array or tensor, written in place and returned.\n\n"
     "Returns [T, hidden_size].";
+
+inline constexpr const char* kScaledDotProductAttention =
+    "softmax(scale * query key^T + masks) value per query head: the attention core "
+    "on projected tensors, F.scaled_dot_product_attention's names; every layer call "
+    "runs through it.\n\n"
+    "Args:\n"
+    "    query: [B, H_q, Sq, D] (layout=HeadLayout.bshd: [B, Sq, H_q, D]), float32 "
+    "(numpy or torch; a view whose last axis is contiguous is read in place) or a "
+    "bfloat16 tensor (converted).\n"
+    "    key, value: [B, H_kv, Sk, D] and [B, H_kv, Sk, Dv]; H_kv divides H_q "
+    "(grouped-query attention).\n"
+    "    attn_mask: [Sq, Sk], [B, Sq, Sk] or [B, H_q, Sq, Sk], bool (True = masked) or "
+    "float (added), or None.\n"
+    "    is_causal: a causal mask, placed by causal_alignment.\n"
+    "    scale: the logits' scale; None: 1 / sqrt(D).\n"
+    "    layout: mha.HeadLayout of all four tensors: bhsd (PyTorch) or bshd.\n"
+    "    features: mha.AttentionFeatures: windows, soft-capping, ALiBi, chunked "
+    "attention, query temperature, QK-norm.\n"
+    "    sinks: [H_q] attention-sink logits (gpt-oss), or None.\n"
+    "    q_norm_weight, k_norm_weight: [D] QK-norm weights when features.qk_norm is "
+    "set (normalised before rotation).\n"
+    "    rotary: a mha.RotaryConfig, or a mha.RotaryEmbedding built once and reused: "
+    "rotates query and key first, at the positions the masks place them.\n"
+    "    key_padding_mask: [B, Sk] bool (True = masked) or float (added), or None.\n"
+    "    causal_alignment: top_left (PyTorch's is_causal: query i sees keys 0..i) or "
+    "bottom_right (query i sees keys 0..Sk - Sq + i: a decode step over a cache; "
+    "with top_left a one-token query sees only key 0).\n"
+    "    return_logsumexp: also return each row's log-sum-exp [B, H_q, Sq].\n"
+    "    num_threads: threads for this call; 0: OpenMP's default.\n"
+    "    compute_dtype: mha.DType.float32, or bfloat16 for bf16 dot products on CPUs "
+    "with AVX512_BF16 (float32 elsewhere).\n\n"
+    "Returns the output [B, H_q, Sq, Dv] (or with layout bshd), or (output, "
+    "logsumexp): numpy float32 arrays, or for a torch query torch tensors, the "
+    "output of the query's dtype and the log-sum-exp float32.";
 
 }  // namespace mha::python::docs

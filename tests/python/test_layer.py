@@ -121,8 +121,12 @@ def test_errors_are_value_errors_with_the_library_message():
         layer(np.zeros((2, 5, 7), np.float32))
     with pytest.raises(ValueError, match="key_padding_mask"):
         layer(np.zeros((2, 5, 8), np.float32), key_padding_mask=np.zeros((2, 4), bool))
-    with pytest.raises(ValueError, match="not divisible by num_heads 3"):
-        mha.MultiheadAttention.from_state_dict(random_state_dict(rng, 8, 2), 3)
+    # num_heads is the caller's argument, not the file's: ValueError, not FileError.
+    for bad in (3, 0, -2):
+        with pytest.raises(ValueError, match=rf"num_heads: expected a divisor of the "
+                           rf"query projection's 8 rows \(state_dict\), got {bad}") as error:
+            mha.MultiheadAttention.from_state_dict(random_state_dict(rng, 8, 2), bad)
+        assert not isinstance(error.value, mha.FileError)
     with pytest.raises(ValueError, match="no in_proj_weight"):
         mha.MultiheadAttention.from_state_dict({"sinks": np.zeros(3)}, 2)
     # A name the layer does not read (here a typo) is refused, naming it.

@@ -128,7 +128,8 @@ def test_stub_parameters_match_the_module(function, stub):
     mha.MultiheadAttention.forward_packed, mha.MultiheadAttention.project_memory,
     mha.MultiheadAttention.forward_cross_attention, mha.KvCache.__init__,
     mha.PagedKvCache.__init__, mha.MultiheadLatentAttention.forward_with_cache,
-    mha.MultiheadLatentAttention.forward_packed], ids=lambda f: f.__qualname__)
+    mha.MultiheadLatentAttention.forward_packed, mha.scaled_dot_product_attention],
+    ids=lambda f: f.__qualname__)
 def test_help_describes_every_argument(function):
     doc = function.__doc__
     described = doc[doc.index("Args:"):]
@@ -166,3 +167,19 @@ def test_version_is_the_projects():
     assert mha.__version__ == version
     with open(os.path.join(root, "CHANGELOG.md")) as file:
         assert f"## {version} (" in file.read(), "CHANGELOG.md has no section for it"
+
+
+def test_configs_show_what_was_set():
+    """repr of the config classes: the fields that differ from their defaults, nested
+    configs the same way."""
+    config = mha.AttentionConfig(
+        num_heads=8, head_dim=64, query_dim=512, compute_dtype=mha.DType.bfloat16,
+        features=mha.AttentionFeatures(sliding_window=4096, softcap=50.0),
+        rotary=mha.RotaryConfig(theta=5e5))
+    text = repr(config)
+    assert text.startswith("AttentionConfig(num_heads=8, head_dim=64, query_dim=512")
+    for part in ("compute_dtype=DType.bfloat16", "sliding_window=4096", "softcap=50.0",
+                 "rotary=RotaryConfig(theta=500000.0)"):
+        assert part in text, text
+    assert "key_dim" not in text and "alibi" not in text, text
+    assert repr(mha.AttentionFeatures()) == "AttentionFeatures()"

@@ -56,6 +56,27 @@ def test_outputs_follow_the_query_kind_and_dtype():
     assert isinstance(weights, torch.Tensor) and weights.shape == (2, 6, 6)
 
 
+def test_core_outputs_follow_the_query_kind_and_dtype():
+    """scaled_dot_product_attention as the layer calls: a torch query gets torch
+    outputs of its dtype (the log-sum-exp stays float32, as PyTorch keeps it)."""
+    q, k, v = (torch.randn(2, 4, 6, 16) for _ in range(3))
+    numpy_out, numpy_lse = mha.scaled_dot_product_attention(
+        q.numpy(), k.numpy(), v.numpy(), is_causal=True, return_logsumexp=True)
+    torch_out, torch_lse = mha.scaled_dot_product_attention(
+        q, k, v, is_causal=True, return_logsumexp=True)
+    assert isinstance(numpy_out, np.ndarray) and isinstance(torch_out, torch.Tensor)
+    assert torch_out.dtype == torch.float32 and torch_lse.dtype == torch.float32
+    np.testing.assert_array_equal(torch_out.numpy(), numpy_out)
+    np.testing.assert_array_equal(torch_lse.numpy(), numpy_lse)
+    bf16_out, bf16_lse = mha.scaled_dot_product_attention(
+        q.bfloat16(), k.bfloat16(), v.bfloat16(), is_causal=True, return_logsumexp=True)
+    assert bf16_out.dtype == torch.bfloat16 and bf16_lse.dtype == torch.float32
+    reference = mha.scaled_dot_product_attention(
+        q.bfloat16().float(), k.bfloat16().float(), v.bfloat16().float(), is_causal=True)
+    np.testing.assert_allclose(bf16_out.float().numpy(), reference.numpy(),
+                               atol=2e-2 * float(reference.abs().max()))
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_out_is_written_in_place(dtype):
     layer = make_layer()

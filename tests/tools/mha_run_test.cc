@@ -466,7 +466,7 @@ TEST_F(MhaRun, SafetensorsTensorOffsets) {
 TEST_F(MhaRun, HeadsMustDivideModelWidth) {
   ExpectFailure(
       {"--weights", weights_, "--num-heads", "3", "--query", query_, "--output", output_},
-      1, {"4 rows", "num_heads 3"});
+      1, {"num_heads: expected a divisor of the query projection's 4 rows", "got 3"});
 }
 
 }  // namespace
