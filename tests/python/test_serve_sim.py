@@ -19,10 +19,15 @@ TINY = ["--hidden", "256", "--heads", "4", "--kv-heads", "2", "--layers", "2",
 
 
 @pytest.mark.parametrize("storage", ["float32", "bfloat16"])
-def test_tiny_stream_is_bitwise_each_request_alone(tmp_path, storage):
+def test_tiny_stream_is_bitwise_each_request_alone(tmp_path, capsys, storage):
     summary_path, plot_path = tmp_path / "summary.json", tmp_path / "run.png"
     status = serve_sim.main(TINY + ["--storage", storage, "--verify",
                                     "--json", str(summary_path), "--plot", str(plot_path)])
+    # Not a terminal: a progress line at each tenth of each phase, ending at the total.
+    progress = [line for line in capsys.readouterr().err.splitlines()
+                if line.startswith(("serving: ", "verifying: "))]
+    assert 2 <= len(progress) <= 22, progress
+    assert progress[-1].startswith("verifying: ") and "/" in progress[-1]
     summary = json.loads(summary_path.read_text())
     assert status == 0
     assert summary["forks"] > 0 and summary["preemptions"] > 0

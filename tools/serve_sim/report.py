@@ -43,31 +43,42 @@ def table(summary):
     return "\n".join(lines)
 
 
+def cumulative(axis, values, name, unit):
+    """The distribution of values as a curve, on a log axis where it spans decades."""
+    values = np.sort(values)
+    axis.plot(values, np.linspace(0, 1, len(values)))
+    if len(values) and values[0] > 0 and values[-1] / values[0] > 100:
+        axis.set_xscale("log")
+    axis.set_xlabel(f"{name} ({unit})")
+    axis.grid(alpha=0.3)
+
+
 def plot(path, requests, usage, summary, title):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     figure, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     times = [u[0] for u in usage]
-    axes[0].plot(times, [100 * u[1] for u in usage], label="KV blocks in use (%)")
-    axes[0].plot(times, [u[2] for u in usage], label="running requests")
-    axes[0].plot(times, [u[3] for u in usage], label="waiting requests")
+    # Percent and counts on their own labelled axes.
+    axes[0].plot(times, [100 * u[1] for u in usage], color="C0")
+    axes[0].set_ylabel("KV blocks in use (%)", color="C0")
+    axes[0].set_ylim(0, 100)
     axes[0].set_xlabel("time (s)")
-    axes[0].set_title("cache and queue")
-    axes[0].legend(fontsize=8)
-    for axis, values, name in (
-            (axes[1], [1e3 * (r.token_times[0] - r.arrival) for r in requests
-                       if r.parent < 0], "time to first token (ms)"),
-            (axes[2], [1e3 * (b - a) for r in requests
-                       for a, b in zip(r.token_times, r.token_times[1:])],
-             "inter-token latency (ms)")):
-        values = np.sort(values)
-        axis.plot(values, np.linspace(0, 1, len(values)))
-        axis.set_xlabel(name)
-        axis.set_ylabel("fraction of requests" if axis is axes[1] else "fraction of tokens")
-        axis.grid(alpha=0.3)
-    axes[1].set_title(f"TTFT p50 {summary['ttft_ms'][0]:.0f} ms, "
-                      f"p99 {summary['ttft_ms'][2]:.0f} ms")
+    axes[0].set_title("cache and queues")
+    queues = axes[0].twinx()
+    queues.plot(times, [u[2] for u in usage], color="C1", label="running")
+    queues.plot(times, [u[3] for u in usage], color="C2", label="waiting")
+    queues.set_ylabel("requests")
+    queues.legend(fontsize=8, loc="upper left")
+    cumulative(axes[1], [r.token_times[0] - r.arrival for r in requests if r.parent < 0],
+               "time to first token", "s")
+    axes[1].set_ylabel("fraction of requests")
+    axes[1].set_title(f"TTFT p50 {summary['ttft_ms'][0] / 1e3:.2f} s, "
+                      f"p99 {summary['ttft_ms'][2] / 1e3:.2f} s")
+    cumulative(axes[2], [1e3 * (b - a) for r in requests
+                         for a, b in zip(r.token_times, r.token_times[1:])],
+               "inter-token latency", "ms")
+    axes[2].set_ylabel("fraction of tokens")
     axes[2].set_title(f"ITL p50 {summary['itl_ms'][0]:.1f} ms, "
                       f"p99 {summary['itl_ms'][2]:.1f} ms")
     figure.suptitle(title)

@@ -73,10 +73,19 @@ def parse_args(argv=None):
 
 
 def progress(text, done, total):
+    """A bar on a terminal; elsewhere (CI, a pipe, nohup) a line at each tenth done, so
+    a long run still shows it is moving."""
     if sys.stderr.isatty():
         filled = 30 * done // max(total, 1)
         sys.stderr.write(f"\r{text} [{'#' * filled}{'-' * (30 - filled)}] {done}/{total} ")
         sys.stderr.flush()
+    elif total and done and progress.printed.get(text) != 10 * done // total:
+        progress.printed[text] = 10 * done // total
+        print(f"{text}: {done}/{total} ({time.strftime('%H:%M:%S')})", file=sys.stderr,
+              flush=True)
+
+
+progress.printed = {}  # the tenth last printed, per phase
 
 
 def fits_checker(args):
@@ -140,6 +149,7 @@ def verify(model, finished, storage="float32"):
 
 def main(argv=None):
     args = parse_args(argv)
+    progress.printed.clear()
     fits = fits_checker(args)
     if args.trace:
         requests = csv_requests(args.trace, args.vocab, args.seed, fits)
