@@ -16,6 +16,36 @@ with open(os.path.join(ROOT, "CMakeLists.txt")) as cmake_lists:
     VERSION = re.search(r"project\(mha VERSION (\S+)", cmake_lists.read()).group(1)
 
 
+def progress_stream():
+    """Where a person sees the build's progress: pip keeps a build's own output to
+    itself unless -v, so the terminal when there is one, else stderr."""
+    try:
+        return open("/dev/tty", "w")
+    except OSError:
+        return sys.stderr
+
+
+def build_with_progress(command):
+    """Runs the CMake build, its output passed on as it comes (pip -v shows it), and a
+    line at each tenth of CMake's [ NN%] counter on the terminal."""
+    stream = progress_stream()
+    print("mha: building the module with CMake in build/pip (minutes: a Release build "
+          "of every SIMD target)", file=stream, flush=True)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True)
+    shown = -1
+    for line in process.stdout:
+        sys.stdout.write(line)
+        percent = re.match(r"\[\s*(\d+)%\]", line)
+        if percent and int(percent.group(1)) // 10 > shown:
+            shown = int(percent.group(1)) // 10
+            print(f"mha: build {shown * 10}%", file=stream, flush=True)
+    if process.wait() != 0:
+        raise subprocess.CalledProcessError(process.returncode, command)
+    if stream is not sys.stderr:
+        stream.close()
+
+
 class CMakeBuild(build_ext):
     def build_extension(self, ext):
         build = os.path.join(ROOT, BUILD)
@@ -24,8 +54,8 @@ class CMakeBuild(build_ext):
             "-DMHA_BUILD_TESTS=OFF", "-DMHA_BUILD_BENCHMARKS=OFF",
             "-DMHA_BUILD_MPI_EXAMPLE=OFF", "-DMHA_BUILD_PYTHON=ON", "-DMHA_BUILD_TOOLS=ON",
             f"-DPython_EXECUTABLE={sys.executable}"])
-        subprocess.check_call(["cmake", "--build", build, "-j", str(os.cpu_count() or 1),
-                               "--target", "mha_python", "mha-run"])
+        build_with_progress(["cmake", "--build", build, "-j", str(os.cpu_count() or 1),
+                             "--target", "mha_python", "mha-run"])
         built = os.path.join(build, "python")
         module = next(name for name in os.listdir(built)
                       if name.startswith("mha.") and name.endswith(".so"))

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Attention weights as a grid of heatmaps, one panel per head (or the head average),
-queries down the rows and keys across the columns, as seed 004's display_attention
-draws them: 'bone' colours on a fixed 0..1 scale, so masked cells (weight 0) are black
+queries down the rows and keys across the columns, as The Implemented Transformer's
+display_attention draws them: 'bone' colours on a fixed 0..1 scale, so masked cells (weight 0) are black
 and a weight of 1 is white.
 
 Reads what `mha-run --attn-weights` writes or what mha.MultiheadAttention returns with

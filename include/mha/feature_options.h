@@ -1,7 +1,7 @@
 /* The feature options, declared once: one line each, from which the C fields of
  * mha_features, their conversion, the Python keywords and their help, and mha-run's
- * flags are made (tests/features/feature_options_test.cc and tests/python/test_stubs.py check
- * the faces written by hand: mha.pyi and docs/api.md).
+ * flags are made (tests/features/feature_options_test.cc and tests/python/test_stubs.py
+ * check the faces written by hand: mha.pyi and docs/api.md).
  *
  * MHA_FEATURE_OPTION(name, group, member, c_type, default, range, doc):
  *   name     the C field and mha-run's flag (--name, '_' as '-'): group_member, or
@@ -18,7 +18,7 @@ MHA_FEATURE_OPTION(softcap, features, softcap, float, "none", "> 0",
 MHA_FEATURE_OPTION(alibi, features, alibi, int, "off", "on or off",
   "ALiBi (BLOOM, MPT): score += slope[h] * (j - i) for key j and query i")
 MHA_FEATURE_OPTION(alibi_slopes, features, alibi_slopes, const float*, "BLOOM's slopes",
-  "[num_heads], finite", "each query head's ALiBi slope")
+  "[num_heads], abs <= 2^64", "each query head's ALiBi slope")
 MHA_FEATURE_OPTION(sliding_window, features, sliding_window, int64_t, "none", ">= 1",
   "query p sees keys p - sliding_window + 1 .. p at most (Mistral, Gemma's local layers)")
 MHA_FEATURE_OPTION(sliding_window_right, features, sliding_window_right,
@@ -32,7 +32,7 @@ MHA_FEATURE_OPTION(temperature_tuning, features, temperature_tuning, int, "off",
 MHA_FEATURE_OPTION(temperature_tuning_floor_scale, temperature_tuning, floor_scale,
   double, "8192", "[2^63 / FLT_MAX, FLT_MAX]", "the temperature's floor_scale")
 MHA_FEATURE_OPTION(temperature_tuning_attn_scale, temperature_tuning, attn_scale, double,
-  "0.1", "abs(attn_scale) <= FLT_MAX / 89", "the temperature's attn_scale")
+  "0.1", "abs(attn_scale) <= 2^64 / 89", "the temperature's attn_scale")
 MHA_FEATURE_OPTION(qk_norm, features, qk_norm, int, "off", "on or off",
   "RMSNorm of queries and keys before rotation, with the layer's query and key norm "
   "weights (Qwen 3, Gemma 3, OLMo 2)")

@@ -15,7 +15,7 @@ namespace mha {
 // Llama4TextAttention does (in float32), so logits stay sharp over long contexts.
 struct AttentionTemperature {
   double floor_scale = 8192.0;  // in [2^63 / FLT_MAX, FLT_MAX]: finite in float32
-  double attn_scale = 0.1;      // |attn_scale| <= FLT_MAX / 89
+  double attn_scale = 0.1;      // |attn_scale| <= 2^64 / 89: finite logits
 };
 
 // Which values one QK-norm RMSNorm spans.
@@ -44,7 +44,8 @@ struct AttentionFeatures {
   std::optional<float> softcap;
   // ALiBi (BLOOM, MPT): score += slope[h] * (j - i) for key position j and query
   // position i. Slopes are alibi_slopes ([num_heads]) or, when empty, BLOOM's
-  // build_alibi_tensor formula for any head count.
+  // build_alibi_tensor formula for any head count; each |slope| <= 2^64, so that
+  // slope x (j - i) is finite at any distance.
   bool alibi = false;
   std::vector<float> alibi_slopes;
   // The query at position p sees keys p - sliding_window + 1 .. p at most (Mistral,

@@ -13,6 +13,11 @@ enum class MaskConvention {
   // masked_fill(mask == 0, -1e9) as in the Annotated Transformer: zero (or false) =
   // masked, anything else = attend. Applies to bool and float masks alike.
   kZeroMeansMasked,
+  // PyTorch F.scaled_dot_product_attention: a bool attn_mask's true = takes part in
+  // attention; float = added. key_padding_mask (not an F.sdpa argument) keeps
+  // nn.MultiheadAttention's reading: true = padding, not attended. Python's
+  // mha.scaled_dot_product_attention reads masks this way by default.
+  kSdpa,
 };
 
 // Where queries sit against keys when Sq != Sk: query i is at position i (top-left,
@@ -35,6 +40,9 @@ struct AttentionMasks {
   // bool or float32, one of [Sq, Sk]; [B * num_heads, Sq, Sk] (PyTorch 3-D);
   // [B or 1, num_heads or 1, Sq or 1, Sk or 1] (broadcast over size-1 axes).
   TensorView attn_mask;
+  // Every C++ entry reads masks by this field (default: nn.MultiheadAttention's);
+  // the C API's masks are fixed (mha.h: non-zero key_padding_mask = ignore, float
+  // attn_mask added).
   MaskConvention convention = MaskConvention::kTorch;
 };
 

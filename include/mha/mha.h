@@ -178,11 +178,15 @@ mha_status mha_kv_cache_reset(mha_kv_cache* cache, int64_t sequence);
 int64_t mha_kv_cache_length(const mha_kv_cache* cache, int64_t sequence);
 
 /* Argument structs that may grow (the _ex entry points): zero the struct, set
- * struct_size = sizeof(it), then fill it. The library keeps each struct's sizeof in
- * every release: a struct_size of an older release reads that release's fields and
- * takes 0 for the rest; any other struct_size is refused (MHA_INVALID_ARGUMENT).
- * mha_cache_forward_args of the first release and of 0.4 are both 64 bytes: 0.4's
- * kv_shared sits in the first one's padding, so that struct must be zeroed. */
+ * struct_size = sizeof(it), then fill it. Fields are only ever added at the end, each
+ * addition a new layout ("Layout 2:" below marks a field the second one added); a
+ * struct_size of an earlier layout reads that layout's fields and takes 0 for the
+ * rest; any other struct_size is refused (MHA_INVALID_ARGUMENT), the message listing
+ * the accepted ones. On x86-64 they are: mha_cache_forward_args 64 (layouts 1 and 2:
+ * kv_shared sits in layout 1's padding, so zero the struct) or 72;
+ * mha_packed_forward_args 80, 88 or 96; mha_attention_ex_args 480 or 496; the other
+ * growing structs (mha_layer_create_args, mha_latent_config) have one layout, their
+ * sizeof. */
 
 /* Head sharding for tensor parallelism (mha/head_shard.hpp): query heads
  * [first_head, end_head) of the full layer, on key/value group boundaries. */
@@ -193,8 +197,8 @@ typedef struct {
 /* Shard `rank` of `world_size`: the KV groups split as evenly as possible, the first
  * num_kv_heads % world_size ranks taking one group more. Needs 0 <= rank <
  * world_size <= num_kv_heads. */
-mha_status mha_even_head_shard(const mha_config* config, int64_t rank,
-                               int64_t world_size, mha_head_shard* shard);
+mha_status mha_even_head_shard(const mha_config* config, int64_t rank, int64_t world_size,
+                               mha_head_shard* shard);
 
 typedef struct {
   size_t struct_size;
@@ -204,9 +208,9 @@ typedef struct {
   const mha_head_shard* head_shard; /* NULL: the whole layer */
 } mha_layer_create_args;
 
-/* A layer. With head_shard, the layer of those heads only: its caches hold only their KV heads, and the outputs of every
- * shard of a layer, summed (MPI_Allreduce), are the full layer's output (the output
- * bias is added by the shard of head 0). */
+/* A layer. With head_shard, the layer of those heads only: its caches hold only their KV
+ * heads, and the outputs of every shard of a layer, summed (MPI_Allreduce), are the full
+ * layer's output (the output bias is added by the shard of head 0). */
 mha_status mha_layer_create_ex(const mha_layer_create_args* args, mha_layer** layer);
 typedef struct {
   size_t struct_size;
@@ -216,11 +220,11 @@ typedef struct {
   const int64_t* position_ids; /* [batch, new_tokens] or NULL: cache length + i */
   float* output;               /* [batch, new_tokens, output_dim] */
   int num_threads;
-  /* Since 0.4: non-zero: a KV-shared layer (Gemma 3n) reads the new tokens' keys and
+  /* Layout 2: non-zero: a KV-shared layer (Gemma 3n) reads the new tokens' keys and
    * values another layer appended in this step, appending nothing
    * (ForwardOptions::kv_shared). */
   int kv_shared;
-  /* Since 0.5: non-zero: ForwardOptions::batch_invariant. */
+  /* Layout 3: non-zero: ForwardOptions::batch_invariant. */
   int batch_invariant;
 } mha_cache_forward_args;
 
@@ -296,13 +300,13 @@ typedef struct {
   const int64_t* position_ids;    /* [num_tokens] or NULL */
   float* output;                  /* [num_tokens, output_dim] */
   int num_threads;
-  /* Since 0.4: non-zero: a KV-shared layer reads layer_index's keys and values of
+  /* Layout 2: non-zero: a KV-shared layer reads layer_index's keys and values of
    * these tokens, written in this step by that layer (ForwardOptions::kv_shared). */
   int kv_shared;
-  /* Since 0.4: [num_tokens] or NULL: each token's parent among its sequence's new
+  /* Layout 2: [num_tokens] or NULL: each token's parent among its sequence's new
    * tokens, or -1 (a token tree: PackedBatch::tree_parents). */
   const int64_t* tree_parents;
-  /* Since 0.5: non-zero: each token's output bits do not depend on the other tokens
+  /* Layout 3: non-zero: each token's output bits do not depend on the other tokens
    * of the step (ForwardOptions::batch_invariant; fp32 or bf16 weights). */
   int batch_invariant;
 } mha_packed_forward_args;
@@ -355,7 +359,7 @@ typedef struct {
 typedef struct {
   size_t struct_size;
   mha_attention_args call;
-  /* Since 0.4: QK-norm weights ([head_dim] each) for call.features.qk_norm
+  /* Layout 2: QK-norm weights ([head_dim] each) for call.features.qk_norm
    * (per head); NULL: none. */
   const float* query_norm_weight;
   const float* key_norm_weight;
@@ -412,8 +416,9 @@ int64_t mha_latent_kv_cache_length(const mha_latent_kv_cache* cache, int64_t seq
 int64_t mha_latent_kv_cache_bytes_per_token(const mha_latent_kv_cache* cache);
 /* A cached step of the latent layer: args as for mha_forward_with_cache_ex, with
  * query and output the hidden states [batch, new_tokens, hidden_size] (kv_shared is
- * refused). form (or NULL) receives the form the call ran. On failure the cache and
- * output are unchanged. */
+ * refused, and so are new_lengths other than new_tokens: every row's tokens are
+ * cached; uneven steps go through mha_latent_forward_packed_ex). form (or NULL)
+ * receives the form the call ran. On failure the cache and output are unchanged. */
 mha_status mha_latent_forward_with_cache_ex(const mha_latent_layer* layer,
                                             mha_latent_kv_cache* cache,
                                             const mha_cache_forward_args* args,

@@ -9,19 +9,19 @@
 namespace mha::capi {
 
 CachedCall ReadCachedCall(const mha_cache_forward_args* versioned, int64_t input_dim) {
-  // Releases: the first (to num_threads), 0.4 (kv_shared), 0.5 (batch_invariant).
+  // Layouts (mha.h): 1 (to num_threads), 2 (kv_shared), 3 (batch_invariant).
   const size_t releases[] = {offsetof(mha_cache_forward_args, kv_shared),
                              offsetof(mha_cache_forward_args, batch_invariant),
                              sizeof(mha_cache_forward_args)};
   CachedCall call{VersionedArgs(versioned, releases), {}, {}, {}};
   const mha_cache_forward_args& a = call.args;
-  // The first and 0.4 share sizeof 64: kv_shared lies in the first one's padding,
+  // Layouts 1 and 2 share sizeof 64: kv_shared lies in layout 1's padding,
   // which the header says to zero; anything but a flag there is refused rather than
   // read as one.
   if (a.kv_shared != 0 && a.kv_shared != 1) {
     throw mha::Error("mha: args.kv_shared: must be 0 or 1, got " +
                      std::to_string(a.kv_shared) +
-                     " (a struct from before 0.4 must be zeroed)");
+                     " (a struct of layout 1 must be zeroed)");
   }
   call.query = mha::TensorView(a.query, mha::Shape{a.batch, a.new_tokens, input_dim});
   if (a.new_lengths) {
@@ -39,7 +39,7 @@ CachedCall ReadCachedCall(const mha_cache_forward_args* versioned, int64_t input
 }
 
 PackedCall ReadPackedCall(const mha_packed_forward_args* versioned, int64_t input_dim) {
-  // Releases: the first (to num_threads), 0.4 (kv_shared, tree_parents), 0.5
+  // Layouts (mha.h): 1 (to num_threads), 2 (kv_shared, tree_parents), 3
   // (batch_invariant).
   const size_t releases[] = {offsetof(mha_packed_forward_args, kv_shared),
                              offsetof(mha_packed_forward_args, batch_invariant),

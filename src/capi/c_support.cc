@@ -26,27 +26,13 @@ void Require(const void* pointer, const char* name) {
 }
 
 CacheStorage ToStorage(const mha_kv_storage& storage) {
-  using mha::DType;
-  using mha::KvScales;
+  // Every kind of the one list (mha/kv_storage_kinds.h): a new kind needs no line here.
   switch (EnumValue(storage)) {
-    case MHA_KV_FLOAT32:
-      return {DType::kFloat32, KvScales::kPerToken};
-    case MHA_KV_BFLOAT16:
-      return {DType::kBFloat16, KvScales::kPerToken};
-    case MHA_KV_INT8:
-      return {DType::kInt8, KvScales::kPerToken};
-    case MHA_KV_FP8_E4M3:
-      return {DType::kFloat8E4M3, KvScales::kPerToken};
-    case MHA_KV_FP8_E5M2:
-      return {DType::kFloat8E5M2, KvScales::kPerToken};
-    case MHA_KV_FP8_E4M3_SCALE_FREE:
-      return {DType::kFloat8E4M3, KvScales::kNone};
-    case MHA_KV_FP8_E5M2_SCALE_FREE:
-      return {DType::kFloat8E5M2, KvScales::kNone};
-    case MHA_KV_INT8_CHANNEL_KEYS:
-      return {DType::kInt8, KvScales::kPerChannelKeys};
-    case MHA_KV_INT4:
-      return {DType::kInt4, KvScales::kPerChannelKeys};
+#define MHA_KV_KIND(Name, C_NAME, c_value, dtype, scales) \
+  case MHA_KV_##C_NAME:                                   \
+    return {mha::DType::dtype, mha::KvScales::scales};
+#include "mha/kv_storage_kinds.h"
+#undef MHA_KV_KIND
   }
   UnknownValue("storage", EnumValue(storage));
 }

@@ -460,7 +460,7 @@ void mha_rotary_destroy(mha_rotary* rotary) { delete rotary; }
 
 mha_status mha_scaled_dot_product_attention_ex(const mha_attention_ex_args* versioned) {
   return Guard([&] {
-    // Releases: the first (call), 0.4 (QK-norm weights).
+    // Layouts (mha.h): 1 (call), 2 (QK-norm weights).
     const size_t releases[] = {offsetof(mha_attention_ex_args, query_norm_weight),
                                sizeof(mha_attention_ex_args)};
     const mha_attention_ex_args copy = VersionedArgs(versioned, releases);

@@ -69,6 +69,21 @@ mha::LatentAttentionWeights ToLatentWeights(const mha::LatentAttentionConfig& c,
   return weights;
 }
 
+// The latent layer caches every row's new_tokens: a shorter row would cache its
+// padding as real tokens, so uneven new_lengths are refused, never ignored.
+void RefuseUnevenLengths(const mha::capi::CachedCall& call) {
+  if (!call.new_lengths.present()) return;
+  const int64_t* lengths = static_cast<const int64_t*>(call.new_lengths.data);
+  for (int64_t b = 0; b < call.args.batch; ++b) {
+    if (lengths[b] != call.args.new_tokens) {
+      throw mha::Error("mha: args.new_lengths: the latent layer caches all new_tokens (" +
+                       std::to_string(call.args.new_tokens) + ") of every row, got " +
+                       std::to_string(lengths[b]) + " for row " + std::to_string(b) +
+                       " (uneven steps: mha_latent_forward_packed_ex)");
+    }
+  }
+}
+
 }  // namespace
 
 mha_status mha_latent_layer_create(const mha_latent_config* versioned,
@@ -129,6 +144,7 @@ mha_status mha_latent_forward_with_cache_ex(const mha_latent_layer* layer,
     Require(cache, "cache");
     const int64_t hidden = layer->attention.config().hidden_size;
     const mha::capi::CachedCall call = mha::capi::ReadCachedCall(args, hidden);
+    RefuseUnevenLengths(call);
     const mha::LatentForm ran = layer->attention.ForwardWithCache(
         call.query, cache->cache,
         mha::MutableTensorView(call.args.output, call.output_shape(hidden)),

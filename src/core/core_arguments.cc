@@ -121,8 +121,8 @@ void CoreArguments::Check(const TensorView& query_view, const TensorView& key_vi
     CheckOutput("logsumexp", logsumexp, Shape{batch, num_heads, query_len});
   }
   scale = options.scale ? *options.scale : 1.0f / std::sqrt(float(head_dim));
-  if (!std::isfinite(scale) || scale == 0.0f) {
-    Fail("options.scale: must be finite and non-zero, got ", scale);
+  if (!std::isfinite(scale)) {
+    Fail("options.scale: must be finite, got ", scale);
   }
   sizes.batch_size = batch;
   sizes.query_len = query_len;

@@ -7,6 +7,13 @@
 #include "src/base/check.h"
 
 namespace mha::internal {
+namespace {
+
+// The largest factor a feature may multiply a logit's term by (temperature, ALiBi
+// slope), leaving float32 headroom of 2^63 for what it multiplies.
+constexpr double kMaxLogitFactor = 0x1p64;
+
+}  // namespace
 
 void ValidateFeatures(const AttentionFeatures& features, int64_t num_heads) {
   if (features.softcap && !(std::isfinite(*features.softcap) && *features.softcap > 0)) {
@@ -24,19 +31,21 @@ void ValidateFeatures(const AttentionFeatures& features, int64_t num_heads) {
          *features.attention_chunk_size);
   }
   if (features.temperature_tuning) {
-    // The kernel computes in float32; every position's temperature must stay finite
-    // there: (p + 1) / floor_scale below FLT_MAX for any int64 p, so its log is below
-    // 89, and attn_scale times that log below FLT_MAX.
+    // The kernel computes in float32: (p + 1) / floor_scale below FLT_MAX for any
+    // int64 p, so its log is below 89; attn_scale times that log at most 2^64
+    // (kMaxLogitFactor), so a scaled query's logits stay finite wherever the
+    // unscaled ones are below 2^63 (a temperature near FLT_MAX made them infinite).
     const AttentionTemperature& t = *features.temperature_tuning;
     constexpr double kFloatMax = std::numeric_limits<float>::max();
-    const double min_floor_scale = 0x1p63 / kFloatMax, max_attn_scale = kFloatMax / 89;
+    const double min_floor_scale = 0x1p63 / kFloatMax,
+                 max_attn_scale = kMaxLogitFactor / 89;
     if (!(t.floor_scale >= min_floor_scale && t.floor_scale <= kFloatMax)) {
       Fail("features.temperature_tuning.floor_scale: must be in [", min_floor_scale, ", ",
            kFloatMax, "] (a finite temperature in float32), got ", t.floor_scale);
     }
     if (!(std::fabs(t.attn_scale) <= max_attn_scale)) {
       Fail("features.temperature_tuning.attn_scale: must be in [-", max_attn_scale, ", ",
-           max_attn_scale, "] (a finite temperature in float32), got ", t.attn_scale);
+           max_attn_scale, "] (2^64 / 89: finite logits in float32), got ", t.attn_scale);
     }
   }
   if (features.qk_norm &&
@@ -50,9 +59,15 @@ void ValidateFeatures(const AttentionFeatures& features, int64_t num_heads) {
       Fail("features.alibi_slopes: expected num_heads = ", num_heads, " values, got ",
            features.alibi_slopes.size());
     }
+    // slope x (j - i) for any int64 distance at most 2^127: finite, and a logit
+    // plus it too (an infinite bias made NaN of the softmax).
     for (float slope : features.alibi_slopes) {
-      if (!std::isfinite(slope))
-        Fail("features.alibi_slopes: must be finite, got ", slope);
+      if (!(std::fabs(slope) <= kMaxLogitFactor)) {
+        Fail(
+            "features.alibi_slopes: each must be in [-2^64, 2^64] (finite logits at "
+            "any distance), got ",
+            slope);
+      }
     }
   }
 }

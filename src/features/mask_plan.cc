@@ -33,17 +33,15 @@ std::string IndexOf(int64_t flat, const Shape& shape) {
   return "[" + text + "]";
 }
 
-// A float mask holds numbers to add (kTorch) or zero / non-zero: NaN means neither,
-// and an added +inf would turn its scores into NaN.
-void CheckMaskValues(const char* name, const TensorView& mask,
-                     MaskConvention convention) {
+// A float mask holds numbers to add or zero / non-zero: NaN means neither, and an
+// added +inf would turn its scores into NaN.
+void CheckMaskValues(const char* name, const TensorView& mask, bool floats_added) {
   if (mask.dtype != DType::kFloat32) return;
   const float* values = mask.floats();
   const int64_t count = CheckedNumElements(name, mask.shape, sizeof(float));
   for (int64_t i = 0; i < count; ++i) {
     const float value = values[i];
-    if (std::isnan(value) ||
-        (convention == MaskConvention::kTorch && value == kUnmaskable)) {
+    if (std::isnan(value) || (floats_added && value == kUnmaskable)) {
       Fail(name, IndexOf(i, mask.shape), ": ", value,
            " is not a mask value (NaN and +inf are refused; -inf masks)");
     }
@@ -52,27 +50,34 @@ void CheckMaskValues(const char* name, const TensorView& mask,
 
 }  // namespace
 
-float MaskPlan::StridedMask::At(int64_t offset, MaskConvention convention) const {
+MaskPlan::MaskReading MaskPlan::ReadingOf(MaskConvention convention, bool attn_mask) {
+  switch (convention) {
+    case MaskConvention::kTorch:
+      return {true, true};
+    case MaskConvention::kSdpa:  // key_padding_mask keeps nn.MultiheadAttention's
+      return {!attn_mask, true};
+    case MaskConvention::kZeroMeansMasked:
+      return {false, false};
+  }
+  Fail("masks.convention: unknown value ", static_cast<int>(convention));
+}
+
+float MaskPlan::StridedMask::At(int64_t offset) const {
   if (dtype == DType::kBool) {
     // Read as a byte: any non-zero byte is true, without relying on bool's values.
     const bool value = static_cast<const uint8_t*>(data)[offset] != 0;
-    const bool masked = convention == MaskConvention::kTorch ? value : !value;
-    return masked ? kMasked : 0.0f;
+    return value == reading.true_masks ? kMasked : 0.0f;
   }
   const float value = static_cast<const float*>(data)[offset];
-  if (convention == MaskConvention::kTorch) return value;
+  if (reading.floats_added) return value;
   return value == 0.0f ? kMasked : 0.0f;
 }
 
 MaskPlan::MaskPlan(const AttentionMasks& masks, const AttentionFeatures& features,
                    const CallSizes& sizes, int64_t num_heads)
-    : is_causal_(masks.is_causal),
-      key_len_(sizes.key_len),
-      convention_(masks.convention) {
-  if (convention_ != MaskConvention::kTorch &&
-      convention_ != MaskConvention::kZeroMeansMasked) {
-    Fail("masks.convention: unknown value ", static_cast<int>(convention_));
-  }
+    : is_causal_(masks.is_causal), key_len_(sizes.key_len) {
+  const MaskReading attn_reading = ReadingOf(masks.convention, true);
+  const MaskReading padding_reading = ReadingOf(masks.convention, false);
   if (masks.causal_alignment == CausalAlignment::kBottomRight) {
     query_offset_ = sizes.key_len - sizes.query_len;
   } else if (masks.causal_alignment != CausalAlignment::kTopLeft) {
@@ -82,11 +87,14 @@ MaskPlan::MaskPlan(const AttentionMasks& masks, const AttentionFeatures& feature
   PlanWindow(features);
   if (masks.attn_mask.present()) {
     attn_ = PlanAttnMask(masks.attn_mask, sizes, num_heads);
-    CheckMaskValues("masks.attn_mask", masks.attn_mask, convention_);
+    attn_.reading = attn_reading;
+    CheckMaskValues("masks.attn_mask", masks.attn_mask, attn_reading.floats_added);
   }
   if (masks.key_padding_mask.present()) {
     padding_ = PlanKeyPaddingMask(masks.key_padding_mask, sizes);
-    CheckMaskValues("masks.key_padding_mask", masks.key_padding_mask, convention_);
+    padding_.reading = padding_reading;
+    CheckMaskValues("masks.key_padding_mask", masks.key_padding_mask,
+                    padding_reading.floats_added);
   }
   if (masks.key_lengths.present()) PlanKeyLengths(masks.key_lengths, sizes);
 }
@@ -117,7 +125,7 @@ MaskPlan::StridedMask MaskPlan::PlanAttnMask(const TensorView& mask,
   const int64_t b = sizes.batch_size, h = num_heads, sq = sizes.query_len,
                 sk = sizes.key_len;
   const Shape& shape = mask.shape;
-  StridedMask plan{mask.data, mask.dtype, {0, 0, sk, 1}};
+  StridedMask plan{mask.data, mask.dtype, {0, 0, sk, 1}, {}};
   if (shape.rank() == 2 && shape == Shape{sq, sk}) {
     // [Sq, Sk]: shared by every batch and head.
   } else if (shape.rank() == 3 && shape == Shape{b * h, sq, sk}) {
@@ -149,7 +157,7 @@ MaskPlan::StridedMask MaskPlan::PlanKeyPaddingMask(const TensorView& mask,
   const Shape expected =
       sizes.batched ? Shape{sizes.batch_size, sizes.key_len} : Shape{sizes.key_len};
   CheckTensor("masks.key_padding_mask", mask, mask.dtype, expected);
-  return StridedMask{mask.data, mask.dtype, {sizes.key_len, 0, 0, 1}};
+  return StridedMask{mask.data, mask.dtype, {sizes.key_len, 0, 0, 1}, {}};
 }
 
 void MaskPlan::PlanKeyLengths(const TensorView& lengths, const CallSizes& sizes) {
@@ -180,12 +188,10 @@ float MaskPlan::TensorMaskAt(int64_t batch, int64_t head, int64_t query,
                              int64_t key) const {
   const float attn = attn_.data
                          ? attn_.At(batch * attn_.stride[0] + head * attn_.stride[1] +
-                                        query * attn_.stride[2] + key * attn_.stride[3],
-                                    convention_)
+                                    query * attn_.stride[2] + key * attn_.stride[3])
                          : 0.0f;
   const float padding =
-      padding_.data ? padding_.At(batch * padding_.stride[0] + key * padding_.stride[3],
-                                  convention_)
+      padding_.data ? padding_.At(batch * padding_.stride[0] + key * padding_.stride[3])
                     : 0.0f;
   const float sum = attn + padding;
   // Only -inf masks: two finite values whose sum overflows stay finite, as each

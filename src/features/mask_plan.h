@@ -79,7 +79,7 @@ class MaskPlan {
   bool has_tensor_masks() const { return attn_.data || padding_.data || tree_.present(); }
 
   // Additive value of the tensor masks for one score: 0, -inf, or attn_mask's and
-  // key_padding_mask's floats summed (kTorch convention).
+  // key_padding_mask's floats summed (as the convention reads them).
   float TensorMaskAt(int64_t batch, int64_t head, int64_t query, int64_t key) const;
 
   // row[k] += TensorMaskAt(batch, head, query, first_key + k) for k in [0, count).
@@ -89,13 +89,22 @@ class MaskPlan {
  private:
   MaskPlan() = default;
 
+  // How a mask's elements read under its convention (mha/masks.hpp): whether a true
+  // bool masks, and whether floats are added (else zero masks).
+  struct MaskReading {
+    bool true_masks = true;
+    bool floats_added = true;
+  };
+  static MaskReading ReadingOf(MaskConvention convention, bool attn_mask);
+
   // A bool or float mask addressed by (batch, head, query, key) strides; a zero
   // stride broadcasts that axis.
   struct StridedMask {
     const void* data = nullptr;
     DType dtype = DType::kFloat32;
     int64_t stride[4] = {};
-    float At(int64_t offset, MaskConvention convention) const;
+    MaskReading reading;
+    float At(int64_t offset) const;
   };
 
   static StridedMask PlanAttnMask(const TensorView& mask, const CallSizes& sizes,
@@ -120,7 +129,6 @@ class MaskPlan {
   const int64_t* first_positions_ = nullptr;  // per batch, with ForCache
   const void* key_lengths_ = nullptr;
   DType key_lengths_dtype_ = DType::kInt64;
-  MaskConvention convention_ = MaskConvention::kTorch;
   StridedMask attn_, padding_;
   TokenTree tree_;
 };

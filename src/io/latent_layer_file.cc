@@ -52,11 +52,12 @@ void RefuseTwoQueryForms(const LoadedLatentLayer& layer) {
 
 }  // namespace
 
-LoadedLatentLayer LoadLatentLayer(const std::string& path, int64_t num_heads) {
+LoadedLatentLayer LoadLatentLayer(const std::string& path, int64_t num_heads,
+                                  const std::string& prefix) {
   if (num_heads < 1) {
     throw FileError(path + ": num_heads must be >= 1, got " + std::to_string(num_heads));
   }
-  LoadedLatentLayer layer{Safetensors::Read(path), {}, {}};
+  LoadedLatentLayer layer{Safetensors::Read(path, prefix), {}, {}};
   LatentAttentionConfig& c = layer.config;
   LatentAttentionWeights& w = layer.weights;
   c.num_heads = num_heads;

@@ -22,6 +22,8 @@ struct LoadedLatentLayer {
 // o_proj.weight; hidden_size, q_lora_rank, kv_lora_rank, qk_rope_head_dim,
 // qk_nope_head_dim and v_head_dim follow from their shapes and num_heads. Throws
 // FileError naming the tensor that is missing or does not divide.
-LoadedLatentLayer LoadLatentLayer(const std::string& path, int64_t num_heads);
+// `prefix`: as LoadLayer's (src/io/layer_file.h).
+LoadedLatentLayer LoadLatentLayer(const std::string& path, int64_t num_heads,
+                                  const std::string& prefix = "");
 
 }  // namespace mha::io

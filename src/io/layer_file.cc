@@ -3,8 +3,9 @@
 
 namespace mha::io {
 
-LoadedLayer LoadLayer(const std::string& path, int64_t num_heads, int64_t num_kv_heads) {
-  LoadedLayer layer{Safetensors::Read(path), {}, {}};
+LoadedLayer LoadLayer(const std::string& path, int64_t num_heads, int64_t num_kv_heads,
+                      const std::string& prefix) {
+  LoadedLayer layer{Safetensors::Read(path, prefix), {}, {}};
   const Safetensors& file = layer.file;
   LayerFromNames named =
       LayerFromStateDict([&file](const std::string& name) { return file.Find(name); },

@@ -1,13 +1,24 @@
 // safetensors parsing with nlohmann::json, following the format's rules: a header of
 // at most kMaxHeaderBytes and nesting depth 3, unique tensor names, and data_offsets
-// that tile the data exactly (sorted, no overlap, no gap). Unaligned offsets are
-// allowed by the format and harmless here: each tensor is copied into its own array.
+// that tile the data exactly (sorted, no overlap, no gap). The header is checked
+// before any data is read, then each tensor read on its own (a file is never held
+// whole); unaligned offsets are allowed by the format and harmless here: each tensor
+// is read into its own array.
 #include "src/io/safetensors.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <utility>
@@ -27,13 +38,45 @@ constexpr int kMaxDepth = 3;
 
 std::string Tensor(const std::string& name) { return "tensor '" + Printable(name) + "'"; }
 
-DType ParseDType(const std::string& path, const std::string& name,
-                 const std::string& dtype) {
-  if (dtype == "F32") return DType::kFloat32;
-  if (dtype == "BOOL") return DType::kBool;
-  if (dtype == "I32") return DType::kInt32;
-  if (dtype == "I64") return DType::kInt64;
-  Fail(path, Tensor(name) + " has unsupported dtype " + Printable(dtype));
+// A dtype as stored, and what it loads as: 16-bit floats widen to float32 on load.
+struct StoredType {
+  DType loaded;
+  size_t stored_bytes;
+  bool half = false;  // IEEE float16 (F16), not bfloat16
+};
+
+StoredType ParseDType(const std::string& path, const std::string& name,
+                      const std::string& dtype) {
+  if (dtype == "F32") return {DType::kFloat32, 4};
+  if (dtype == "BF16") return {DType::kFloat32, 2};
+  if (dtype == "F16") return {DType::kFloat32, 2, true};
+  if (dtype == "BOOL") return {DType::kBool, 1};
+  if (dtype == "I32") return {DType::kInt32, 4};
+  if (dtype == "I64") return {DType::kInt64, 8};
+  Fail(path, Tensor(name) + " has unsupported dtype " + Printable(dtype) +
+                 " (F32, BF16, F16, BOOL, I32 and I64 are read)");
+}
+
+float HalfToFloat(uint16_t half) {
+  const int exponent = (half >> 10) & 0x1f;
+  const int mantissa = half & 0x3ff;
+  float magnitude;
+  if (exponent == 0) {
+    magnitude = std::ldexp(static_cast<float>(mantissa), -24);
+  } else if (exponent == 31) {
+    magnitude = mantissa != 0 ? std::numeric_limits<float>::quiet_NaN()
+                              : std::numeric_limits<float>::infinity();
+  } else {
+    magnitude = std::ldexp(static_cast<float>(mantissa | 0x400), exponent - 25);
+  }
+  return (half & 0x8000) != 0 ? -magnitude : magnitude;
+}
+
+float Bf16ToFloat(uint16_t bits) {
+  const uint32_t wide = uint32_t{bits} << 16;
+  float value;
+  std::memcpy(&value, &wide, sizeof(value));
+  return value;
 }
 
 Shape ParseShape(const std::string& path, const std::string& name,
@@ -53,36 +96,71 @@ Shape ParseShape(const std::string& path, const std::string& name,
   return Shape(d, dims.size());
 }
 
-// One tensor's array, and its [begin, end) in the data.
-Array ParseTensor(const std::string& path, const std::string& name,
-                  const nlohmann::json& entry, const std::string& data,
-                  std::pair<uint64_t, uint64_t>* range) {
+// One tensor's entry as the header states it, checked against the data's size.
+struct Entry {
+  StoredType type;
+  Shape shape;
+  uint64_t begin = 0, end = 0;
+};
+
+Entry ParseEntry(const std::string& path, const std::string& name,
+                 const nlohmann::json& entry, uint64_t data_bytes) {
   if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
       !entry.contains("data_offsets") || !entry["dtype"].is_string()) {
     Fail(path, Tensor(name) + ": needs dtype, shape and data_offsets");
   }
-  Array array;
-  array.dtype = ParseDType(path, name, entry["dtype"].get<std::string>());
-  array.shape = ParseShape(path, name, entry["shape"]);
+  Entry parsed;
+  parsed.type = ParseDType(path, name, entry["dtype"].get<std::string>());
+  parsed.shape = ParseShape(path, name, entry["shape"]);
   const nlohmann::json& offsets = entry["data_offsets"];
   if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
       !offsets[1].is_number_unsigned()) {
     Fail(path, Tensor(name) + ": data_offsets must be [begin, end]");
   }
-  const uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
-  if (begin > end || end > data.size()) {
-    Fail(path, Tensor(name) + ": data_offsets [" + std::to_string(begin) + ", " +
-                   std::to_string(end) + "] out of range (data is " +
-                   std::to_string(data.size()) + " bytes)");
+  parsed.begin = offsets[0].get<uint64_t>();
+  parsed.end = offsets[1].get<uint64_t>();
+  if (parsed.begin > parsed.end || parsed.end > data_bytes) {
+    Fail(path, Tensor(name) + ": data_offsets [" + std::to_string(parsed.begin) + ", " +
+                   std::to_string(parsed.end) + "] out of range (data is " +
+                   std::to_string(data_bytes) + " bytes)");
   }
+  // Checked as loaded (a 16-bit tensor widens): the stored size is then in range too.
+  const size_t loaded_bytes =
+      CheckedByteSize(path + " " + Tensor(name), parsed.shape, parsed.type.loaded);
   const size_t bytes =
-      CheckedByteSize(path + " " + Tensor(name), array.shape, array.dtype);
-  if (end - begin != bytes) {
-    Fail(path, Tensor(name) + ": " + std::to_string(end - begin) + " bytes, shape " +
-                   array.shape.ToString() + " needs " + std::to_string(bytes));
+      loaded_bytes / DTypeSize(parsed.type.loaded) * parsed.type.stored_bytes;
+  if (parsed.end - parsed.begin != bytes) {
+    Fail(path, Tensor(name) + ": " + std::to_string(parsed.end - parsed.begin) +
+                   " bytes, shape " + parsed.shape.ToString() + " needs " +
+                   std::to_string(bytes));
   }
-  array.bytes.assign(data.begin() + begin, data.begin() + end);
-  *range = {begin, end};
+  return parsed;
+}
+
+// The tensor's bytes read from `file` at `data_start` + its range, 16-bit floats
+// widened to float32.
+Array LoadEntry(const std::string& path, const std::string& name, const Entry& entry,
+                std::ifstream& file, uint64_t data_start) {
+  Array array;
+  array.dtype = entry.type.loaded;
+  array.shape = entry.shape;
+  std::vector<uint8_t> stored(entry.end - entry.begin);
+  file.seekg(static_cast<std::streamoff>(data_start + entry.begin));
+  if (!file.read(reinterpret_cast<char*>(stored.data()),
+                 static_cast<std::streamsize>(stored.size()))) {
+    Fail(path, Tensor(name) + ": read failed");
+  }
+  if (entry.type.stored_bytes == DTypeSize(entry.type.loaded)) {
+    array.bytes = std::move(stored);
+    return array;
+  }
+  const size_t count = stored.size() / 2;
+  array.bytes.resize(count * sizeof(float));
+  float* out = reinterpret_cast<float*>(array.bytes.data());
+  for (size_t i = 0; i < count; ++i) {
+    const uint16_t bits = static_cast<uint16_t>(stored[2 * i] | (stored[2 * i + 1] << 8));
+    out[i] = entry.type.half ? HalfToFloat(bits) : Bf16ToFloat(bits);
+  }
   return array;
 }
 
@@ -157,33 +235,43 @@ void CheckRangesTileData(const std::string& path,
 
 }  // namespace
 
-Safetensors Safetensors::Read(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) Fail(path, "cannot open");
-  const std::string content((std::istreambuf_iterator<char>(file)),
-                            std::istreambuf_iterator<char>());
-  if (content.size() < 8) Fail(path, "truncated: no header length");
-  uint64_t header_len = 0;
-  for (int i = 0; i < 8; ++i) {
-    header_len |= uint64_t{static_cast<uint8_t>(content[i])} << (8 * i);
+Safetensors Safetensors::Read(const std::string& path, const std::string& prefix) {
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) {
+    Fail(path, "is a directory: weights come as one .safetensors file");
   }
-  if (content.compare(0, 6, "\x93NUMPY") == 0) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) Fail(path, std::string("cannot open: ") + std::strerror(errno));
+  file.seekg(0, std::ios::end);
+  const uint64_t file_bytes = static_cast<uint64_t>(file.tellg());
+  file.seekg(0);
+  char start[8] = {};
+  if (file_bytes < 8 || !file.read(start, 8)) Fail(path, "truncated: no header length");
+  if (std::string(start, 6) == "\x93NUMPY") {
     Fail(path,
          "is a .npy file, not safetensors: weights come as one .safetensors file of "
          "named tensors (mha.save_safetensors(path, model.state_dict()) writes one)");
   }
-  if (header_len > content.size() - 8) {
+  uint64_t header_len = 0;
+  for (int i = 0; i < 8; ++i) {
+    header_len |= uint64_t{static_cast<uint8_t>(start[i])} << (8 * i);
+  }
+  if (header_len > file_bytes - 8) {
     Fail(path, "header length " + std::to_string(header_len) + " exceeds the file (" +
-                   std::to_string(content.size()) + " bytes)");
+                   std::to_string(file_bytes) + " bytes)");
   }
   if (header_len > kMaxHeaderBytes) {
     Fail(path, "header length " + std::to_string(header_len) + " exceeds the limit of " +
                    std::to_string(kMaxHeaderBytes) + " bytes");
   }
-  const nlohmann::json header = ParseHeader(path, content.substr(8, header_len));
-  const std::string data = content.substr(8 + header_len);
-  Safetensors result;
-  result.path_ = path;
+  std::string text(header_len, '\0');
+  if (!file.read(text.data(), static_cast<std::streamsize>(header_len))) {
+    Fail(path, "truncated header");
+  }
+  const nlohmann::json header = ParseHeader(path, text);
+  const uint64_t data_bytes = file_bytes - 8 - header_len;
+  // Every entry is checked before any tensor is read; only those under `prefix` are.
+  std::vector<std::pair<std::string, Entry>> entries;
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {
@@ -195,10 +283,22 @@ Safetensors Safetensors::Read(const std::string& path) {
       }
       continue;
     }
-    ranges.emplace_back();
-    result.tensors_.emplace(name, ParseTensor(path, name, entry, data, &ranges.back()));
+    entries.emplace_back(name, ParseEntry(path, name, entry, data_bytes));
+    ranges.emplace_back(entries.back().second.begin, entries.back().second.end);
   }
-  CheckRangesTileData(path, std::move(ranges), data.size());
+  CheckRangesTileData(path, std::move(ranges), data_bytes);
+  Safetensors result;
+  result.path_ = path;
+  for (const auto& [name, entry] : entries) {
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    result.tensors_.emplace(name.substr(prefix.size()),
+                            LoadEntry(path, name, entry, file, 8 + header_len));
+  }
+  if (!prefix.empty() && result.tensors_.empty()) {
+    Fail(path,
+         "no tensor's name starts with the prefix '" + Printable(prefix) + "'" +
+             (entries.empty() ? "" : " (one is '" + Printable(entries[0].first) + "')"));
+  }
   return result;
 }
 
@@ -213,11 +313,44 @@ std::vector<std::string> Safetensors::Names() const {
   return names;
 }
 
-void WriteSafetensors(const std::string& path,
-                      const std::vector<std::pair<std::string, TensorView>>& tensors) {
+namespace {
+
+// A file beside `path` that no one else has: created with O_EXCL under a name of this
+// process and a counter, so a planted link or another writer's file is never opened.
+int CreateTemporaryBeside(const std::string& path, std::string* temporary) {
+  static std::atomic<uint64_t> counter{0};
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    *temporary = path + ".tmp." + std::to_string(getpid()) + "." +
+                 std::to_string(counter.fetch_add(1));
+    const int fd =
+        open(temporary->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0 || errno != EEXIST) return fd;
+  }
+  return -1;
+}
+
+bool WriteAll(int fd, const void* data, size_t bytes) {
+  const char* next = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t written = write(fd, next, std::min<size_t>(bytes, size_t{1} << 30));
+    if (written < 0 && errno == EINTR) continue;
+    if (written <= 0) return false;
+    next += written;
+    bytes -= static_cast<size_t>(written);
+  }
+  return true;
+}
+
+// The header text, every tensor checked first: nothing is created for a refused call.
+std::string WriteHeader(const std::string& path,
+                        const std::vector<std::pair<std::string, TensorView>>& tensors) {
   nlohmann::json header = nlohmann::json::object();
   uint64_t offset = 0;
   for (const auto& [name, view] : tensors) {
+    if (name == "__metadata__") {
+      Fail(path, "'__metadata__' is the format's reserved name, not a tensor's");
+    }
+    if (!view.present()) Fail(path, Tensor(name) + " has no data");
     if (view.dtype != DType::kFloat32 || !view.dense()) {
       Fail(path, Tensor(name) + " is " + DTypeName(view.dtype) +
                      (view.dense() ? "" : ", strided") + ", expected dense float32");
@@ -233,27 +366,37 @@ void WriteSafetensors(const std::string& path,
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // the data 8-byte aligned
-  const std::string temporary = path + ".partial";
-  {
-    std::ofstream file(temporary, std::ios::binary);
-    if (!file) Fail(temporary, "cannot create");
-    for (int i = 0; i < 8; ++i)
-      file.put(static_cast<char>((uint64_t{text.size()} >> (8 * i)) & 0xff));
-    file << text;
-    for (const auto& entry : tensors) {
-      const TensorView& view = entry.second;
-      file.write(static_cast<const char*>(view.data),
-                 static_cast<std::streamsize>(
-                     CheckedByteSize(path, view.shape, DType::kFloat32)));
-    }
-    if (!file.flush()) {
-      std::remove(temporary.c_str());
-      Fail(temporary, "write failed");
-    }
+  std::string file(8, '\0');
+  for (int i = 0; i < 8; ++i)
+    file[i] = static_cast<char>((uint64_t{text.size()} >> (8 * i)) & 0xff);
+  return file + text;
+}
+
+}  // namespace
+
+void WriteSafetensors(const std::string& path,
+                      const std::vector<std::pair<std::string, TensorView>>& tensors) {
+  const std::string header = WriteHeader(path, tensors);
+  std::string temporary;
+  const int fd = CreateTemporaryBeside(path, &temporary);
+  if (fd < 0)
+    Fail(path, std::string("cannot create a file beside it: ") + strerror(errno));
+  bool written = WriteAll(fd, header.data(), header.size());
+  for (const auto& entry : tensors) {
+    const TensorView& view = entry.second;
+    written = written &&
+              WriteAll(fd, view.data, CheckedByteSize(path, view.shape, DType::kFloat32));
+  }
+  const int write_error = errno;
+  written = close(fd) == 0 && written;
+  if (!written) {
+    unlink(temporary.c_str());
+    Fail(temporary, std::string("write failed: ") + strerror(write_error));
   }
   if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::remove(temporary.c_str());
-    Fail(path, "cannot replace it with " + temporary);
+    const int rename_error = errno;
+    unlink(temporary.c_str());
+    Fail(path, "cannot replace it with " + temporary + ": " + strerror(rename_error));
   }
 }
 

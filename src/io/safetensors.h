@@ -1,6 +1,7 @@
 // safetensors files: an 8-byte little-endian header length, a JSON header naming
 // each tensor's dtype, shape and byte range, then the raw data. Read checks a file
-// whole; WriteSafetensors writes float32 tensors, as mha-run and the layer files read.
+// header first, then the tensors it asks for; WriteSafetensors writes float32 tensors, as
+// mha-run and the layer files read.
 #pragma once
 
 #include <map>
@@ -13,8 +14,10 @@ namespace mha::io {
 
 class Safetensors {
  public:
-  // Reads and checks the whole file: header bounds, dtypes, shapes, byte ranges.
-  static Safetensors Read(const std::string& path);
+  // Checks the whole header (bounds, dtypes, shapes, byte ranges), then reads the
+  // tensors whose names start with `prefix`, named without it ("" reads all).
+  // BF16 and F16 tensors are widened to float32.
+  static Safetensors Read(const std::string& path, const std::string& prefix = "");
 
   bool Has(const std::string& name) const { return tensors_.count(name) != 0; }
   // The tensor, or an absent view when it is not in the file.

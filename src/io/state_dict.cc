@@ -69,16 +69,36 @@ constexpr const char* kKnownNames[] = {
     "out_proj.bias",  "o_proj.weight", "o_proj.bias",   "sinks",
     "q_norm.weight",  "k_norm.weight"};
 
+// A checkpoint's name for a known one ("model.layers.0.self_attn.q_proj.weight"):
+// the prefix to take off, or "" when the name ends in no known name.
+std::string PrefixOf(const std::string& name) {
+  for (const char* accepted : kKnownNames) {
+    const std::string suffix = std::string(".") + accepted;
+    if (name.size() > suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      return name.substr(0, name.size() - suffix.size() + 1);
+    }
+  }
+  return "";
+}
+
 void CheckNamesKnown(const std::vector<std::string>& names, const std::string& source) {
   for (const std::string& name : names) {
     bool known = false;
     for (const char* accepted : kKnownNames) known = known || name == accepted;
     if (known) continue;
+    const std::string prefix = PrefixOf(name);
+    if (!prefix.empty()) {
+      throw FileError(
+          source + ": tensor '" + Printable(name) +
+          "' is a checkpoint's name: give its prefix '" + Printable(prefix) +
+          "' (mha-run --prefix, from_state_dict's prefix=) to read one layer");
+    }
     std::string list;
     for (const char* accepted : kKnownNames)
       list += (list.empty() ? "" : ", ") + std::string(accepted);
-    throw FileError(source + ": unknown tensor '" + name + "' (a layer's tensors are " +
-                    list + ")");
+    throw FileError(source + ": unknown tensor '" + Printable(name) +
+                    "' (a layer's tensors are " + list + ")");
   }
 }
 

@@ -69,8 +69,8 @@ void TransposeBlock(const T* HWY_RESTRICT block, T* HWY_RESTRICT transposed) {
 // kBf16Products): bfloat16 pages meet queries and probabilities rounded to bfloat16
 // in AVX512_BF16 dot products (bf16_tile_matmul.h); a kind with kInt8KeyProducts
 // (int8 keys) meets the query quantised to integers, its scores exact integer sums,
-// int8_dot on AVX512_VNNI (int8_tile_matmul.h); otherwise every product is fp32 on
-// pages widened as they load.
+// int8_dot on AVX512_VNNI (int8_tile_matmul.h), where head_dim keeps the codes fine
+// (QueryCodesFor); otherwise every product is fp32 on pages widened as they load.
 template <class Kind>
 class QueryStep {
   using T = typename Kind::Code;
@@ -98,7 +98,9 @@ class QueryStep {
         query_codes_(reinterpret_cast<int16_t*>(scratch + layout.query_codes)),
         value_tile_(reinterpret_cast<T*>(scratch + layout.value_tile)),
         bf16_dot_(bf16_dot),
-        int8_dot_(int8_dot) {
+        int8_dot_(int8_dot),
+        query_codes_run_(Kind::kInt8KeyProducts &&
+                         QueryCodesFor(static_cast<size_t>(params.head_dim))) {
     for (size_t i = 0; i < rows; ++i) {  // looked up per key tile: no division there
       positions_[i] = task_rows.Position(first_row + static_cast<int64_t>(i));
       heads_[i] = task_rows.Head(first_row + static_cast<int64_t>(i));
@@ -175,7 +177,7 @@ class QueryStep {
       query = {query_tile_, layout_.padded_head_dim};
     }
     if constexpr (Kind::kInt8KeyProducts) {  // the codes, as floats, in place
-      for (size_t i = 0; i < rows_; ++i) {
+      for (size_t i = 0; query_codes_run_ && i < rows_; ++i) {
         float* row = query_tile_ + i * query.stride;
         query_scales_[i] =
             QuantizeQueryRow(d, row, head_dim, QueryCodeLimit(head_dim), row,
@@ -292,7 +294,7 @@ class QueryStep {
     }
     // The integer sums (as floats) times their query scale, as Int8Scores does.
     if constexpr (Kind::kInt8KeyProducts) {
-      if (!int8_dot_) {
+      if (query_codes_run_ && !int8_dot_) {
         for (size_t i = 0; i < rows_; ++i)
           ScaleRow(d, scores_ + i * stride, padded, query_scales_[i]);
       }
@@ -555,6 +557,7 @@ class QueryStep {
   int16_t* query_codes_;        // int8 key products: the query rows' codes
   T* value_tile_;               // values in keys: the page's V tile
   const bool bf16_dot_, int8_dot_;
+  const bool query_codes_run_;  // int8 keys meet the query's codes (QueryCodesFor)
   int64_t positions_[kQueryStep], heads_[kQueryStep];  // of each row
   float query_scales_[kQueryStep];  // int8 key products: each row's scale
 };
@@ -591,8 +594,9 @@ void AttendRows(D d, const AttentionParams& params, const CoreTask& task,
   for (int64_t first = 0; first < count; first += static_cast<int64_t>(kQueryStep)) {
     const size_t rows_in_step = std::min<size_t>(kQueryStep, count - first);
     const bool bf16_dot = Kind::kBf16Products && Bf16DotProducts();
-    const bool int8_dot = Kind::kInt8KeyProducts &&
-                          Int8DotProductsRun(static_cast<size_t>(params.head_dim));
+    const size_t head_dim = static_cast<size_t>(params.head_dim);
+    const bool int8_dot =
+        Kind::kInt8KeyProducts && QueryCodesFor(head_dim) && Int8DotProductsRun(head_dim);
     QueryStep<Kind>(params, task, rows, masks, layout, scratch, pages, first,
                     rows_in_step, bf16_dot, int8_dot)
         .Run(d);

@@ -25,6 +25,16 @@ constexpr int32_t QueryCodeLimit(size_t head_dim) {
       32767, ((size_t{1} << 24) - 1) / (127 * std::max<size_t>(1, head_dim))));
 }
 
+// Whether int8 keys of a head_dim meet the query as integer codes: while those codes
+// reach 512 (nine bits and a sign, head_dim <= 258, Gemma's 256 included). Wider
+// heads would quantise the query ever more coarsely (MLA's 576: codes of 229, whose
+// step is 2.2x the query's at 512; from head_dim 132105 no code at all): they meet
+// it in float against the widened keys, so the keys' own rounding is the only error.
+constexpr int32_t kMinQueryCodeLimit = 512;
+constexpr bool QueryCodesFor(size_t head_dim) {
+  return QueryCodeLimit(head_dim) >= kMinQueryCodeLimit;
+}
+
 // Whether the int8 key products of a head_dim run on Int8TileMatMulVnni here: the
 // CPU has AVX512_VNNI and AVX512_VBMI, and head_dim is a whole number of channel
 // pairs. Callers ask only from an AVX-512 Highway target.

@@ -59,6 +59,14 @@ inline uint16_t Fp16FromFloat(float x) {
   return sign | static_cast<uint16_t>((rounded - 0x38000000u) >> 13);
 }
 
+// A group's scale as fp16 can hold it: past 65504 it saturates, so a huge finite
+// element clamps to 65504 x the largest code instead of an infinite scale (whose
+// zero codes make 0 x inf = NaN in every score and context of the sequence).
+constexpr float kFp16Max = 65504.0f;
+inline float SaturatedScale(float d) {
+  return d > kFp16Max ? kFp16Max : d < -kFp16Max ? -kFp16Max : d;
+}
+
 inline float FloatFromFp16(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t exponent = (h >> 10) & 0x1Fu, mantissa = h & 0x3FFu;

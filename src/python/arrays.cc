@@ -122,6 +122,7 @@ Input ActivationInput(py::handle object, const char* name) {
       bf16 ? Viewed(py::reinterpret_borrow<py::array>(converted), DType::kBFloat16, name)
            : Viewed(Ensure<float>(converted, object, name), DType::kFloat32, name);
   input.torch = IsTorchTensor(object);
+  if (input.torch) input.torch_dtype = object.attr("dtype");
   return input;
 }
 
@@ -141,7 +142,7 @@ Input MaskInput(py::handle object, const char* name) {
   if (array && array.dtype().kind() != 'f') {
     throw ArgumentError(name, "expected a bool or floating-point mask, got dtype " +
                                   std::string(py::str(array.dtype())) +
-                                  " (convert with .astype(bool) for true = masked)");
+                                  " (convert with .astype(bool))");
   }
   return FloatInput(object, name);
 }
@@ -179,6 +180,7 @@ Input SwappedFirstAxes(const Input& input, const char* name) {
       Viewed(numpy.attr("ascontiguousarray")(numpy.attr("swapaxes")(input.array, 0, 1)),
              input.view.dtype, name);
   swapped.torch = input.torch;
+  swapped.torch_dtype = input.torch_dtype;
   return swapped;
 }
 
@@ -186,12 +188,15 @@ Output NewOutput(const Shape& shape, const Input& like) {
   if (!like.torch) {
     py::array_t<float> array = NewFloats(shape);
     const MutableTensorView view = ViewOf(array);
-    return {std::move(array), view};
+    return {std::move(array), view, py::object()};
   }
   const DType dtype = like.view.dtype;
   py::object tensor = TorchEmpty(shape, dtype);
   py::array array = TorchWritable(tensor, dtype);
-  return {std::move(tensor), MutableTensorView(array.mutable_data(), dtype, shape)};
+  const bool converted =
+      like.torch_dtype && !like.torch_dtype.equal(tensor.attr("dtype"));
+  return {std::move(tensor), MutableTensorView(array.mutable_data(), dtype, shape),
+          converted ? like.torch_dtype : py::object()};
 }
 
 Output CallerOutput(py::handle out, const Shape& shape) {
@@ -204,7 +209,7 @@ Output CallerOutput(py::handle out, const Shape& shape) {
                         "expected shape " + shape.ToString() + ", got " + got.ToString());
   }
   return {py::reinterpret_borrow<py::object>(out),
-          MutableTensorView(array.mutable_data(), dtype, shape)};
+          MutableTensorView(array.mutable_data(), dtype, shape), py::object()};
 }
 
 py::array_t<float> NewFloats(const Shape& shape) {

@@ -17,6 +17,8 @@ struct Input {
   py::array array;     // keeps the viewed memory alive
   TensorView view;     // absent for None
   bool torch = false;  // came from a torch tensor: outputs are torch tensors too
+  py::object torch_dtype =
+      py::object();  // that tensor's dtype (float16 and float64 are converted)
 };
 
 bool IsTorchTensor(py::handle object);
@@ -41,9 +43,16 @@ Input SwappedFirstAxes(const Input& input, const char* name);
 struct Output {
   py::object object;
   MutableTensorView view;
+  py::object result_dtype =
+      py::object();  // set: the written tensor is returned converted to it
+  // What the call returns: the written object, converted where result_dtype says.
+  py::object Result() const {
+    return result_dtype ? object.attr("to")(result_dtype) : object;
+  }
 };
-// A new output for a call whose query is `like`: a torch tensor of the query's dtype
-// for a torch query, a float32 numpy array otherwise.
+// A new output for a call whose query is `like`. The one rule of every call: a torch
+// query gets a torch tensor of its own dtype (computed in float32 or bfloat16, then
+// converted for float16 or float64), anything else a float32 numpy array.
 Output NewOutput(const Shape& shape, const Input& like);
 // The caller's out=: a C-contiguous, writable torch tensor (float32 or bfloat16) or
 // float32 numpy array of exactly `shape`; refused with a ValueError otherwise.

@@ -25,6 +25,9 @@ void BindPagedCache(py::module_& module);
 void BindLatent(py::module_& module);
 // IsaReport, set_max_isa, describe_isa (isa_bindings.cc).
 void BindIsa(py::module_& module);
+// mha::Error as ValueError (OutOfBlocksError as itself), its message in Python's
+// names (error_names.cc); after BindPagedCache.
+void RegisterErrorNames();
 
 // A class whose keyword constructor sets the fields of the same names.
 template <class Class>
@@ -41,5 +44,9 @@ Class FromKeywords(const py::kwargs& keywords) {
   }
   return object.cast<Class>();
 }
+
+// "Class(field=value, ...)": a config's fields that differ from its default
+// (config_bindings.cc), every config class's __repr__.
+std::string FieldsRepr(py::handle self);
 
 }  // namespace mha::python

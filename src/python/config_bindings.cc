@@ -20,6 +20,8 @@ std::string FieldText(py::handle value) {
   return py::repr(value);
 }
 
+}  // namespace
+
 // "Class(field=value, ...)": the fields (the class's properties, in the order they
 // are bound) that differ from a default-constructed instance, so that a config shows
 // what was set; a nested config shows itself the same way.
@@ -38,6 +40,8 @@ std::string FieldsRepr(py::handle self) {
   }
   return text + ")";
 }
+
+namespace {
 
 void BindEnums(py::module_& m) {
   py::enum_<DType>(m, "DType")
@@ -68,7 +72,8 @@ void BindEnums(py::module_& m) {
       .value("longrope", RopeScalingType::kLongRope);
   py::enum_<MaskConvention>(m, "MaskConvention")
       .value("torch", MaskConvention::kTorch)
-      .value("zero_means_masked", MaskConvention::kZeroMeansMasked);
+      .value("zero_means_masked", MaskConvention::kZeroMeansMasked)
+      .value("sdpa", MaskConvention::kSdpa);
   py::enum_<CausalAlignment>(m, "CausalAlignment")
       .value("top_left", CausalAlignment::kTopLeft)
       .value("bottom_right", CausalAlignment::kBottomRight);
@@ -156,7 +161,7 @@ void BindFeatures(py::module_& m) {
   py::class_<AttentionFeatures> features(
       m, "AttentionFeatures",
       "What a layer or a core call does besides Q K^T: soft-cap, ALiBi, windows, "
-      "chunks, query temperature, QK-norm (mha/feature_options.h).");
+      "chunks, query temperature, QK-norm (docs/api.md, \"Feature options\").");
   temperature.def(py::init(&FromKeywords<AttentionTemperature>));
   qk_norm.def(py::init(&FromKeywords<QkNorm>));
   features.def(py::init(&FromKeywords<AttentionFeatures>));
@@ -179,7 +184,7 @@ void BindFeatures(py::module_& m) {
       },
       "The feature options, one dict each (name: the C field; path: the field from "
       "AttentionFeatures; flag: mha-run's; default, range, doc), as "
-      "mha/feature_options.h declares them.");
+      "the one option table declares them (docs/api.md, \"Feature options\").");
 }
 
 }  // namespace
@@ -189,7 +194,7 @@ void BindConfig(py::module_& m) {
   BindRotary(m);
   BindFeatures(m);
   py::class_<AttentionConfig>(m, "AttentionConfig",
-                              "The sizes and features of a layer (mha/config.hpp).")
+                              "The sizes and features of a layer (docs/api.md).")
       .def(py::init(&FromKeywords<AttentionConfig>))
       .def_readwrite("num_heads", &AttentionConfig::num_heads)
       .def_readwrite("head_dim", &AttentionConfig::head_dim)

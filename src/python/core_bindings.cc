@@ -84,8 +84,9 @@ py::object Attend(py::handle query_object, py::handle key_object, py::handle val
                   HeadLayout layout, const AttentionFeatures& features,
                   py::handle sinks_object, py::handle q_norm_weight_object,
                   py::handle k_norm_weight_object, py::handle rotary,
-                  py::handle key_padding_mask_object, CausalAlignment causal_alignment,
-                  bool return_logsumexp, int num_threads, DType compute_dtype) {
+                  py::handle key_padding_mask_object, MaskConvention mask_convention,
+                  CausalAlignment causal_alignment, bool return_logsumexp,
+                  int num_threads, DType compute_dtype) {
   const CoreInput query = CoreTensor(query_object, "query");
   const CoreInput key = CoreTensor(key_object, "key");
   const CoreInput value = CoreTensor(value_object, "value");
@@ -110,6 +111,7 @@ py::object Attend(py::handle query_object, py::handle key_object, py::handle val
                                  : Shape{0});
   AttentionMasks masks;
   masks.is_causal = is_causal;
+  masks.convention = mask_convention;
   masks.causal_alignment = causal_alignment;
   masks.attn_mask = attn_mask.view;
   masks.key_padding_mask = key_padding_mask.view;
@@ -144,17 +146,17 @@ void BindCore(py::module_& m) {
   py::enum_<HeadLayout>(m, "HeadLayout")
       .value("bhsd", HeadLayout::kBHSD)
       .value("bshd", HeadLayout::kBSHD);
-  m.def(
-      "scaled_dot_product_attention", &Attend, py::arg("query"), py::arg("key"),
-      py::arg("value"), py::arg("attn_mask") = py::none(), py::arg("is_causal") = false,
-      py::arg("scale") = py::none(), py::kw_only(), py::arg("layout") = HeadLayout::kBHSD,
-      py::arg("features") = AttentionFeatures(), py::arg("sinks") = py::none(),
-      py::arg("q_norm_weight") = py::none(), py::arg("k_norm_weight") = py::none(),
-      py::arg("rotary") = py::none(), py::arg("key_padding_mask") = py::none(),
-      py::arg("causal_alignment") = CausalAlignment::kTopLeft,
-      py::arg("return_logsumexp") = false, py::arg("num_threads") = 0,
-      py::arg("compute_dtype") = DType::kFloat32,
-      docs::kScaledDotProductAttention);
+  m.def("scaled_dot_product_attention", &Attend, py::arg("query"), py::arg("key"),
+        py::arg("value"), py::arg("attn_mask") = py::none(), py::arg("is_causal") = false,
+        py::arg("scale") = py::none(), py::kw_only(),
+        py::arg("layout") = HeadLayout::kBHSD, py::arg("features") = AttentionFeatures(),
+        py::arg("sinks") = py::none(), py::arg("q_norm_weight") = py::none(),
+        py::arg("k_norm_weight") = py::none(), py::arg("rotary") = py::none(),
+        py::arg("key_padding_mask") = py::none(),
+        py::arg("mask_convention") = MaskConvention::kSdpa,
+        py::arg("causal_alignment") = CausalAlignment::kTopLeft,
+        py::arg("return_logsumexp") = false, py::arg("num_threads") = 0,
+        py::arg("compute_dtype") = DType::kFloat32, docs::kScaledDotProductAttention);
 }
 
 }  // namespace mha::python

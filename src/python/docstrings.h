@@ -35,7 +35,9 @@ inline constexpr const char* kFromStateDict =
     "    head_shard: mha.HeadShard: only these heads (tensor parallelism).\n"
     "    batch_first: True: inputs are [B, S, E]; False: [S, B, E]. None (the "
     "default) follows PyTorch for the names given: False for nn.MultiheadAttention's "
-    "(in_proj_weight, q_proj_weight), True for Hugging Face's (q_proj.weight).\n";
+    "(in_proj_weight, q_proj_weight), True for Hugging Face's (q_proj.weight).\n"
+    "    prefix: read only the names that start with it, taken off (one layer of a "
+    "model's state_dict: 'model.layers.0.self_attn.').\n";
 
 inline constexpr const char* kForward =
     "Attention over query, key and value, as nn.MultiheadAttention.forward.\n\n"
@@ -59,8 +61,9 @@ inline constexpr const char* kForward =
     "tokens in the call (reproducible serving; costs small calls some speed).\n"
     "    out: a C-contiguous float32 numpy array or float32/bfloat16 torch tensor of "
     "the output's shape, written in place and returned.\n\n"
-    "Returns (output, attn_weights or None): a torch tensor of the query's dtype for a "
-    "torch query, else a numpy float32 array.";
+    "Returns (output, attn_weights or None), as every call returns (docs/api.md, "
+    "\"Outputs\"): a torch tensor of the query's dtype for a torch query, else a "
+    "numpy float32 array.";
 
 inline constexpr const char* kForwardWithCache =
     "Appends the new tokens to `cache` and attends causally over each sequence's "
@@ -125,7 +128,8 @@ inline constexpr const char* kForwardCrossAttention =
     "Returns [B, Sq, output_dim].";
 
 inline constexpr const char* kKvCache =
-    "One layer's keys and values for max_batch sequences (C++'s mha::KvCache). Calls from "
+    "One layer's keys and values for max_batch sequences (C++'s mha::KvCache). Calls "
+    "from "
     "several threads run one at a time.\n\n"
     "Args:\n"
     "    layer: the mha.MultiheadAttention whose shape it stores, or an "
@@ -146,8 +150,8 @@ inline constexpr const char* kPagedKvCache =
     "time per cache from Python).\n\n"
     "Args:\n"
     "    layer: an mha.MultiheadAttention of the shape every layer stored has, or an "
-    "mha.MultiheadLatentAttention (storage float32 or bfloat16 per token; no windows "
-    "or chunks).\n"
+    "mha.MultiheadLatentAttention (storage float32, bfloat16 or int8, per token; no "
+    "windows or chunks).\n"
     "    num_blocks: blocks in the pool.\n"
     "    max_sequences: sequence ids are 0 .. max_sequences - 1.\n"
     "    block_size: tokens per block (a multiple of 16 in [16, 256]).\n"
@@ -214,10 +218,12 @@ inline constexpr const char* kScaledDotProductAttention =
     "bfloat16 tensor (converted).\n"
     "    key, value: [B, H_kv, Sk, D] and [B, H_kv, Sk, Dv]; H_kv divides H_q "
     "(grouped-query attention).\n"
-    "    attn_mask: [Sq, Sk], [B, Sq, Sk] or [B, H_q, Sq, Sk], bool (True = masked) or "
-    "float (added), or None.\n"
+    "    attn_mask: [Sq, Sk], [B, Sq, Sk] or [B, H_q, Sq, Sk], bool (True = takes part "
+    "in attention, as F.scaled_dot_product_attention reads it) or float (added), or "
+    "None.\n"
     "    is_causal: a causal mask, placed by causal_alignment.\n"
-    "    scale: the logits' scale; None: 1 / sqrt(D).\n"
+    "    scale: the logits' scale; None: 1 / sqrt(D). 0 attends uniformly over the "
+    "visible keys, as PyTorch does.\n"
     "    layout: mha.HeadLayout of all four tensors: bhsd (PyTorch) or bshd.\n"
     "    features: mha.AttentionFeatures: windows, soft-capping, ALiBi, chunked "
     "attention, query temperature, QK-norm.\n"
@@ -226,7 +232,11 @@ inline constexpr const char* kScaledDotProductAttention =
     "set (normalised before rotation).\n"
     "    rotary: a mha.RotaryConfig, or a mha.RotaryEmbedding built once and reused: "
     "rotates query and key first, at the positions the masks place them.\n"
-    "    key_padding_mask: [B, Sk] bool (True = masked) or float (added), or None.\n"
+    "    key_padding_mask: [B, Sk] bool (True = padding, not attended, as "
+    "nn.MultiheadAttention reads it) or float (added), or None.\n"
+    "    mask_convention: mha.MaskConvention of the bool masks: sdpa (the default, "
+    "above), torch (nn.MultiheadAttention's: a True attn_mask is masked) or "
+    "zero_means_masked.\n"
     "    causal_alignment: top_left (PyTorch's is_causal: query i sees keys 0..i) or "
     "bottom_right (query i sees keys 0..Sk - Sq + i: a decode step over a cache; "
     "with top_left a one-token query sees only key 0).\n"

@@ -79,7 +79,7 @@ py::object ForwardWithCache(const LatentLayer& self, py::handle hidden_states,
     self.engine.ForwardWithCache(call.hidden.view, locked, call.output.view,
                                  call.options);
   });
-  return call.output.object;
+  return call.output.Result();
 }
 
 py::object ForwardPacked(const LatentLayer& self, py::handle hidden_states,
@@ -97,7 +97,7 @@ py::object ForwardPacked(const LatentLayer& self, py::handle hidden_states,
     self.engine.ForwardPacked(call.hidden.view, batch, locked, layer, call.output.view,
                               call.options);
   });
-  return call.output.object;
+  return call.output.Result();
 }
 
 py::array_t<float> NaiveForward(const NaiveLatentLayer& self, py::handle hidden_object) {
@@ -109,8 +109,9 @@ py::array_t<float> NaiveForward(const NaiveLatentLayer& self, py::handle hidden_
 }
 
 void BindLatentConfig(py::module_& m) {
-  py::enum_<LatentForm>(m, "LatentForm",
-                        "How an MLA call attends (latent_attention.hpp).")
+  py::enum_<LatentForm>(
+      m, "LatentForm",
+      "How an MLA call attends (docs/api.md, \"Multi-head latent attention\").")
       .value("auto", LatentForm::kAuto)
       .value("absorbed", LatentForm::kAbsorbed)
       .value("expanded", LatentForm::kExpanded);
@@ -127,7 +128,8 @@ void BindLatentConfig(py::module_& m) {
       .def_readwrite("rms_norm_eps", &LatentAttentionConfig::rms_norm_eps)
       .def_readwrite("rotary", &LatentAttentionConfig::rotary)
       .def_readwrite("softmax_scale", &LatentAttentionConfig::softmax_scale)
-      .def_readwrite("form", &LatentAttentionConfig::form);
+      .def_readwrite("form", &LatentAttentionConfig::form)
+      .def("__repr__", &FieldsRepr);
 }
 
 }  // namespace

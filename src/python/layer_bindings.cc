@@ -167,7 +167,7 @@ py::tuple Forward(const PyLayer<Engine>& self, const ForwardArgs& args) {
     self.engine.Forward({query.view, key.view, value.view}, masks, outputs, options);
   }
   return py::make_tuple(
-      SequenceOutput(output.object, self.batch_first, output_shape.rank()), weights);
+      SequenceOutput(output.Result(), self.batch_first, output_shape.rank()), weights);
 }
 
 py::object ForwardWithCache(const PyLayer<MultiheadAttention>& self,
@@ -190,7 +190,7 @@ py::object ForwardWithCache(const PyLayer<MultiheadAttention>& self,
     self.engine.ForwardWithCache(query.view, new_lengths.view, locked, output.view,
                                  options);
   });
-  return SequenceOutput(output.object, self.batch_first, output_shape.rank());
+  return SequenceOutput(output.Result(), self.batch_first, output_shape.rank());
 }
 
 void ProjectMemory(const PyLayer<MultiheadAttention>& self, py::handle memory_object,
@@ -219,7 +219,7 @@ py::object ForwardCrossAttention(const PyLayer<MultiheadAttention>& self,
   cache.Locked([&](KvCache& locked) {
     self.engine.ForwardCrossAttention(query.view, locked, output.view, options);
   });
-  return SequenceOutput(output.object, self.batch_first, output_shape.rank());
+  return SequenceOutput(output.Result(), self.batch_first, output_shape.rank());
 }
 
 template <class Engine>
@@ -254,19 +254,20 @@ py::class_<PyLayer<Engine>> BindEngine(py::module_& m, const char* name,
           "from_state_dict",
           [](const py::dict& state_dict, int64_t num_heads, int64_t num_kv_heads,
              std::optional<AttentionConfig> config, std::optional<HeadShard> head_shard,
-             std::optional<bool> batch_first) {
+             std::optional<bool> batch_first, const std::string& prefix) {
             // PyTorch's default for its own names: nn.MultiheadAttention is
             // sequence-first; Hugging Face's layers are batch-first.
-            const bool torch_names = state_dict.contains("in_proj_weight") ||
-                                     state_dict.contains("q_proj_weight");
-            return Build<Engine>(FromStateDict(state_dict, num_heads, num_kv_heads,
-                                               config.value_or(AttentionConfig())),
-                                 head_shard, batch_first.value_or(!torch_names));
+            const bool torch_names = state_dict.contains(prefix + "in_proj_weight") ||
+                                     state_dict.contains(prefix + "q_proj_weight");
+            return Build<Engine>(
+                FromStateDict(state_dict, num_heads, num_kv_heads,
+                              config.value_or(AttentionConfig()), prefix),
+                head_shard, batch_first.value_or(!torch_names));
           },
           py::arg("state_dict"), py::arg("num_heads"), py::arg("num_kv_heads") = 0,
           py::kw_only(), py::arg("config") = py::none(),
           py::arg("head_shard") = py::none(), py::arg("batch_first") = py::none(),
-          docs::kFromStateDict)
+          py::arg("prefix") = "", docs::kFromStateDict)
       .def_property_readonly("config",
                              [](const Layer& self) { return self.engine.config(); })
       .def_property_readonly("output_dim",
@@ -305,7 +306,10 @@ py::class_<PyLayer<Engine>> BindEngine(py::module_& m, const char* name,
 void BindLayer(py::module_& m) {
   // Both classes are registered before either's methods, so that every signature
   // names the other by its Python name.
-  py::class_<PyKvCache> kv_cache(m, "KvCache", "A contiguous KV cache (kv_cache.hpp).");
+  py::class_<PyKvCache> kv_cache(
+      m, "KvCache",
+      "A contiguous KV cache: one layer's keys and values for each of max_batch "
+      "sequences (docs/serving.md).");
   py::class_<PyLayer<MultiheadAttention>> layer = BindEngine<MultiheadAttention>(
       m, "MultiheadAttention", "The attention layer: built once, run many times.");
   kv_cache
@@ -319,6 +323,14 @@ void BindLayer(py::module_& m) {
            py::arg("layer"), py::arg("max_batch"), py::arg("max_seq_len"),
            py::arg("storage") = DType::kFloat32, py::arg("scales") = KvScales::kPerToken,
            docs::kKvCache)
+      .def("__repr__",
+           [](PyKvCache& c) {
+             return c.Locked([](KvCache& k) {
+               return "KvCache(max_batch=" + std::to_string(k.max_batch()) +
+                      ", max_seq_len=" + std::to_string(k.max_seq_len()) +
+                      ", bytes_per_token=" + std::to_string(k.bytes_per_token()) + ")";
+             });
+           })
       .def_property_readonly(
           "bytes_per_token",
           [](PyKvCache& c) {

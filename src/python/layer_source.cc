@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "src/io/array.h"
 #include "src/io/state_dict.h"
 
 namespace mha::python {
@@ -38,22 +39,35 @@ LayerSource FromArrays(const AttentionConfig& config, const ProjectionArrays& ar
 }
 
 LayerSource FromStateDict(const py::dict& state_dict, int64_t num_heads,
-                          int64_t num_kv_heads, const AttentionConfig& config) {
+                          int64_t num_kv_heads, const AttentionConfig& config,
+                          const std::string& prefix) {
   LayerSource source;
   std::map<std::string, TensorView> views;
   std::vector<std::string> names;
   for (const auto& [key, value] : state_dict) {
-    const std::string name = py::str(key);
-    source.arrays.push_back(FloatInput(value, name.c_str()));
+    const std::string full_name = py::str(key);
+    if (full_name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string name = full_name.substr(prefix.size());
+    source.arrays.push_back(FloatInput(value, full_name.c_str()));
     views[name] = source.arrays.back().view;
     names.push_back(name);
   }
-  const io::LayerFromNames named = io::LayerFromStateDict(
-      [&views](const std::string& name) {
-        const auto found = views.find(name);
-        return found == views.end() ? TensorView() : found->second;
-      },
-      names, "state_dict", num_heads, num_kv_heads);
+  if (!prefix.empty() && names.empty()) {
+    throw py::value_error("mha: prefix: no state_dict name starts with '" + prefix + "'");
+  }
+  // A dict is no file: what the names' reader says of it is a ValueError.
+  const io::LayerFromNames named = [&] {
+    try {
+      return io::LayerFromStateDict(
+          [&views](const std::string& name) {
+            const auto found = views.find(name);
+            return found == views.end() ? TensorView() : found->second;
+          },
+          names, "state_dict", num_heads, num_kv_heads);
+    } catch (const io::FileError& e) {
+      throw Error(e.what());
+    }
+  }();
   source.config = config;
   for (auto size : {&AttentionConfig::num_heads, &AttentionConfig::head_dim,
                     &AttentionConfig::query_dim, &AttentionConfig::key_dim,

@@ -26,10 +26,13 @@ struct ProjectionArrays {
 
 LayerSource FromArrays(const AttentionConfig& config, const ProjectionArrays& arrays);
 
-// The names mha-run reads (src/io/state_dict.h). The sizes (num_heads, head_dim,
-// query/key/value dims, num_kv_heads) come from the weights; `config` gives the rest.
+// The names mha-run reads (src/io/state_dict.h); with a prefix, only the entries
+// named with it, taken off (a whole model's state_dict, one layer read). The sizes
+// (num_heads, head_dim, query/key/value dims, num_kv_heads) come from the weights;
+// `config` gives the rest.
 LayerSource FromStateDict(const py::dict& state_dict, int64_t num_heads,
-                          int64_t num_kv_heads, const AttentionConfig& config);
+                          int64_t num_kv_heads, const AttentionConfig& config,
+                          const std::string& prefix);
 
 // Narrows `source` to heads [first_head, end_head) (mha::ShardHeads).
 void Shard(LayerSource& source, const std::optional<HeadShard>& heads);

@@ -7,8 +7,7 @@ import numpy as np
 
 # numpy arrays, torch tensors (float32 and bfloat16 read in place) or nested lists.
 ArrayLike = Any
-# What a call returns: a torch tensor for a torch query (of its dtype: float32 or
-# bfloat16; float32 for a float16 or float64 query), else numpy.
+# What a call returns: docs/api.md, "Outputs" (a torch query's dtype; numpy float32).
 Output = Any
 
 class _Enum:
@@ -56,6 +55,7 @@ class RopeScalingType(_Enum):
 class MaskConvention(_Enum):
     torch: MaskConvention
     zero_means_masked: MaskConvention
+    sdpa: MaskConvention
 
 class CausalAlignment(_Enum):
     top_left: CausalAlignment
@@ -237,7 +237,8 @@ class MultiheadAttention(_Layer):
     def from_state_dict(state_dict: Dict[str, ArrayLike], num_heads: int,
                         num_kv_heads: int = 0, *, config: Optional[AttentionConfig] = None,
                         head_shard: Optional[HeadShard] = None,
-                        batch_first: Optional[bool] = None) -> MultiheadAttention: ...
+                        batch_first: Optional[bool] = None,
+                        prefix: str = "") -> MultiheadAttention: ...
     def forward_with_cache(self, query: ArrayLike, cache: KvCache, *,
                            new_lengths: Optional[ArrayLike] = None,
                            position_ids: Optional[ArrayLike] = None, num_threads: int = 0,
@@ -260,7 +261,8 @@ class NaiveMultiheadAttention(_Layer):
     def from_state_dict(state_dict: Dict[str, ArrayLike], num_heads: int,
                         num_kv_heads: int = 0, *, config: Optional[AttentionConfig] = None,
                         head_shard: Optional[HeadShard] = None,
-                        batch_first: Optional[bool] = None) -> NaiveMultiheadAttention: ...
+                        batch_first: Optional[bool] = None,
+                        prefix: str = "") -> NaiveMultiheadAttention: ...
 
 def scaled_dot_product_attention(
         query: ArrayLike, key: ArrayLike, value: ArrayLike,
@@ -271,6 +273,7 @@ def scaled_dot_product_attention(
         k_norm_weight: Optional[ArrayLike] = None,
         rotary: Union[RotaryConfig, RotaryEmbedding, None] = None,
         key_padding_mask: Optional[ArrayLike] = None,
+        mask_convention: MaskConvention = ...,
         causal_alignment: CausalAlignment = ..., return_logsumexp: bool = False,
         num_threads: int = 0,
         compute_dtype: DType = ...) -> Union[np.ndarray, Tuple[np.ndarray, np.ndarray]]: ...

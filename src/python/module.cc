@@ -23,6 +23,7 @@ PYBIND11_MODULE(mha, m) {
   mha::python::BindPagedCache(m);
   mha::python::BindLatent(m);
   mha::python::BindIsa(m);
+  mha::python::RegisterErrorNames();
   m.def(
       "save_safetensors",
       [](const std::string& path, const pybind11::dict& tensors) {
@@ -30,7 +31,20 @@ PYBIND11_MODULE(mha, m) {
         inputs.reserve(tensors.size());  // the views point into these
         std::vector<std::pair<std::string, mha::TensorView>> named;
         for (const auto& [key, value] : tensors) {
+          if (!pybind11::isinstance<pybind11::str>(key)) {
+            throw pybind11::type_error(
+                "mha: save_safetensors: tensors: names must be str, got " +
+                std::string(pybind11::str(pybind11::type::of(key))));
+          }
           const std::string name = pybind11::str(key);
+          // None and other non-arrays are refused by name (None would read as absent).
+          if (!pybind11::isinstance<pybind11::array>(value) &&
+              !mha::python::IsTorchTensor(value)) {
+            throw pybind11::type_error(
+                "mha: save_safetensors: tensors['" + name +
+                "']: expected a numpy array or torch tensor, got " +
+                std::string(pybind11::str(pybind11::type::of(value))));
+          }
           inputs.push_back(mha::python::FloatInput(value, name.c_str()));
           named.emplace_back(name, inputs.back().view);
         }

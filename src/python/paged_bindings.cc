@@ -75,14 +75,16 @@ py::object ForwardPacked(const PyLayer<MultiheadAttention>& self, py::handle que
   cache.Locked([&](PagedKvCache& locked) {
     self.engine.ForwardPacked(query.view, batch, locked, layer, output.view, options);
   });
-  return output.object;
+  return output.Result();
 }
 
 }  // namespace
 
 void BindPagedCache(py::module_& m) {
   py::register_exception<OutOfBlocksError>(m, "OutOfBlocksError", PyExc_ValueError);
-  py::class_<PyPagedKvCache>(m, "PagedKvCache", "A paged KV cache: one pool of blocks for a server's sequences (docs/serving.md).")
+  py::class_<PyPagedKvCache>(
+      m, "PagedKvCache",
+      "A paged KV cache: one pool of blocks for a server's sequences (docs/serving.md).")
       .def(py::init(&NewPagedCache), py::arg("layer"), py::arg("num_blocks"),
            py::arg("max_sequences"), py::kw_only(), py::arg("block_size") = 16,
            py::arg("num_layers") = 1, py::arg("storage") = DType::kFloat32,

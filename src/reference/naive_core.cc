@@ -47,14 +47,17 @@ void RotateAll(const RotaryEmbedding& rotary, const int64_t* positions,
 
 // One element of a bool or float mask as an additive value, read as masks.hpp
 // states the conventions (not through MaskPlan, which the fast path uses).
-double MaskValue(const TensorView& mask, int64_t offset, MaskConvention convention) {
-  const bool torch = convention == MaskConvention::kTorch;
+double MaskValue(const TensorView& mask, int64_t offset, MaskConvention convention,
+                 bool attn_mask) {
+  const bool added = convention != MaskConvention::kZeroMeansMasked;
+  const bool true_masks = convention == MaskConvention::kTorch ||
+                          (convention == MaskConvention::kSdpa && !attn_mask);
   if (mask.dtype == DType::kBool) {
     const bool value = static_cast<const uint8_t*>(mask.data)[offset] != 0;
-    return value == torch ? -kInf : 0.0;
+    return value == true_masks ? -kInf : 0.0;
   }
   const double value = mask.floats()[offset];
-  if (torch) return value;
+  if (added) return value;
   return value == 0.0 ? -kInf : 0.0;
 }
 
@@ -80,10 +83,10 @@ double TensorMasks(const NaiveCoreInputs& in, int64_t b, int64_t h, int64_t i,
   double value = 0.0;
   if (m.attn_mask.present()) {
     value += MaskValue(m.attn_mask, AttnMaskOffset(in, m.attn_mask.shape, b, h, i, j),
-                       m.convention);
+                       m.convention, true);
   }
   if (m.key_padding_mask.present()) {
-    value += MaskValue(m.key_padding_mask, b * in.key_len + j, m.convention);
+    value += MaskValue(m.key_padding_mask, b * in.key_len + j, m.convention, false);
   }
   return value;
 }

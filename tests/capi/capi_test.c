@@ -261,6 +261,23 @@ static void CheckCore(void) {
   Check(mha_scaled_dot_product_attention_ex(&ex) == MHA_INVALID_ARGUMENT &&
             strstr(mha_last_error(), "qk_norm.scope") != NULL,
         "QK-norm across heads refused by the core");
+  /* An out-of-range scope is refused as the integer it is (never loaded as the enum);
+   * a group's member set while the group is off is refused, not ignored. */
+  {
+    const int bad_scope = 7;
+    memcpy(&ex.call.features.qk_norm_scope, &bad_scope, sizeof bad_scope);
+    Check(mha_scaled_dot_product_attention_ex(&ex) == MHA_INVALID_ARGUMENT &&
+              strstr(mha_last_error(), "features.qk_norm_scope: unknown value 7"),
+          "unknown QK-norm scope refused");
+    ex.call.features.qk_norm_scope = MHA_QK_NORM_PER_HEAD;
+    ex.call.features.qk_norm = 0;
+    ex.call.features.qk_norm_eps = -5.0;
+    Check(mha_scaled_dot_product_attention_ex(&ex) == MHA_INVALID_ARGUMENT &&
+              strstr(mha_last_error(),
+                     "features.qk_norm_eps: set to -5, but features.qk_norm is off"),
+          "a group member without its group refused");
+    ex.call.features.qk_norm_eps = 0.0;
+  }
 
   /* A bad window is refused, naming it, with the output untouched. */
   args.features.sliding_window = -2;
@@ -299,7 +316,14 @@ static void CheckCore(void) {
   args.features.temperature_tuning_attn_scale = 0.5;
   Check(Core(&args) == MHA_OK, "temperature accepted");
   Check(Close(out, expected, S * 2 * D) < 1e-5f, "temperature 1: the plain output");
+  /* Its members left set with the group off are refused, not ignored. */
   args.features.temperature_tuning = 0;
+  Check(Core(&args) == MHA_INVALID_ARGUMENT &&
+            strstr(mha_last_error(),
+                   "features.temperature_tuning_floor_scale: set to 1e+30"),
+        "temperature members without the group refused");
+  args.features.temperature_tuning_floor_scale = 0.0;
+  args.features.temperature_tuning_attn_scale = 0.0;
 
   /* A rotary table: odd rotary_dim refused; a valid one changes the result. */
   mha_rope_config rope;
@@ -374,7 +398,7 @@ static void CheckPaged(const mha_layer* layer, const float* x, const float* expe
             "packed step");
     } else { /* the same call through the growing struct */
       /* First as its first release declared it, padding not zeroed: the padding is
-       * not read as 0.4's kv_shared, so this step's keys are written (checked below
+       * not read as layout 2's kv_shared, so this step's keys are written (checked below
        * against the step done again). */
       float first_out[2 * S * E];
       packed_args_first_release first;
@@ -428,7 +452,8 @@ static void CheckPaged(const mha_layer* layer, const float* x, const float* expe
                 strstr(mha_last_error(), "count must be in [0, 0]") != NULL,
             "keep_tokens past the sequence refused");
       args.struct_size = offsetof(mha_packed_forward_args, batch_invariant);
-      Check(mha_forward_packed_ex(layer, cache, &args) == MHA_OK, "0.4's struct_size");
+      Check(mha_forward_packed_ex(layer, cache, &args) == MHA_OK,
+            "layout 2's struct_size");
       args.output = out;
       const size_t refused[] = {0, offsetof(mha_packed_forward_args, kv_shared),
                                 offsetof(mha_packed_forward_args, tree_parents) + 4,
@@ -541,6 +566,23 @@ static void CheckLatent(void) {
   Check(LatentCacheStep(layer, cache, 1, 1, x, split, NULL) == MHA_INVALID_ARGUMENT &&
             mha_latent_kv_cache_length(cache, 0) == kT,
         "latent cache full: refused, unchanged");
+  /* Uneven new_lengths would cache padding as tokens: refused, the cache unchanged. */
+  {
+    const int64_t uneven = kT - 1;
+    mha_cache_forward_args args = CacheArgs(1, kT, x, split);
+    args.new_lengths = &uneven;
+    Check(mha_latent_kv_cache_truncate(cache, 0, 0) == MHA_OK &&
+              mha_latent_forward_with_cache_ex(layer, cache, &args, NULL) ==
+                  MHA_INVALID_ARGUMENT &&
+              strstr(mha_last_error(), "args.new_lengths") &&
+              mha_latent_kv_cache_length(cache, 0) == 0,
+          "latent uneven new_lengths refused");
+    const int64_t even = kT;
+    args.new_lengths = &even;
+    Check(mha_latent_forward_with_cache_ex(layer, cache, &args, NULL) == MHA_OK &&
+              mha_latent_kv_cache_length(cache, 0) == kT,
+          "latent full new_lengths taken");
+  }
   mha_latent_kv_cache_destroy(cache);
 
   /* The same prompt as one packed step over a paged latent cache (absorbed). */
@@ -739,7 +781,7 @@ int main(void) {
           Check(CacheStep(layer, cache, B, 1, token, step) == MHA_OK, "decode step");
         } else if (t == 1) { /* the struct as its first release declared it */
           cache_args_first_release first;
-          memset(&first, 0xA5, sizeof first); /* its padding is 0.4's kv_shared */
+          memset(&first, 0xA5, sizeof first); /* its padding is layout 2's kv_shared */
           first.struct_size = sizeof first;
           first.batch = B, first.new_tokens = 1, first.query = token;
           first.new_lengths = first.position_ids = NULL;
@@ -882,20 +924,22 @@ int main(void) {
   mha_kv_cache_destroy(bf16_cache);
   mha_layer_destroy(bf16_layer);
 
-  /* fp8 caches, scaled and scale free, int8 with keys per channel and int4: a causal
-     prefill within their bounds (fp8: 3 or 2 bits of mantissa; int4: 15 steps); an
-     unknown storage is refused. */
+  /* fp8 caches, scaled and scale free, int8 with keys per channel, int4, q8_0 and
+     q4_0: a causal prefill within their bounds (fp8: 3 or 2 bits of mantissa; int4:
+     15 steps); an unknown storage is refused. */
   {
-    const mha_kv_storage kinds[6] = {MHA_KV_FP8_E4M3,
+    const mha_kv_storage kinds[8] = {MHA_KV_FP8_E4M3,
                                      MHA_KV_FP8_E5M2,
                                      MHA_KV_FP8_E4M3_SCALE_FREE,
                                      MHA_KV_FP8_E5M2_SCALE_FREE,
                                      MHA_KV_INT8_CHANNEL_KEYS,
-                                     MHA_KV_INT4};
-    const float bounds[6] = {0.1f, 0.2f, 0.1f, 0.2f, 2e-2f, 0.1f};
+                                     MHA_KV_INT4,
+                                     MHA_KV_Q8_0,
+                                     MHA_KV_Q4_0};
+    const float bounds[8] = {0.1f, 0.2f, 0.1f, 0.2f, 2e-2f, 0.1f, 2e-2f, 0.2f};
     float out[B * S * E], expected[B * S * E];
     Naive(x, wp, bp, 1, expected);
-    for (int k = 0; k < 6; ++k) {
+    for (int k = 0; k < 8; ++k) {
       mha_kv_cache* fp8_cache = NULL;
       Check(mha_kv_cache_create(layer, B, S, kinds[k], &fp8_cache) == MHA_OK,
             "create fp8 cache");
@@ -904,9 +948,9 @@ int main(void) {
       mha_kv_cache_destroy(fp8_cache);
     }
     mha_kv_cache* refused = NULL;
-    Check(mha_kv_cache_create(layer, B, S, (mha_kv_storage)9, &refused) ==
+    Check(mha_kv_cache_create(layer, B, S, (mha_kv_storage)99, &refused) ==
                   MHA_INVALID_ARGUMENT &&
-              refused == NULL && strstr(mha_last_error(), "storage: unknown value 9"),
+              refused == NULL && strstr(mha_last_error(), "storage: unknown value 99"),
           "unknown storage refused");
   }
 

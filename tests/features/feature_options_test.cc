@@ -104,8 +104,8 @@ TEST(FeatureOptions, NamesFollowTheGroupAndMember) {
   });
 }
 
-// A group's member given without its group is refused by mha-run, naming both, and
-// is not read from C.
+// A group's member given without its group is refused by mha-run and from C, naming
+// both (and, from C, the value seen), never silently ignored.
 TEST(FeatureOptions, AGroupMemberNeedsItsGroup) {
   try {
     cli::ParseFeatureFlags({{"--qk-norm-eps", "1e-5"}});
@@ -115,7 +115,16 @@ TEST(FeatureOptions, AGroupMemberNeedsItsGroup) {
   }
   mha_features c{};
   c.qk_norm_eps = 1e-5;
-  EXPECT_FALSE(capi::ToFeatures(c, kHeads).qk_norm.has_value());
+  try {
+    capi::ToFeatures(c, kHeads);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "mha: features.qk_norm_eps: set to 1e-05, but features.qk_norm is off "
+                 "(set it too, or leave this field zero)");
+  }
+  c.qk_norm = 1;
+  EXPECT_EQ(capi::ToFeatures(c, kHeads).qk_norm->eps, 1e-5);
 }
 
 }  // namespace

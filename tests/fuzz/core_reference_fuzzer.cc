@@ -74,7 +74,10 @@ struct Masks {
     const uint8_t pick = input.Byte();
     masks.is_causal = pick & 1;
     if (pick & 2) masks.causal_alignment = mha::CausalAlignment::kBottomRight;
-    if (pick & 4) masks.convention = mha::MaskConvention::kZeroMeansMasked;
+    if (pick & 4) {
+      masks.convention =
+          pick & 64 ? mha::MaskConvention::kSdpa : mha::MaskConvention::kZeroMeansMasked;
+    }
     if (pick & 8) {  // [B, H, Sq, Sk] float, or [Sq, Sk] bool
       if (input.Byte() % 2) {
         float_mask.resize(b * h * sq * sk);
@@ -119,7 +122,7 @@ struct Features {
       for (int64_t i = 0; i < h; ++i) sinks.push_back((input.Byte() % 32) * 0.25f - 4.0f);
       options.sinks = mha::TensorView(sinks.data(), mha::Shape{h});
     }
-    if (pick & 32) options.scale = (1 + input.Byte() % 16) * 0.0625f;
+    if (pick & 32) options.scale = (input.Byte() % 17) * 0.0625f;  // 0: uniform
     if ((pick & 64) && d >= 2) {
       mha::RotaryConfig config;
       config.pairing = input.Byte() % 2 ? mha::RotaryPairing::kHalfSplit

@@ -175,3 +175,62 @@ def test_missing_arrays_are_named():
         with pytest.raises(ValueError, match=f"mha: {name}: expected a float array of 4 "
                                              "dimensions, got None"):
             mha.scaled_dot_product_attention(*args)
+
+
+def sdpa_bool_reference(query, key, value, keep, scale=None):
+    """F.scaled_dot_product_attention's math with a bool attn_mask (True = takes part),
+    in float64; a row that keeps no key is 0 (mha's rule; PyTorch gives NaN)."""
+    q, k, v = (a.astype(np.float64) for a in (query, key, value))
+    scale = 1 / np.sqrt(q.shape[-1]) if scale is None else scale
+    scores = np.where(keep, q @ np.swapaxes(k, -1, -2) * scale, -np.inf)
+    top = scores.max(-1, keepdims=True)
+    weights = np.exp(scores - np.where(np.isfinite(top), top, 0.0))
+    total = weights.sum(-1, keepdims=True)
+    return np.where(total > 0, weights / np.where(total > 0, total, 1.0), 0.0) @ v
+
+
+# The bool-mask shapes F.scaled_dot_product_attention broadcasts, as PyTorch's own
+# tests draw them (test_transformers.py): [Sq, Sk], [B, 1, Sq, Sk], [1, H, Sq, Sk],
+# [B, H, 1, Sk], [B, H, Sq, Sk].
+@pytest.mark.parametrize("mask_shape", [
+    (5, 7), (2, 1, 5, 7), (1, 3, 5, 7), (2, 3, 1, 7), (2, 3, 5, 7)])
+def test_bool_attn_mask_reads_true_as_attend_like_torch_sdpa(mask_shape):
+    rng = np.random.default_rng(sum(mask_shape))
+    q = rng.standard_normal((2, 3, 5, 8), np.float32)
+    k = rng.standard_normal((2, 3, 7, 8), np.float32)
+    v = rng.standard_normal((2, 3, 7, 8), np.float32)
+    keep = rng.random(mask_shape) < 0.6
+    keep.reshape(-1, mask_shape[-1])[0] = False  # a row that keeps nothing
+    expected = sdpa_bool_reference(q, k, v, np.broadcast_to(keep, (2, 3, 5, 7)))
+    np.testing.assert_allclose(mha.scaled_dot_product_attention(q, k, v, attn_mask=keep),
+                               expected, atol=1e-5, rtol=0)
+    # nn.MultiheadAttention's reading stays one argument away.
+    np.testing.assert_allclose(
+        mha.scaled_dot_product_attention(q, k, v, attn_mask=~keep,
+                                         mask_convention=mha.MaskConvention.torch),
+        expected, atol=1e-5, rtol=0)
+
+
+def test_tril_keep_mask_equals_is_causal_and_key_padding_keeps_its_meaning():
+    rng = np.random.default_rng(12)
+    q, k, v = (rng.standard_normal((1, 2, 4, 8), np.float32) for _ in range(3))
+    keep = np.tril(np.ones((4, 4), bool))
+    np.testing.assert_allclose(mha.scaled_dot_product_attention(q, k, v, attn_mask=keep),
+                               mha.scaled_dot_product_attention(q, k, v, is_causal=True),
+                               atol=1e-6, rtol=0)
+    padding = np.array([[False, False, False, True]])  # True = padding, as in nn.MHA
+    expected = sdpa_bool_reference(q, k, v, keep & ~padding[:, None, None, :])
+    np.testing.assert_allclose(
+        mha.scaled_dot_product_attention(q, k, v, attn_mask=keep,
+                                         key_padding_mask=padding),
+        expected, atol=1e-5, rtol=0)
+
+
+def test_scale_zero_attends_uniformly_over_the_visible_keys():
+    rng = np.random.default_rng(13)
+    q, k, v = (rng.standard_normal((1, 2, 6, 8), np.float32) for _ in range(3))
+    output = mha.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.0)
+    expected = np.cumsum(v.astype(np.float64), axis=2) / np.arange(1, 7)[:, None]
+    np.testing.assert_allclose(output, expected, atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="options.scale: must be finite"):
+        mha.scaled_dot_product_attention(q, k, v, scale=float("inf"))

@@ -398,3 +398,15 @@ def test_describe_isa_reports_the_bf16_product_path():
     assert "bf16_dot_products=" in repr(report)
     with pytest.raises(ValueError, match="name: expected one of sse4"):
         mha.set_max_isa("avx9")
+
+
+def test_out_may_be_the_query_itself():
+    """docs/api.md, "In place": the output written over the query (a residual stream)
+    is the output written elsewhere, bit for bit."""
+    rng = np.random.default_rng(21)
+    layer = mha.MultiheadAttention.from_state_dict(random_state_dict(rng, 32, 4, 2), 4, 2)
+    x = rng.standard_normal((2, 70, 32)).astype(np.float32)
+    expected, _ = layer(x, is_causal=True)
+    result, _ = layer(x, is_causal=True, out=x)
+    assert np.shares_memory(result, x)
+    np.testing.assert_array_equal(x, expected)

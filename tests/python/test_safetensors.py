@@ -58,3 +58,58 @@ def test_a_refused_tensor_leaves_the_file_as_it_was(tmp_path):
         mha.save_safetensors(path, {"b": np.zeros(2, np.float32), "c": "not a tensor"})
     assert open(path, "rb").read() == before
     assert not os.path.exists(path + ".partial")
+
+
+@pytest.mark.parametrize("bad", [None, "text", 3.0, [1.0, 2.0]])
+def test_a_value_that_is_not_an_array_is_refused_by_name(tmp_path, bad):
+    path = tmp_path / "w.safetensors"
+    mha.save_safetensors(str(path), {"a": np.ones(3, np.float32)})
+    before = path.read_bytes()
+    with pytest.raises(TypeError, match=r"tensors\['w'\]: expected a numpy array or "
+                                        r"torch tensor, got <class '(NoneType|str|float|list)'>"):
+        mha.save_safetensors(str(path), {"a": np.zeros(2, np.float32), "w": bad})
+    assert path.read_bytes() == before
+    assert sorted(os.listdir(tmp_path)) == ["w.safetensors"]  # no temporary left
+
+
+def test_the_reserved_metadata_name_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="'__metadata__' is the format's reserved name"):
+        mha.save_safetensors(str(tmp_path / "w.safetensors"),
+                             {"__metadata__": np.ones(1, np.float32)})
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_planted_link_beside_the_file_is_not_followed(tmp_path):
+    """The temporary file is created fresh (O_EXCL) under a name of this process, so a
+    link planted where the old fixed name was overwrites nothing."""
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"keep me")
+    path = tmp_path / "w.safetensors"
+    os.symlink(victim, str(path) + ".partial")
+    mha.save_safetensors(str(path), {"a": np.arange(4, dtype=np.float32)})
+    assert victim.read_bytes() == b"keep me"
+    np.testing.assert_array_equal(read_safetensors(str(path))["a"], np.arange(4))
+    assert sorted(os.listdir(tmp_path)) == ["victim", "w.safetensors", "w.safetensors.partial"]
+
+
+def test_from_state_dict_reads_one_layer_of_a_model_by_its_prefix():
+    rng = np.random.default_rng(2)
+    model = {}
+    for layer in range(3):
+        for name, rows in [("q_proj", 16), ("k_proj", 8), ("v_proj", 8), ("o_proj", 16)]:
+            model[f"model.layers.{layer}.self_attn.{name}.weight"] = (
+                rng.standard_normal((rows, 16)).astype(np.float32))
+        model[f"model.layers.{layer}.mlp.up_proj.weight"] = np.ones((4, 16), np.float32)
+    model["model.embed_tokens.weight"] = np.ones((10, 16), np.float32)
+    prefix = "model.layers.1.self_attn."
+    own = {k[len(prefix):]: v for k, v in model.items() if k.startswith(prefix)}
+    x = rng.standard_normal((1, 5, 16)).astype(np.float32)
+    direct = mha.MultiheadAttention.from_state_dict(own, num_heads=4, num_kv_heads=2)
+    by_prefix = mha.MultiheadAttention.from_state_dict(model, num_heads=4, num_kv_heads=2,
+                                                       prefix=prefix)
+    assert by_prefix.batch_first  # Hugging Face's names: batch-first, as without a prefix
+    np.testing.assert_array_equal(by_prefix(x)[0], direct(x)[0])
+    with pytest.raises(ValueError, match="give its prefix 'model.layers.0.self_attn.'"):
+        mha.MultiheadAttention.from_state_dict(model, num_heads=4)
+    with pytest.raises(ValueError, match="prefix: no state_dict name starts with 'decoder.'"):
+        mha.MultiheadAttention.from_state_dict(model, num_heads=4, prefix="decoder.")

@@ -6,6 +6,7 @@ import ast
 import os
 import re
 
+import numpy as np
 import pytest
 
 import mha
@@ -183,3 +184,35 @@ def test_configs_show_what_was_set():
         assert part in text, text
     assert "key_dim" not in text and "alibi" not in text, text
     assert repr(mha.AttentionFeatures()) == "AttentionFeatures()"
+
+
+def test_caches_and_the_latent_config_show_themselves():
+    latent = mha.LatentAttentionConfig(hidden_size=64, num_heads=2, kv_lora_rank=16)
+    assert repr(latent).startswith("LatentAttentionConfig(hidden_size=64, num_heads=2, "
+                                   "kv_lora_rank=16"), repr(latent)
+    layer = mha.MultiheadAttention(
+        mha.AttentionConfig(num_heads=2, head_dim=4, query_dim=8),
+        *[np.eye(8, dtype=np.float32)] * 3)
+    cache = mha.KvCache(layer, max_batch=2, max_seq_len=16)
+    assert repr(cache) == (f"KvCache(max_batch=2, max_seq_len=16, "
+                           f"bytes_per_token={cache.bytes_per_token})")
+    for documented in (mha.KvCache, mha.PagedKvCache, mha.AttentionConfig,
+                       mha.AttentionFeatures, mha.LatentForm):
+        assert ".hpp" not in documented.__doc__ and ".h)" not in documented.__doc__, (
+            documented.__doc__)
+
+
+def test_messages_name_python_calls_and_a_dict_is_no_file():
+    layer = mha.MultiheadAttention(
+        mha.AttentionConfig(num_heads=2, head_dim=4, query_dim=8),
+        *[np.eye(8, dtype=np.float32)] * 3)
+    paged = mha.PagedKvCache(layer, num_blocks=4, max_sequences=2)
+    paged.add_sequence(0)
+    with pytest.raises(ValueError) as error:
+        paged.add_sequence(0)
+    assert "PagedKvCache.add_sequence: sequence 0 already exists" in str(error.value)
+    assert "::" not in str(error.value)
+    with pytest.raises(ValueError) as error:
+        mha.MultiheadAttention.from_state_dict({"bogus": np.ones(2, np.float32)}, 2)
+    assert not isinstance(error.value, mha.FileError)
+    assert "state_dict: unknown tensor 'bogus'" in str(error.value)

@@ -56,6 +56,24 @@ def test_outputs_follow_the_query_kind_and_dtype():
     assert isinstance(weights, torch.Tensor) and weights.shape == (2, 6, 6)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float64])
+def test_every_call_returns_a_float16_or_float64_query_its_dtype(dtype):
+    """One rule (docs/api.md, "Outputs"): computed in float32, returned as the query's
+    dtype by the layer, its cache and the core alike."""
+    layer = make_layer()
+    x = torch.randn(2, 6, 32)
+    expected, _ = layer(x)
+    out, _ = layer(x.to(dtype))
+    assert out.dtype == dtype
+    # float16 inputs: within its precision (2^-11) of the output's scale.
+    torch.testing.assert_close(out, expected.to(dtype), rtol=0,
+                               atol=1e-2 * float(expected.abs().max()))
+    cache = mha.KvCache(layer, max_batch=2, max_seq_len=6)
+    assert layer.forward_with_cache(x.to(dtype), cache).dtype == dtype
+    q = torch.randn(1, 2, 5, 8).to(dtype)
+    assert mha.scaled_dot_product_attention(q, q, q).dtype == dtype
+
+
 def test_core_outputs_follow_the_query_kind_and_dtype():
     """scaled_dot_product_attention as the layer calls: a torch query gets torch
     outputs of its dtype (the log-sum-exp stays float32, as PyTorch keeps it)."""

@@ -328,8 +328,8 @@ TEST(FeatureErrors, NameTheArgumentAndWriteNothing) {
         config.features.temperature_tuning = AttentionTemperature{0.0, 0.1};
       });
   expect_config_error(
-      "features.temperature_tuning.attn_scale: must be in [-3.8234e+36, 3.8234e+36] (a "
-      "finite temperature in float32), got nan",
+      "features.temperature_tuning.attn_scale: must be in [-2.07267e+17, 2.07267e+17] "
+      "(2^64 / 89: finite logits in float32), got nan",
       [](AttentionConfig& config, AttentionWeights&) {
         config.features.temperature_tuning = AttentionTemperature{8.0, std::nan("")};
       });
@@ -351,6 +351,20 @@ TEST(FeatureErrors, NameTheArgumentAndWriteNothing) {
                         config.features.alibi = true;
                         config.features.alibi_slopes = {1, 2, 3};
                       });
+  // A slope or temperature near FLT_MAX was accepted, and its logits were infinite
+  // (all-NaN outputs): each bound is 2^64.
+  expect_config_error(
+      "features.alibi_slopes: each must be in [-2^64, 2^64] (finite "
+      "logits at any distance), got -3e+38",
+      [](AttentionConfig& config, AttentionWeights&) {
+        config.features.alibi = true;
+        config.features.alibi_slopes = {1, 2, -3e38f, 3};
+      });
+  expect_config_error(
+      "features.temperature_tuning.attn_scale: must be in [-2.07267e+17, 2.07267e+17]",
+      [](AttentionConfig& config, AttentionWeights&) {
+        config.features.temperature_tuning = AttentionTemperature{8192.0, 3.8e36};
+      });
   // Tables that would not be finite (all-NaN outputs before).
   expect_config_error(
       "rotary: theta 1e-300 with its scaling gives inv_freq[1] = inf",
@@ -407,7 +421,7 @@ TEST(FeatureErrors, NameTheArgumentAndWriteNothing) {
         config.rotary.scaling.attention_factor = 1e300;
       });
   expect_config_error(
-      "features.temperature_tuning.attn_scale: must be in [-3.8",
+      "features.temperature_tuning.attn_scale: must be in [-2.07",
       [](AttentionConfig& config, AttentionWeights&) {
         config.features.temperature_tuning = AttentionTemperature{8192.0, 1e39};
       });

@@ -413,5 +413,71 @@ TEST(KvStorageAccuracy, LongPagedDecodeErrorDoesNotGrow) {
   }
 }
 
+// One huge but finite K/V entry (1e7: past q8_0's fp16 scale limit of 65504 x 127
+// and q4_0's of 65504 x 8) leaves every output of every kind finite: a group scale
+// saturates instead of turning infinite, and the token's other groups and the
+// sequence's other tokens keep their accuracy.
+TEST(KvStorageAccuracy, AHugeFiniteEntryKeepsEveryOutputFinite) {
+  const AccuracyRegime unit{"unit", 64, 1.0f, 0.0f, true, {}, 0.0};
+  constexpr int64_t kTokens = 40, kEmbed = 128;
+  const OwnedLayer layer = AccuracyLayer(unit, 3);
+  const MultiheadAttention attention(layer.config, layer.weights);
+  std::mt19937 rng(77);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(kTokens * kEmbed);
+  for (float& v : x) v = normal(rng);
+  for (const float huge : {6e5f, 1e7f}) {
+    x[5 * kEmbed + 70] = huge;  // token 5, head 1's channel 6: q, k and v
+    for (const StorageKind& kind : kKinds) {
+      for (const Steps steps : {Steps::kOneCall, Steps::kPaged}) {
+        const std::vector<float> out =
+            CachedOutputs(attention, layer.config, kind, x, kTokens, steps);
+        const auto bad = std::find_if(out.begin(), out.end(),
+                                      [](float v) { return !std::isfinite(v); });
+        EXPECT_EQ(bad, out.end()) << kind.name << ", entry " << huge << ": output "
+                                  << (bad - out.begin()) << " is " << *bad;
+      }
+    }
+  }
+}
+
+// int8 keys of heads too wide for fine integer query codes (QueryCodesFor: MLA's 576,
+// with an outlier query channel 50x the rest, and 132105, where no code is left) meet
+// the query in float: finite, and as close to the double-precision layer as the int8
+// cache is at head_dim 128 with the same outlier (integer codes of 1032), keys and
+// values rounded alike. The worst over 5 seeds, against max(1, max |ref|).
+TEST(KvStorageAccuracy, Int8KeysOfWideHeadsMeetAFloatQuery) {
+  const StorageKind int8 = kKinds[1];
+  constexpr int64_t kTokens = 24, kInput = 8;
+  const auto worst_error = [&](int64_t head_dim) {
+    double worst = 0.0;
+    for (uint32_t seed = 0; seed < 5; ++seed) {
+      OwnedLayer layer =
+          MakeLayer(LayerSpec{1, head_dim, 0, kInput, 0, 0, WeightLayout::kOutIn, false,
+                              true, WeightLayout::kOutIn, kInput, false},
+                    40 + seed);
+      for (int64_t c = 0; c < kInput; ++c) layer.storage[0][3 * kInput + c] *= 50.0f;
+      const MultiheadAttention attention(layer.config, layer.weights);
+      const std::vector<float> x = RandomFloats(kTokens * kInput, 60 + seed);
+      const std::vector<float> ref = NaiveCausal(layer, x);
+      const std::vector<float> out =
+          CachedOutputs(attention, layer.config, int8, x, kTokens, Steps::kOneCall);
+      double error = 0.0, scale = 1.0;
+      for (size_t i = 0; i < out.size(); ++i) {
+        EXPECT_TRUE(std::isfinite(out[i])) << "head_dim " << head_dim << ", output " << i;
+        error = std::max(error, std::fabs(double{out[i]} - ref[i]));
+        scale = std::max(scale, std::fabs(double{ref[i]}));
+      }
+      worst = std::max(worst, error / scale);
+    }
+    std::printf("int8 keys, head_dim %lld, an outlier query channel: worst error %.3g\n",
+                static_cast<long long>(head_dim), worst);
+    return worst;
+  };
+  const double at_128 = worst_error(128);
+  EXPECT_LE(worst_error(576), 1.5 * at_128);
+  EXPECT_LE(worst_error(132105), 1.5 * at_128);
+}
+
 }  // namespace
 }  // namespace mha::testing

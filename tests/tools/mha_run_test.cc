@@ -177,9 +177,9 @@ TEST_F(MhaRun, UsageErrors) {
   EXPECT_NE(help.find("usage: mha-run"), std::string::npos) << help;
   EXPECT_NE(help.find("--sliding-window"), std::string::npos) << help;
   // A .npy given as the weights is named for what it is.
-  ExpectFailure({"--weights", query_, "--num-heads", "2", "--query", query_, "--output",
-                 output_},
-                1, {"is a .npy file, not safetensors", "mha.save_safetensors"});
+  ExpectFailure(
+      {"--weights", query_, "--num-heads", "2", "--query", query_, "--output", output_},
+      1, {"is a .npy file, not safetensors", "mha.save_safetensors"});
   ExpectFailure({"--weights", weights_, "--query", query_, "--output", output_,
                  "--threads", "99999999999"},
                 2, {"--threads: expected at most 4096 threads, got '99999999999'"});
@@ -337,6 +337,93 @@ TEST_F(MhaRun, LatentFilesNameTheTensorBehindABadSize) {
   tensors.push_back({"q_a_proj.weight", Shape{8, 4}});
   ExpectFailure(run("two_query_forms.safetensors"), 1,
                 {"both 'q_proj.weight' and 'q_a_proj.weight'"});
+}
+
+// A Hugging Face shard as transformers writes one: every layer's tensors under its
+// prefix, bfloat16 (and one float16), __metadata__ {"format": "pt"}. --prefix reads
+// one layer, widened to float32: the output of the same layer's float32 file. Without
+// it the first foreign name says which prefix to give.
+TEST_F(MhaRun, ReadsOneLayerOfABf16CheckpointByItsPrefix) {
+  const auto bf16 = [](float x) {  // round to nearest even, as torch does
+    uint32_t bits;
+    std::memcpy(&bits, &x, 4);
+    return static_cast<uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+  };
+  const auto widened = [](uint16_t h) {
+    const uint32_t bits = uint32_t{h} << 16;
+    float x;
+    std::memcpy(&x, &bits, 4);
+    return x;
+  };
+  std::string header = R"({"__metadata__":{"format":"pt"})", data;
+  std::vector<float> layer1(4 * 16);  // q, k, v, o of layer 1, as widened
+  const char* names[4] = {"q_proj", "k_proj", "v_proj", "o_proj"};
+  for (int layer = 0; layer < 3; ++layer) {
+    for (int part = 0; part < 4; ++part) {
+      const std::vector<float> w = RandomFloats(16, 10 * layer + part);
+      const bool half = layer == 1 && part == 3;  // one F16 tensor among BF16 ones
+      for (int i = 0; i < 16; ++i) {
+        uint16_t stored = bf16(w[i]);
+        if (half) {  // 0.5 + i / 128: exact in float16 (exponent 14, mantissa i * 16)
+          stored = static_cast<uint16_t>((14 << 10) | (i * 16));
+        }
+        data += Bytes(&stored, 2);
+        if (layer == 1)
+          layer1[part * 16 + i] = half ? 0.5f + i / 128.0f : widened(stored);
+      }
+      header += ",\"model.layers." + std::to_string(layer) + ".self_attn." + names[part] +
+                ".weight\":{\"dtype\":\"" + (half ? "F16" : "BF16") +
+                "\",\"shape\":[4,4],\"data_offsets\":[" +
+                std::to_string(data.size() - 32) + "," + std::to_string(data.size()) +
+                "]}";
+    }
+  }
+  const std::string shard = Safetensors("shard.safetensors", header + "}", data);
+  std::string plain_header = "{", plain_data;
+  for (int part = 0; part < 4; ++part) {
+    plain_data += Bytes(&layer1[part * 16], 64);
+    plain_header += std::string(part ? "," : "") + "\"" + names[part] +
+                    ".weight\":{\"dtype\":\"F32\",\"shape\":[4,4],\"data_offsets\":[" +
+                    std::to_string(64 * part) + "," + std::to_string(64 * part + 64) +
+                    "]}";
+  }
+  const std::string plain =
+      Safetensors("plain.safetensors", plain_header + "}", plain_data);
+  ASSERT_EQ(Run(Args(plain, query_)).first, 0);
+  const io::Array expected = io::ReadNpy(output_);
+  std::vector<std::string> args = Args(shard, query_);
+  args.insert(args.end(), {"--prefix", "model.layers.1.self_attn."});
+  const auto [code, err] = Run(args);
+  ASSERT_EQ(code, 0) << err;
+  EXPECT_EQ(io::ReadNpy(output_).bytes, expected.bytes);
+  ExpectFailure(Args(shard, query_), 1,
+                {"model.layers.0.self_attn.k_proj.weight' is a checkpoint's name",
+                 "give its prefix 'model.layers.0.self_attn.'"});
+  args.back() = "model.layers.7.";
+  ExpectFailure(args, 1, {"no tensor's name starts with the prefix 'model.layers.7.'"});
+}
+
+// Messages quote what a file or flag gave, made printable; a folder is named as one.
+TEST_F(MhaRun, MessagesNameWhatTheyWereGiven) {
+  const std::vector<float> w(16, 0.5f);
+  const std::string escape =
+      Safetensors("escape.safetensors",
+                  "{\"\\u001b[31mq_proj.weight\":{\"dtype\":\"F32\",\"shape\":[4,4],"
+                  "\"data_offsets\":[0,64]}}",
+                  Bytes(w.data(), 64));
+  const auto [code, err] = Run(Args(escape, query_));
+  EXPECT_EQ(code, 1);
+  EXPECT_EQ(err.find('\x1b'), std::string::npos) << err;
+  EXPECT_NE(err.find("'\\x1b[31mq_proj.weight'"), std::string::npos) << err;
+  const std::string folder = TempPath("a_folder");
+  fs::create_directories(folder);
+  ExpectFailure(Args(folder, query_), 1, {folder, "is a directory"});
+  ExpectFailure(with_args({"--softcap", "1e-300"}), 2,
+                {"--softcap: '1e-300' is outside float32's range (it would be 0)"});
+  ExpectFailure(with_args({"--scale", "1e39"}), 2,
+                {"--scale: '1e39' is outside float32's range (it would be infinite)"});
+  ExpectFailure(with_args({"--cache", "paged", "--block-size", "9223372036854775807"}), 1,
+                {"block_size", "9223372036854775807"});
 }
 
 TEST_F(MhaRun, MissingFile) {

@@ -81,9 +81,10 @@ std::vector<float> Run(const Layer& layer, const CachedRun& run,
   PagedKvCacheOptions options;
   options.block_size = run.block_size;
   options.max_sequences = batch;
-  // Every sequence's blocks, checked against overflow by the cache's own limits.
-  options.num_blocks =
-      batch * ((seq + run.block_size - 1) / std::max<int64_t>(run.block_size, 1));
+  // Every sequence's blocks, without forming seq + block_size (a huge --block-size
+  // is the cache's to refuse); the product is checked by the cache's own limits.
+  const int64_t block = std::max<int64_t>(run.block_size, 1);
+  options.num_blocks = batch * (seq / block + (seq % block != 0 ? 1 : 0));
   options.storage = run.storage;
   PagedKvCache cache(layer.config(), options);
   for (int64_t b = 0; b < batch; ++b) cache.AddSequence(b);

@@ -13,16 +13,18 @@
 #include "src/io/npy.h"
 #include "tools/mha_run/cached_run.h"
 #include "tools/mha_run/feature_flags.h"
+#include "tools/mha_run/rotary_flags.h"
 
 namespace mha::cli {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: mha-run --weights W.safetensors --num-heads H [--num-kv-heads G]\n"
+    "usage: mha-run --weights W.safetensors [--prefix P] --num-heads H [--num-kv-heads "
+    "G]\n"
     "               --query Q.npy [--key K.npy] [--value V.npy]\n"
     "               [--causal] [--bottom-right] [--attn-mask M.npy]\n"
     "               [--key-padding-mask P.npy] [--key-lengths L.npy]\n"
-    "               [--mask-convention torch|zero-means-masked]\n"
+    "               [--mask-convention torch|sdpa|zero-means-masked]\n"
     "               [--rope neox|interleaved] [--rope-theta T] [--rotary-dim R]\n"
     "               [--rope-scaling linear:F|llama3:F,LOW,HIGH,ORIGINAL|\n"
     "                               dynamic:F,ORIGINAL|longrope:F,ORIGINAL]\n"
@@ -48,14 +50,18 @@ constexpr char kUsage[] =
     "float32|bfloat16|int8|float8_e4m3fn|float8_e5m2]\n"
     "               --output O.npy   (an MLA layer: DeepSeek V2/V3 names)\n"
     "flags:\n"
-    "  --weights F: a state_dict as float32 safetensors (mha.save_safetensors writes one)\n"
+    "  --weights F: a state_dict as safetensors, F32, BF16 or F16 (widened to float32;\n"
+    "      mha.save_safetensors writes one); --prefix P: read only the tensors named\n"
+    "      with it, taken off (one layer of a checkpoint: model.layers.0.self_attn.)\n"
     "  --num-heads H, --num-kv-heads G: query heads; KV heads (default H)\n"
     "  --query, --key, --value: float32 .npy [B, S, dim] or [S, dim]; key and value\n"
     "      default to the query\n"
     "  --causal, --bottom-right: a causal mask, aligned to the top left (PyTorch's\n"
     "      is_causal) or to the bottom right (a query suffix of the keys)\n"
-    "  --attn-mask, --key-padding-mask: bool or float .npy masks, as PyTorch takes them;\n"
-    "      --mask-convention zero-means-masked for 0/1 masks where 0 hides a key\n"
+    "  --attn-mask, --key-padding-mask: bool or float .npy masks, as PyTorch takes "
+    "them;\n"
+    "      --mask-convention sdpa for F.scaled_dot_product_attention's bool attn_mask\n"
+    "      (True = attend), zero-means-masked for 0/1 masks where 0 hides a key\n"
     "  --key-lengths L.npy: int32/int64 [B], each row's valid keys\n"
     "  --rope ...: rotary embeddings; --position-ids P.npy: each token's position\n"
     "  --scale S: the softmax scale (default 1/sqrt(head_dim))\n"
@@ -66,7 +72,8 @@ constexpr char kUsage[] =
     "  --threads N: OpenMP threads (default all); --isa: the widest SIMD path used\n"
     "  --weight-dtype, --compute-dtype: how projections and attention are computed\n"
     "  --batch-invariant: each row's output independent of the batch around it\n"
-    "  --core: the attention core on projected [B, H, S, D] (--layout bshd: [B, S, H, D])\n"
+    "  --core: the attention core on projected [B, H, S, D] (--layout bshd: [B, S, H, "
+    "D])\n"
     "  --latent: a multi-head latent attention layer through its latent cache\n"
     "feature flags (layer and --core; mha/feature_options.h):\n";
 
@@ -85,6 +92,7 @@ struct Options {
   MaskConvention convention = MaskConvention::kTorch;
   HeadLayout layout = HeadLayout::kBHSD;
   std::optional<float> scale;
+  std::string prefix;  // --prefix: the weights' names start with it
   AttentionFeatures features;
   RotaryConfig rotary;
   std::optional<Isa> isa;
@@ -92,41 +100,6 @@ struct Options {
   DType compute_dtype = DType::kFloat32;  // AttentionConfig's, CoreOptions'
   bool batch_invariant = false;           // ForwardOptions'
 };
-
-// linear:F, llama3:F,LOW,HIGH,ORIGINAL, dynamic:F,ORIGINAL or longrope:F,ORIGINAL
-RopeScaling ParseRopeScaling(const std::string& text) {
-  const std::string flag = "--rope-scaling";
-  RopeScaling scaling;
-  const size_t colon = text.find(':');
-  const std::string kind = text.substr(0, colon);
-  std::vector<std::string> values;
-  for (size_t begin = colon == std::string::npos ? text.size() : colon + 1;
-       begin <= text.size();) {
-    const size_t comma = std::min(text.find(',', begin), text.size());
-    values.push_back(text.substr(begin, comma - begin));
-    begin = comma + 1;
-  }
-  if (kind == "linear" && values.size() == 1) {
-    scaling.type = RopeScalingType::kLinear;
-  } else if (kind == "llama3" && values.size() == 4) {
-    scaling.type = RopeScalingType::kLlama3;
-    scaling.low_freq_factor = ParseNumber(flag, values[1]);
-    scaling.high_freq_factor = ParseNumber(flag, values[2]);
-    scaling.original_max_position_embeddings = ParseCount(flag, values[3]);
-  } else if ((kind == "dynamic" || kind == "longrope") && values.size() == 2) {
-    scaling.type =
-        kind == "dynamic" ? RopeScalingType::kDynamic : RopeScalingType::kLongRope;
-    scaling.original_max_position_embeddings = ParseCount(flag, values[1]);
-  } else {
-    throw UsageError(
-        flag +
-        ": expected linear:F, llama3:F,LOW,HIGH,ORIGINAL, dynamic:F,ORIGINAL "
-        "or longrope:F,ORIGINAL, got '" +
-        text + "'");
-  }
-  scaling.factor = ParseNumber(flag, values[0]);
-  return scaling;
-}
 
 void ExpectOneOf(const std::string& flag, const std::string& value,
                  std::initializer_list<const char*> choices) {
@@ -140,20 +113,11 @@ void ExpectOneOf(const std::string& flag, const std::string& value,
 
 // Flags that take a value other than a file; false for an unknown flag.
 bool ParseValueFlag(const std::string& flag, const std::string& value, Options& options) {
-  if (flag == "--rope") {
-    ExpectOneOf(flag, value, {"neox", "interleaved"});
-    options.rotary.pairing =
-        value == "neox" ? RotaryPairing::kHalfSplit : RotaryPairing::kInterleaved;
-  } else if (flag == "--rope-theta") {
-    options.rotary.theta = ParseNumber(flag, value);
-  } else if (flag == "--rotary-dim") {
-    options.rotary.rotary_dim = ParseCount(flag, value);
-  } else if (flag == "--rope-scaling") {
-    options.rotary.scaling = ParseRopeScaling(value);
-  } else if (flag == "--rope-max-positions") {
-    options.rotary.max_positions = ParseCount(flag, value);
+  if (ParseRotaryFlag(flag, value, options.rotary)) {
+  } else if (flag == "--prefix") {
+    options.prefix = value;
   } else if (flag == "--scale") {
-    options.scale = static_cast<float>(ParseNumber(flag, value));
+    options.scale = ParseFloat(flag, value);
   } else if (flag == "--layout") {
     ExpectOneOf(flag, value, {"bhsd", "bshd"});
     options.layout = value == "bhsd" ? HeadLayout::kBHSD : HeadLayout::kBSHD;
@@ -198,9 +162,10 @@ bool ParseValueFlag(const std::string& flag, const std::string& value, Options& 
                           : value == "float8_e4m3fn" ? DType::kFloat8E4M3
                                                      : DType::kFloat8E5M2;
   } else if (flag == "--mask-convention") {
-    ExpectOneOf(flag, value, {"torch", "zero-means-masked"});
-    options.convention =
-        value == "torch" ? MaskConvention::kTorch : MaskConvention::kZeroMeansMasked;
+    ExpectOneOf(flag, value, {"torch", "sdpa", "zero-means-masked"});
+    options.convention = value == "torch"  ? MaskConvention::kTorch
+                         : value == "sdpa" ? MaskConvention::kSdpa
+                                           : MaskConvention::kZeroMeansMasked;
   } else {
     return false;
   }
@@ -214,7 +179,8 @@ void CheckFlagsApply(const Options& options) {
       "--latent",      "--weights",      "--num-heads",  "--query",
       "--output",      "--rope",         "--rope-theta", "--rope-max-positions",
       "--scale",       "--decode-steps", "--cache",      "--block-size",
-      "--cache-dtype", "--isa",          "--threads",    "--batch-invariant"};
+      "--cache-dtype", "--isa",          "--threads",    "--batch-invariant",
+      "--prefix"};
   // A cached run is causal self-attention of the query's tokens, one output.
   static const std::set<std::string> kNotCached = {
       "--key",          "--value",           "--attn-mask",     "--key-padding-mask",
@@ -236,19 +202,14 @@ void CheckFlagsApply(const Options& options) {
   if (options.given.count("--block-size") && !options.run.paged) {
     throw UsageError("--block-size applies only with --cache paged");
   }
-  for (const char* flag : {"--rope-theta", "--rotary-dim", "--rope-scaling",
-                           "--rope-max-positions", "--longrope-factors"}) {
-    if (options.given.count(flag) && !options.given.count("--rope")) {
-      throw UsageError(std::string(flag) + " applies only with --rope");
-    }
-  }
+  CheckRotaryFlagsApply(options.given);
   if (options.latent) return;
   static const std::vector<const char*> kCoreOnly = {
       "--sinks",  "--logsumexp",     "--key-position-ids",
       "--layout", "--q-norm-weight", "--k-norm-weight"};
   static const std::vector<const char*> kLayerOnly = {
-      "--weights",      "--attn-weights",  "--weight-dtype",   "--num-heads",
-      "--num-kv-heads", "--average-heads", "--batch-invariant"};
+      "--weights",      "--attn-weights",  "--weight-dtype",    "--num-heads",
+      "--num-kv-heads", "--average-heads", "--batch-invariant", "--prefix"};
   for (const char* flag : options.core ? kLayerOnly : kCoreOnly) {
     if (options.given.count(flag)) {
       throw UsageError(std::string(flag) + " applies only " +
@@ -384,22 +345,11 @@ AttentionMasks LoadMasks(const Options& options,
   return masks;
 }
 
-// --rope and its flags, with LongRoPE's factors read from --longrope-factors
-// ([2, rotary_dim / 2] float32: short, then long).
+// --rope and its flags, with LongRoPE's factors read from --longrope-factors.
 RotaryConfig Rotary(const Options& options) {
   RotaryConfig rotary = options.rotary;
-  const auto factors = Load(options, "--longrope-factors");
-  if (!factors) return rotary;
-  const Shape& shape = factors->shape;
-  if (factors->dtype != DType::kFloat32 || shape.rank() != 2 || shape[0] != 2) {
-    throw io::FileError(
-        "--longrope-factors: expected a float32 [2, rotary_dim / 2] "
-        "array (short, long), got " +
-        shape.ToString());
-  }
-  const float* values = reinterpret_cast<const float*>(factors->bytes.data());
-  rotary.scaling.short_factor.assign(values, values + shape[1]);
-  rotary.scaling.long_factor.assign(values + shape[1], values + 2 * shape[1]);
+  const auto factors = options.files.find("--longrope-factors");
+  if (factors != options.files.end()) LoadLongRopeFactors(factors->second, rotary);
   return rotary;
 }
 
@@ -462,8 +412,8 @@ int RunCore(const Options& options) {
 // --latent: hidden states [B, S, hidden] through an MLA layer and its latent cache
 // (contiguous unless --cache paged).
 int RunLatent(const Options& options) {
-  io::LoadedLatentLayer layer =
-      io::LoadLatentLayer(options.files.at("--weights"), options.num_heads);
+  io::LoadedLatentLayer layer = io::LoadLatentLayer(options.files.at("--weights"),
+                                                    options.num_heads, options.prefix);
   layer.config.rotary = Rotary(options);
   layer.config.softmax_scale = options.scale;
   const MultiheadLatentAttention attention(layer.config, layer.weights);
@@ -502,7 +452,7 @@ int Run(const Options& options) {
   if (options.core) return RunCore(options);
   if (options.latent) return RunLatent(options);
   io::LoadedLayer layer = io::LoadLayer(options.files.at("--weights"), options.num_heads,
-                                        options.num_kv_heads);
+                                        options.num_kv_heads, options.prefix);
   layer.config.features = options.features;
   layer.config.scale = options.scale;
   layer.config.rotary = Rotary(options);

@@ -2,6 +2,7 @@
 // of the C++ field its line names.
 #include "tools/mha_run/feature_flags.h"
 
+#include <cmath>
 #include <optional>
 #include <type_traits>
 #include <vector>
@@ -27,15 +28,14 @@ template <class T>
 constexpr bool kIsSwitch = std::is_same_v<T, bool> || IsGroup<T>::value;
 
 void Parse(const std::string& flag, const std::string& text, std::optional<float>& out) {
-  out = static_cast<float>(ParseNumber(flag, text));
+  out = ParseFloat(flag, text);
 }
 void Parse(const std::string&, const std::string&, bool& out) { out = true; }
 void Parse(const std::string& flag, const std::string& text, std::vector<float>& out) {
   out.clear();
   for (size_t begin = 0; begin <= text.size();) {
     const size_t comma = std::min(text.find(',', begin), text.size());
-    out.push_back(
-        static_cast<float>(ParseNumber(flag, text.substr(begin, comma - begin))));
+    out.push_back(ParseFloat(flag, text.substr(begin, comma - begin)));
     begin = comma + 1;
   }
 }
@@ -81,6 +81,17 @@ double ParseNumber(const std::string& flag, const std::string& text) {
     throw UsageError(flag + ": expected a number, got '" + text + "'");
   }
   return value;
+}
+
+float ParseFloat(const std::string& flag, const std::string& text) {
+  const double value = ParseNumber(flag, text);
+  const float narrowed = static_cast<float>(value);
+  if ((value != 0.0 && narrowed == 0.0f) ||
+      (std::isfinite(value) && std::isinf(narrowed))) {
+    throw UsageError(flag + ": '" + text + "' is outside float32's range (" +
+                     (narrowed == 0.0f ? "it would be 0" : "it would be infinite") + ")");
+  }
+  return narrowed;
 }
 
 int64_t ParseCount(const std::string& flag, const std::string& text) {

@@ -20,6 +20,8 @@ class UsageError : public std::runtime_error {
 // A flag's value as a number, or as a non-negative integer; a UsageError naming the
 // flag and the text otherwise.
 double ParseNumber(const std::string& flag, const std::string& text);
+// A number as float32, refused where float32 would make it 0 or infinite.
+float ParseFloat(const std::string& flag, const std::string& text);
 int64_t ParseCount(const std::string& flag, const std::string& text);
 
 // Whether `flag` is a feature option's, and if so whether a value follows it.

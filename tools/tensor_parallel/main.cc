@@ -9,35 +9,44 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "mha/mha.hpp"
 #include "src/io/layer_file.h"
 #include "src/io/npy.h"
+#include "tools/mha_run/feature_flags.h"
+#include "tools/mha_run/rotary_flags.h"
 
 namespace {
 
 constexpr char kUsage[] =
-    "usage: mpirun -np N mha-tensor-parallel [--weights W.safetensors --num-heads H\n"
-    "                                         [--num-kv-heads G] --query Q.npy]\n"
+    "usage: mpirun -np N mha-tensor-parallel [--weights W.safetensors [--prefix P]\n"
+    "                                         --num-heads H [--num-kv-heads G]\n"
+    "                                         --query Q.npy] [--rope ...]\n"
     "                                         [--output O.npy] [--check]\n"
     "Runs one attention layer with its heads sharded over the N ranks, summed by\n"
     "MPI_Allreduce: the query [B, S, dim] as one causal self-attention forward, and\n"
     "again as a prefill of S - 2 tokens and two decode steps through each rank's cache.\n"
-    "  --weights       an nn.MultiheadAttention or q/k/v/out_proj state_dict\n"
-    "                  (mha.save_safetensors writes one); without it, a random layer\n"
-    "                  of --num-heads heads (default 8) and half as many KV heads\n"
+    "  --weights       an nn.MultiheadAttention or q/k/v/out_proj (o_proj) state_dict,\n"
+    "                  F32, BF16 or F16 (mha.save_safetensors writes one); --prefix\n"
+    "                  reads one layer of a checkpoint (model.layers.0.self_attn.).\n"
+    "                  Without it, a random layer of --num-heads heads (default 8),\n"
+    "                  half as many KV heads, and --rope neox unless --rope is given\n"
     "  --num-heads     query heads; --num-kv-heads defaults to it (no grouping)\n"
-    "  --query         float32 [B, S, dim] .npy\n"
+    "  --query         float32 [B, S, dim] or [S, dim] .npy (needed with --weights)\n"
     "  --output        the forward's output, written by rank 0\n"
     "  --check         compare both runs with the unsharded layer on every rank\n"
-    "As root, Open MPI wants mpirun --allow-run-as-root.\n";
+    "rotary flags, as mha-run's (rank 0 prints the rotary the layer runs with):\n";
+constexpr char kUsageEnd[] = "As root, Open MPI wants mpirun --allow-run-as-root.\n";
 
 struct Options {
-  std::string weights, query, output;
+  std::string weights, query, output, prefix;
   int64_t num_heads = 8, num_kv_heads = 0;  // 0: as many as the query heads
   bool check = false, help = false;
+  std::set<std::string> given;
+  mha::RotaryConfig rotary;
 };
 
 // A head count: the whole text an integer in [1, 4096] (the random layer is sized
@@ -51,8 +60,8 @@ int64_t ParseHeads(const std::string& flag, const std::string& text) {
     used = 0;
   }
   if (used == 0 || used != text.size() || value < 1 || value > 4096) {
-    throw mha::Error("mha-tensor-parallel: " + flag +
-                     ": expected an integer in [1, 4096], got '" + text + "'");
+    throw mha::cli::UsageError(flag + ": expected an integer in [1, 4096], got '" + text +
+                               "'");
   }
   return value;
 }
@@ -61,13 +70,17 @@ Options Parse(int argc, char** argv) {
   Options options;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
+    options.given.insert(flag);
     auto value = [&]() -> std::string {
-      if (i + 1 >= argc)
-        throw mha::Error("mha-tensor-parallel: " + flag + " needs a value");
+      if (i + 1 >= argc) throw mha::cli::UsageError(flag + " needs a value");
       return argv[++i];
     };
     if (flag == "--weights")
       options.weights = value();
+    else if (flag == "--prefix")
+      options.prefix = value();
+    else if (flag == "--longrope-factors")
+      mha::cli::LoadLongRopeFactors(value(), options.rotary);
     else if (flag == "--query")
       options.query = value();
     else if (flag == "--output")
@@ -80,9 +93,22 @@ Options Parse(int argc, char** argv) {
       options.check = true;
     else if (flag == "--help" || flag == "-h")
       options.help = true;
+    else if (mha::cli::IsRotaryFlag(flag))
+      mha::cli::ParseRotaryFlag(flag, value(), options.rotary);
     else
-      throw mha::Error("mha-tensor-parallel: unknown flag " + flag +
-                       " (mha-tensor-parallel --help lists the flags)");
+      throw mha::cli::UsageError("unknown flag " + flag);
+  }
+  if (options.help) return options;
+  mha::cli::CheckRotaryFlagsApply(options.given);
+  if (!options.weights.empty() && options.query.empty()) {
+    throw mha::cli::UsageError("--weights needs --query (the layer's input)");
+  }
+  for (const char* flag : {"--query", "--prefix"}) {
+    if (options.given.count(flag) && options.weights.empty()) {
+      throw mha::cli::UsageError(std::string(flag) +
+                                 " applies only with --weights (the random layer makes "
+                                 "its own input)");
+    }
   }
   return options;
 }
@@ -100,7 +126,8 @@ struct Problem {
   mha::io::LoadedLayer layer;
   std::vector<float> owned[4];  // random weights: q, k, v, out
   std::vector<float> query;
-  mha::Shape query_shape;
+  mha::Shape query_shape;  // [B, S, dim]
+  bool unbatched = false;  // the query file was [S, dim]
 };
 
 void MakeRandom(const Options& options, Problem& problem) {
@@ -112,7 +139,9 @@ void MakeRandom(const Options& options, Problem& problem) {
                                                      : options.num_heads;
   config.head_dim = 16;
   config.query_dim = 64;
-  config.rotary.pairing = mha::RotaryPairing::kHalfSplit;
+  config.rotary = options.rotary;
+  if (!options.given.count("--rope"))
+    config.rotary.pairing = mha::RotaryPairing::kHalfSplit;
   const int64_t rows[4] = {config.model_dim(), config.kv_dim(), config.kv_dim(), 64};
   mha::Projection* parts[4] = {&problem.layer.weights.query, &problem.layer.weights.key,
                                &problem.layer.weights.value,
@@ -133,16 +162,23 @@ Problem Load(const Options& options) {
     MakeRandom(options, problem);
     return problem;
   }
-  problem.layer =
-      mha::io::LoadLayer(options.weights, options.num_heads, options.num_kv_heads);
+  problem.layer = mha::io::LoadLayer(options.weights, options.num_heads,
+                                     options.num_kv_heads, options.prefix);
+  problem.layer.config.rotary = options.rotary;
   const mha::io::Array query = mha::io::ReadNpy(options.query);
   const mha::TensorView view = query.view();
-  if (view.dtype != mha::DType::kFloat32 || view.shape.rank() != 3) {
-    throw mha::Error(options.query + ": expected float32 [B, S, dim], got " +
-                     view.shape.ToString());
+  const int rank = view.shape.rank();
+  if (view.dtype != mha::DType::kFloat32 || (rank != 2 && rank != 3) ||
+      view.shape[rank - 1] != problem.layer.config.query_dim ||
+      view.shape[rank - 2] < 1 || (rank == 3 && view.shape[0] < 1)) {
+    throw mha::Error(options.query + ": expected float32 [B, S, " +
+                     std::to_string(problem.layer.config.query_dim) + "] or [S, " +
+                     std::to_string(problem.layer.config.query_dim) + "], got " +
+                     mha::DTypeName(view.dtype) + " " + view.shape.ToString());
   }
   problem.query.assign(view.floats(), view.floats() + query.bytes.size() / sizeof(float));
-  problem.query_shape = view.shape;
+  problem.unbatched = rank == 2;
+  problem.query_shape = problem.unbatched ? view.shape.Prepended(1) : view.shape;
   return problem;
 }
 
@@ -208,14 +244,18 @@ double MaxError(const std::vector<float>& actual, const std::vector<float>& expe
   return error / scale;
 }
 
-int Main(int argc, char** argv, int rank, int world_size) {
-  const Options options = Parse(argc, argv);
-  if (options.help) {
-    if (rank == 0) std::fputs(kUsage, stdout);
-    return 0;
-  }
-  const Problem problem = Load(options);
+// The rotary the layer runs with, said once: a weights file has none unless --rope
+// gives it, never silently.
+std::string DescribeRotary(const mha::RotaryConfig& rotary) {
+  if (!rotary.enabled()) return "none (--rope neox|interleaved adds it)";
+  return std::string(rotary.pairing == mha::RotaryPairing::kHalfSplit ? "neox"
+                                                                      : "interleaved") +
+         ", theta " + std::to_string(rotary.theta);
+}
+
+int Run(const Options& options, const Problem& problem, int rank, int world_size) {
   const mha::AttentionConfig& config = problem.layer.config;
+  if (rank == 0) std::printf("rotary: %s\n", DescribeRotary(config.rotary).c_str());
   const mha::HeadShard heads = mha::EvenHeadShard(config, rank, world_size);
   const mha::AttentionShard shard = mha::ShardHeads(config, problem.layer.weights, heads);
   const Outputs sharded =
@@ -226,10 +266,11 @@ int Main(int argc, char** argv, int rank, int world_size) {
               static_cast<long long>(shard.config.resolved_num_kv_heads()));
   if (rank == 0 && !options.output.empty()) {
     const mha::Shape& shape = problem.query_shape;
-    mha::io::WriteNpy(
-        options.output, sharded.forward.data(),
-        mha::Shape{shape[0], shape[1],
-                   static_cast<int64_t>(sharded.forward.size() / (shape[0] * shape[1]))});
+    const int64_t width =
+        static_cast<int64_t>(sharded.forward.size() / (shape[0] * shape[1]));
+    mha::io::WriteNpy(options.output, sharded.forward.data(),
+                      problem.unbatched ? mha::Shape{shape[1], width}
+                                        : mha::Shape{shape[0], shape[1], width});
   }
   if (!options.check) return 0;
   const Outputs full =
@@ -246,6 +287,35 @@ int Main(int argc, char** argv, int rank, int world_size) {
   return ok ? 0 : 1;
 }
 
+// Parses and loads on every rank. A bad command line or file fails every rank alike,
+// so each ends cleanly (MPI_Finalize, exit 2 or 1), the first failing rank saying
+// why, instead of an abort whose runtime noise buries the message.
+int ParseAndLoad(int argc, char** argv, int rank, int world_size, Options& options,
+                 Problem& problem) {
+  int code = 0;
+  std::string error;
+  try {
+    options = Parse(argc, argv);
+    if (!options.help) problem = Load(options);
+  } catch (const mha::cli::UsageError& e) {
+    error = std::string(e.what()) + "\n(mha-tensor-parallel --help lists the flags)";
+    code = 2;
+  } catch (const std::exception& e) {
+    error = e.what();
+    code = 1;
+  }
+  int worst = code, first_failing = code != 0 ? rank : world_size;
+  MPI_Allreduce(MPI_IN_PLACE, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &first_failing, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (rank == first_failing) {
+    std::fprintf(
+        stderr, "mha-tensor-parallel: %s%s\n",
+        world_size > 1 && rank > 0 ? ("rank " + std::to_string(rank) + ": ").c_str() : "",
+        error.c_str());
+  }
+  return worst;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -253,12 +323,18 @@ int main(int argc, char** argv) {
   int rank = 0, world_size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
-  int status = 0;
-  try {
-    status = Main(argc, argv, rank, world_size);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
-    MPI_Abort(MPI_COMM_WORLD, 2);
+  Options options;
+  Problem problem;
+  int status = ParseAndLoad(argc, argv, rank, world_size, options, problem);
+  if (status == 0 && options.help) {
+    if (rank == 0) std::printf("%s%s%s", kUsage, mha::cli::kRotaryFlagsUsage, kUsageEnd);
+  } else if (status == 0) {
+    try {
+      status = Run(options, problem, rank, world_size);
+    } catch (const std::exception& e) {  // a rank's own failure mid-run: the others wait
+      std::fprintf(stderr, "mha-tensor-parallel: rank %d: %s\n", rank, e.what());
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    }
   }
   MPI_Finalize();
   return status;

@@ -6,7 +6,8 @@
 // bit for bit; they sit in mha's int4 tiles (two rows of a column to a byte,
 // Int4Offset; ggml pairs channels j and j + 16 of a group instead), the scales per
 // group after them (group_scales.h). A group with a non-finite element: codes 8,
-// scale NaN. 4.5 bits per value.
+// scale NaN; a scale past fp16's 65504 saturates (ggml's would be infinite). 4.5 bits
+// per value.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/kv/kinds/q4_0.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -76,7 +77,7 @@ void QuantizeGroups(const float* row, size_t count, size_t n, const Set& set,
     }
     // ggml's x * (1 / d) + 8.5 in float; where 1 / d overflows a float (|m| below
     // about 3e-37, where ggml casts infinities), x / d in double.
-    const float d = max / -8.0f, inverse = d != 0.0f ? 1.0f / d : 0.0f;
+    const float d = SaturatedScale(max / -8.0f), inverse = d != 0.0f ? 1.0f / d : 0.0f;
     const bool finite_inverse = std::isfinite(inverse);
     scales[b * page_size] = finite ? Fp16FromFloat(d) : Fp16FromFloat(NAN);
     for (size_t c = first; c < end; ++c) {

@@ -4,7 +4,8 @@
 // through 1 / d in fp32), d stored rounded to fp16. The codes and scales are ggml's
 // bit for bit; they sit in mha's tiles (codes in column panels, scales per group
 // after them: group_scales.h), not in ggml's 34-byte structs. A group with a
-// non-finite element: zero codes, scale NaN. 8.5 bits per value.
+// non-finite element: zero codes, scale NaN; a scale past fp16's 65504 saturates
+// (group_scales.h). 8.5 bits per value.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/kv/kinds/q8_0.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -54,7 +55,7 @@ void QuantizeGroups(const float* row, size_t count, size_t n, int8_t* codes,
     }
     // ggml's x * (1 / d) in float; where 1 / d overflows a float (max|x| below about
     // 4e-37, where ggml's codes are infinities cast to int8), x / d in double.
-    const float d = amax / 127.0f, inverse = d != 0.0f ? 1.0f / d : 0.0f;
+    const float d = SaturatedScale(amax / 127.0f), inverse = d != 0.0f ? 1.0f / d : 0.0f;
     const bool finite_inverse = std::isfinite(inverse);
     scales[b * page_size] = finite ? Fp16FromFloat(d) : Fp16FromFloat(NAN);
     for (size_t c = first; c < end; ++c) {
