@@ -7,7 +7,7 @@ packages=(
   libdnnl-dev ocl-icd-opencl-dev opencl-headers  # oneDNN 2.6; its CMake config needs OpenCL headers
   libhwy-dev                                     # Highway 1.0.3
   libgtest-dev libbenchmark-dev                  # GoogleTest, Google Benchmark
-  nlohmann-json3-dev                             # safetensors headers in mha-run
+  nlohmann-json3-dev                             # safetensors headers (libmha, build only)
   clang libclang-rt-14-dev libomp-dev            # the libFuzzer targets (tests/fuzz/)
   pybind11-dev python3-dev python3-numpy         # the Python module (src/python/)
   python3-pytest python3-matplotlib              # its tests; the attention heatmaps

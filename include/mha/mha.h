@@ -185,8 +185,8 @@ int64_t mha_kv_cache_length(const mha_kv_cache* cache, int64_t sequence);
  * the accepted ones. On x86-64 they are: mha_cache_forward_args 64 (layouts 1 and 2:
  * kv_shared sits in layout 1's padding, so zero the struct) or 72;
  * mha_packed_forward_args 80, 88 or 96; mha_attention_ex_args 480 or 496; the other
- * growing structs (mha_layer_create_args, mha_latent_config) have one layout, their
- * sizeof. */
+ * growing structs (mha_layer_create_args, mha_layer_file_args, mha_latent_config)
+ * have one layout, their sizeof. */
 
 /* Head sharding for tensor parallelism (mha/head_shard.hpp): query heads
  * [first_head, end_head) of the full layer, on key/value group boundaries. */
@@ -212,6 +212,25 @@ typedef struct {
  * heads, and the outputs of every shard of a layer, summed (MPI_Allreduce), are the full
  * layer's output (the output bias is added by the shard of head 0). */
 mha_status mha_layer_create_ex(const mha_layer_create_args* args, mha_layer** layer);
+
+/* A layer from a safetensors file of PyTorch state_dict names, as mha::LayerFile
+ * (mha/layer_file.hpp) reads it: nn.MultiheadAttention's or q/k/v_proj and out_proj
+ * or o_proj names, F32, BF16 or F16 (widened to float32). A growing struct. */
+typedef struct {
+  size_t struct_size;
+  const char* path;
+  const char* prefix;       /* NULL or "": every tensor; else only those named with it,
+                               taken off (one layer of a checkpoint:
+                               "model.layers.0.self_attn.") */
+  int64_t num_heads;        /* query heads: head_dim = the query projection's rows / it */
+  int64_t num_kv_heads;     /* 0: num_heads */
+  const mha_config* config; /* NULL, or the rest (features, rope, scale, dtypes); its
+                               sizes are the file's: one set and different is refused */
+  const mha_head_shard* head_shard; /* NULL: the whole layer */
+} mha_layer_file_args;
+/* On failure (a missing or malformed file, a name the layer does not read, sizes
+ * that disagree) *layer is untouched and mha_last_error() names the file. */
+mha_status mha_layer_create_from_file(const mha_layer_file_args* args, mha_layer** layer);
 typedef struct {
   size_t struct_size;
   int64_t batch, new_tokens;

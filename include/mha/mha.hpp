@@ -7,6 +7,7 @@
 #include "mha/head_shard.hpp"
 #include "mha/isa.hpp"
 #include "mha/latent_attention.hpp"
+#include "mha/layer_file.hpp"
 #include "mha/masks.hpp"
 #include "mha/packed_step.hpp"
 #include "mha/reference.hpp"

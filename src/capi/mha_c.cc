@@ -7,6 +7,7 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <utility>
 
 #include "mha/mha.hpp"
 #include "src/base/check.h"
@@ -198,6 +199,47 @@ mha_status mha_even_head_shard(const mha_config* config, int64_t rank, int64_t w
   });
 }
 
+namespace {
+
+// The layer of `head_shard`'s heads (NULL: all of them).
+mha_layer* NewLayer(const mha::AttentionConfig& config,
+                    const mha::AttentionWeights& weights,
+                    const mha_head_shard* head_shard) {
+  if (!head_shard) return new mha_layer{mha::MultiheadAttention(config, weights)};
+  const mha::AttentionShard shard =
+      mha::ShardHeads(config, weights, {head_shard->first_head, head_shard->end_head});
+  return new mha_layer{mha::MultiheadAttention(shard.config, shard.weights)};
+}
+
+// The file's sizes into the caller's config: a size the caller set must be the file's.
+mha_config WithFileSizes(const mha_config* given, const mha::AttentionConfig& file) {
+  mha_config c;
+  std::memset(&c, 0, sizeof c);
+  if (given) c = *given;
+  const std::pair<const char*, int64_t*> sizes[] = {
+      {"num_heads", &c.num_heads}, {"head_dim", &c.head_dim},
+      {"query_dim", &c.query_dim}, {"key_dim", &c.key_dim},
+      {"value_dim", &c.value_dim}, {"num_kv_heads", &c.num_kv_heads}};
+  const int64_t from_file[] = {file.num_heads,
+                               file.head_dim,
+                               file.query_dim,
+                               file.resolved_key_dim(),
+                               file.resolved_value_dim(),
+                               file.resolved_num_kv_heads()};
+  for (size_t i = 0; i < 6; ++i) {
+    const int64_t set = *sizes[i].second;
+    if (set != 0 && set != from_file[i]) {
+      mha::internal::Fail("args.config->", sizes[i].first, ": ", set,
+                          " differs from the file's ", from_file[i],
+                          " (leave it 0: the file gives the sizes)");
+    }
+    *sizes[i].second = from_file[i];
+  }
+  return c;
+}
+
+}  // namespace
+
 mha_status mha_layer_create_ex(const mha_layer_create_args* versioned,
                                mha_layer** layer) {
   return Guard([&] {
@@ -207,14 +249,21 @@ mha_status mha_layer_create_ex(const mha_layer_create_args* versioned,
     Require(layer, "layer");
     const mha::AttentionConfig config = ToConfig(*args.config);
     mha::internal::ValidateConfig(config);  // before sizes are multiplied below
-    const mha::AttentionWeights weights = ToWeights(config, *args.weights);
-    if (!args.head_shard) {
-      *layer = new mha_layer{mha::MultiheadAttention(config, weights)};
-      return;
-    }
-    const mha::AttentionShard shard = mha::ShardHeads(
-        config, weights, {args.head_shard->first_head, args.head_shard->end_head});
-    *layer = new mha_layer{mha::MultiheadAttention(shard.config, shard.weights)};
+    *layer = NewLayer(config, ToWeights(config, *args.weights), args.head_shard);
+  });
+}
+
+mha_status mha_layer_create_from_file(const mha_layer_file_args* versioned,
+                                      mha_layer** layer) {
+  return Guard([&] {
+    const mha_layer_file_args args = VersionedArgs(versioned);
+    Require(args.path, "args.path");
+    Require(layer, "layer");
+    const mha::LayerFile file = mha::LayerFile::Read(
+        args.path, args.num_heads, args.num_kv_heads, args.prefix ? args.prefix : "");
+    const mha::AttentionConfig config =
+        ToConfig(WithFileSizes(args.config, file.config()));
+    *layer = NewLayer(config, file.weights(), args.head_shard);
   });
 }
 

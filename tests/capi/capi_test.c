@@ -5,6 +5,7 @@
  * rotary table) against naive C. */
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -721,6 +722,84 @@ static void CheckHeadShards(const mha_config* config, const mha_weights* w,
   Check(strstr(mha_last_error(), "rank < world_size") != NULL, "rank message");
 }
 
+/* A layer from a safetensors file: one layer of a "checkpoint" (its names under a
+ * prefix, a second layer beside it), written here, gives the layer of the same
+ * arrays; a wrong prefix, a size that disagrees and a missing file are refused. */
+static void CheckLayerFile(const float* w[4], const float* bias[4], const float* x) {
+  const char* path = "capi_test_layer.safetensors";
+  const char* parts[4] = {"q_proj", "k_proj", "v_proj", "o_proj"};
+  char header[4096] = "{";
+  size_t offset = 0;
+  for (int layer = 0; layer < 2; ++layer) {
+    for (int p = 0; p < 4; ++p) {
+      char entry[256];
+      snprintf(entry, sizeof entry,
+               "%s\"model.layers.%d.self_attn.%s.weight\":{\"dtype\":\"F32\","
+               "\"shape\":[%d,%d],\"data_offsets\":[%zu,%zu]},"
+               "\"model.layers.%d.self_attn.%s.bias\":{\"dtype\":\"F32\","
+               "\"shape\":[%d],\"data_offsets\":[%zu,%zu]}",
+               strlen(header) > 1 ? "," : "", layer, parts[p], E, E, offset,
+               offset + 4 * E * E, layer, parts[p], E, offset + 4 * E * E,
+               offset + 4 * E * E + 4 * E);
+      strcat(header, entry);
+      offset += 4 * E * E + 4 * E;
+    }
+  }
+  strcat(header, "}");
+  FILE* file = fopen(path, "wb");
+  const uint64_t length = strlen(header);
+  fwrite(&length, 8, 1, file);
+  fwrite(header, 1, length, file);
+  for (int layer = 0; layer < 2; ++layer) {
+    for (int p = 0; p < 4; ++p) {
+      fwrite(w[p], sizeof(float), E * E, file);
+      fwrite(bias[p], sizeof(float), E, file);
+    }
+  }
+  fclose(file);
+
+  mha_layer_file_args args;
+  memset(&args, 0, sizeof args);
+  args.struct_size = sizeof args;
+  args.path = path;
+  args.prefix = "model.layers.1.self_attn.";
+  args.num_heads = H;
+  mha_layer* layer = NULL;
+  Check(mha_layer_create_from_file(&args, &layer) == MHA_OK, "layer from a file");
+  float out[B * S * E], expected[B * S * E];
+  mha_forward_args forward;
+  memset(&forward, 0, sizeof forward);
+  forward.batch = B, forward.query_len = forward.key_len = S, forward.query = x;
+  forward.is_causal = 1, forward.output = out;
+  Check(layer && mha_forward(layer, &forward) == MHA_OK, "forward of the file's layer");
+  Naive(x, w, bias, 1, expected);
+  Check(Close(out, expected, B * S * E) < 1e-4f, "the file's layer is the arrays' layer");
+  mha_layer_destroy(layer);
+
+  mha_layer* refused = NULL;
+  args.prefix = "model.layers.7.";
+  Check(mha_layer_create_from_file(&args, &refused) == MHA_INVALID_ARGUMENT &&
+            refused == NULL && strstr(mha_last_error(), "no tensor's name starts with"),
+        "a prefix no tensor has refused");
+  args.prefix = NULL;
+  Check(mha_layer_create_from_file(&args, &refused) == MHA_INVALID_ARGUMENT &&
+            strstr(mha_last_error(), "give its prefix 'model.layers.0.self_attn.'"),
+        "a checkpoint without its prefix refused, naming the prefix");
+  mha_config config;
+  memset(&config, 0, sizeof config);
+  config.head_dim = 2 * D;
+  args.prefix = "model.layers.0.self_attn.", args.config = &config;
+  Check(
+      mha_layer_create_from_file(&args, &refused) == MHA_INVALID_ARGUMENT &&
+          strstr(mha_last_error(), "args.config->head_dim: 8 differs from the file's 4"),
+      "a size that disagrees with the file refused");
+  args.path = "no_such_file.safetensors";
+  Check(mha_layer_create_from_file(&args, &refused) == MHA_INVALID_ARGUMENT &&
+            strstr(mha_last_error(), "no_such_file.safetensors: cannot open"),
+        "a missing file refused, naming it");
+  remove(path);
+}
+
 int main(void) {
   static float weights[4][E * E], biases[4][E], x[B * S * E];
   srand(7);
@@ -752,6 +831,7 @@ int main(void) {
   /* Forward against the naive C implementation, causal and not. */
   const float* wp[4] = {weights[0], weights[1], weights[2], weights[3]};
   const float* bp[4] = {biases[0], biases[1], biases[2], biases[3]};
+  CheckLayerFile(wp, bp, x);
   for (int causal = 0; causal < 2; ++causal) {
     float out[B * S * E], expected[B * S * E];
     mha_forward_args args;

@@ -3,6 +3,7 @@
 // parsed as the literals they are, names unique, byte ranges tiling the data, sizes
 // bounded before anything is allocated, raw bytes never echoed.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <cstring>
 #include <filesystem>
@@ -223,8 +224,9 @@ TEST(Safetensors, WrittenTensorsReadBackAndARefusedWriteChangesNothing) {
 
   const std::vector<uint16_t> halves(2);
   const std::string message = ErrorOf([&] {
-    io::WriteSafetensors(path, {{"other", TensorView(a.data(), Shape{6})},
-                                {"h", TensorView(halves.data(), DType::kBFloat16, Shape{2})}});
+    io::WriteSafetensors(path,
+                         {{"other", TensorView(a.data(), Shape{6})},
+                          {"h", TensorView(halves.data(), DType::kBFloat16, Shape{2})}});
   });
   EXPECT_NE(message.find("tensor 'h' is bfloat16, expected dense float32"),
             std::string::npos)
@@ -236,6 +238,33 @@ TEST(Safetensors, WrittenTensorsReadBackAndARefusedWriteChangesNothing) {
               io::WriteSafetensors(unwritable, {{"a", TensorView(a.data(), Shape{6})}});
             }).find("cannot create"),
             std::string::npos);
+}
+
+// A shard's other tensors are never read: a 1 GiB tensor (a sparse file: no disk)
+// beside the layer under the prefix leaves the peak memory near where it was (the
+// whole file was read, three times over, before its names were checked).
+TEST(Safetensors, APrefixReadsOnlyItsTensors) {
+  constexpr uint64_t kBig = uint64_t{1} << 30;
+  const std::string header =
+      "{\"other.big\":{\"dtype\":\"F32\",\"shape\":[" + std::to_string(kBig / 4) +
+      "],\"data_offsets\":[0," + std::to_string(kBig) +
+      "]},\"layer.q\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[" +
+      std::to_string(kBig) + "," + std::to_string(kBig + 8) + "]}}";
+  const std::string path = Safetensors(header, "");
+  const float q[2] = {1.5f, -2.0f};
+  {
+    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(static_cast<std::streamoff>(8 + header.size() + kBig));
+    file.write(reinterpret_cast<const char*>(q), sizeof q);
+  }
+  rusage before{}, after{};
+  getrusage(RUSAGE_SELF, &before);
+  const io::Safetensors file = io::Safetensors::Read(path, "layer.");
+  getrusage(RUSAGE_SELF, &after);
+  fs::remove(path);
+  EXPECT_EQ(file.Names(), std::vector<std::string>{"q"});
+  EXPECT_EQ(std::memcmp(file.Find("q").data, q, sizeof q), 0);
+  EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 64 << 10) << "KiB more at the peak";
 }
 
 // A header of nested brackets costs the parser memory per level: refused by its

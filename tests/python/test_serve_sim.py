@@ -3,6 +3,7 @@ with every request bitwise equal to it run alone through contiguous caches, and 
 report and plot are written; without batch-invariant projections the check fails."""
 import json
 import os
+import re
 import sys
 
 import pytest
@@ -80,3 +81,27 @@ def test_admission_reserves_the_slots_a_prompt_forks_into(tmp_path):
                              "--output-len", "2:6", "--json", str(summary_path)])
     summary = json.loads(summary_path.read_text())
     assert status == 0 and summary["forks"] > 0
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--watermark", "0.99"], "--watermark 0.99 keeps 47 of the 48 free: it would never"),
+    (["--watermark", "1.0"], "serve_sim: --watermark: expected a share of the blocks"),
+    (["--max-batched-tokens", "0"], "serve_sim: --max-batched-tokens: expected an integer"),
+    (["--rate", "nan"], "serve_sim: --rate: expected a finite number"),
+    (["--rate", "-1"], "serve_sim: --rate: expected a finite number"),
+    (["--requests", "0"], "serve_sim: --requests: expected an integer >= 1"),
+    (["--samples", "0"], "serve_sim: --samples: expected an integer >= 1"),
+    (["--block-size", "10"], "serve_sim: --block-size: expected a multiple of 16"),
+    (["--heads", "3"], "serve_sim: --hidden: expected a multiple of --heads 3"),
+    (["--kv-heads", "3"], "serve_sim: --kv-heads: expected a divisor of --heads"),
+    (["--fork-fraction", "2"], "serve_sim: --fork-fraction: expected a share in"),
+    (["--seed", "-1"], "serve_sim: --seed: expected an integer >= 0"),
+    (["--threads", "-2"], "serve_sim: --threads: expected an integer >= 0"),
+    (["--num-blocks", "0"], "serve_sim: --num-blocks: expected an integer >= 1"),
+    (["--trace", "/nonexistent/trace.csv"], "serve_sim: --trace: No such file"),
+])
+def test_flags_that_would_hang_or_crash_are_refused_naming_the_flag(flags, message):
+    """Each once hung the run (a watermark that admits nothing, no token budget, a NaN
+    rate) or ended in a traceback."""
+    with pytest.raises(SystemExit, match=re.escape(message)):
+        serve_sim.main(TINY + flags)

@@ -13,6 +13,7 @@ caches (mha.KvCache), across preemptions and forks.
 import argparse
 import hashlib
 import json
+import math
 import os
 import sys
 import time
@@ -69,7 +70,33 @@ def parse_args(argv=None):
                    help="rerun every request alone through contiguous caches and compare")
     o.add_argument("--plot", help="PNG of block usage and latency distributions")
     o.add_argument("--json", help="the summary as JSON")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    check_args(args)
+    return args
+
+
+def check_args(args):
+    """Refuses, as "serve_sim: --flag: ...", every value the run could not use: one
+    that would hang it (a watermark leaving no block to admit with, a zero token
+    budget, a NaN rate) or end it in a traceback."""
+    def need(ok, flag, what):
+        if not ok:
+            raise SystemExit(f"serve_sim: {flag}: expected {what}, got "
+                             f"{getattr(args, flag[2:].replace('-', '_'))}")
+    for flag in ("--requests", "--samples", "--layers", "--hidden", "--heads",
+                 "--kv-heads", "--vocab", "--num-blocks", "--max-batched-tokens",
+                 "--max-running"):
+        need(getattr(args, flag[2:].replace("-", "_")) >= 1, flag, "an integer >= 1")
+    need(args.threads >= 0, "--threads", "an integer >= 0 (0: all)")
+    need(args.seed >= 0, "--seed", "an integer >= 0")
+    need(0 < args.rate < math.inf, "--rate", "a finite number of arrivals per second > 0")
+    need(0 <= args.fork_fraction <= 1, "--fork-fraction", "a share in [0, 1]")
+    need(0 <= args.watermark < 1, "--watermark", "a share of the blocks in [0, 1)")
+    need(args.block_size % 16 == 0 and 16 <= args.block_size <= 256, "--block-size",
+         "a multiple of 16 in [16, 256]")
+    need(args.hidden % args.heads == 0, "--hidden", f"a multiple of --heads {args.heads}")
+    need(args.heads % args.kv_heads == 0, "--kv-heads",
+         f"a divisor of --heads {args.heads}")
 
 
 def progress(text, done, total):
@@ -89,7 +116,11 @@ progress.printed = {}  # the tenth last printed, per phase
 
 
 def fits_checker(args):
-    """Raises for a request the pool or the running limit cannot hold."""
+    """Raises for a request the pool or the running limit cannot hold, or that the
+    watermark would never admit (its largest step's blocks above the blocks the
+    watermark leaves: it would wait forever)."""
+    reserved = int(args.watermark * args.num_blocks)
+
     def fits(where, prompt_len, output_len, samples):
         blocks = -(-prompt_len // args.block_size) + \
             samples * (-(-output_len // args.block_size) + 1)
@@ -97,6 +128,13 @@ def fits_checker(args):
             raise SystemExit(f"{where}: needs {blocks} blocks (prompt {prompt_len}, "
                              f"{samples} x {output_len} output tokens), the pool has "
                              f"{args.num_blocks}: raise --num-blocks")
+        chunk = min(prompt_len + output_len, args.max_batched_tokens)
+        if -(-chunk // args.block_size) + reserved > args.num_blocks:
+            raise SystemExit(f"{where}: a step of {chunk} tokens needs "
+                             f"{-(-chunk // args.block_size)} blocks, and --watermark "
+                             f"{args.watermark} keeps {reserved} of the "
+                             f"{args.num_blocks} free: it would never be admitted; "
+                             "lower --watermark")
         if samples > args.max_running:
             raise SystemExit(f"{where}: {samples} samples run at once, above "
                              f"--max-running {args.max_running}")
@@ -152,7 +190,10 @@ def main(argv=None):
     progress.printed.clear()
     fits = fits_checker(args)
     if args.trace:
-        requests = csv_requests(args.trace, args.vocab, args.seed, fits)
+        try:
+            requests = csv_requests(args.trace, args.vocab, args.seed, fits)
+        except OSError as error:
+            raise SystemExit(f"serve_sim: --trace: {error.strerror}: {args.trace}")
     else:
         requests = poisson_requests(args.requests, args.rate, args.prompt_len,
                                     args.output_len, args.fork_fraction, args.samples,

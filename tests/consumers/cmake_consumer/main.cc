@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 int main() {
@@ -20,6 +21,15 @@ int main() {
                     {{out.data(), mha::Shape{s, e}}, {}});
   for (float v : out) {
     if (!std::isfinite(v)) return 1;
+  }
+  // Weights from files link from the package too (mha/layer_file.hpp): a missing file
+  // is an mha::Error naming it.
+  try {
+    mha::LayerFile::Read("no_such_weights.safetensors", 4);
+    return 1;
+  } catch (const mha::Error& e) {
+    if (std::string(e.what()).find("no_such_weights.safetensors") == std::string::npos)
+      return 1;
   }
   std::printf("cmake consumer: ok, out[0] = %f\n", out[0]);
   return 0;
