@@ -3,7 +3,9 @@
 // storage kind and block size, and a run of mostly valid operations: add, remove,
 // fork, truncate, packed steps of several sequences at once, and speculative steps (a
 // token tree verified, then an accepted path kept). Tokens are ordinary, tiny (2^-120:
-// K/V rows far below every quantiser's step) or huge (2^10). The cache may refuse a
+// K/V rows far below every quantiser's step) or huge (2^10, or 2^22: past q4_0's and
+// q8_0's fp16 scales); head_dim 8, or 264 (int8 keys meet a float query there); every
+// storage kind, q8_0 and q4_0 included. The cache may refuse a
 // call (out of blocks, a truncation past its window); then the model is left as it was
 // too. After every step each sequence's outputs must equal the last rows of one causal
 // forward over its modelled tokens, within the storage's bound (finite only, where a
@@ -37,7 +39,8 @@ struct Layer {
   explicit Layer(FuzzInput& input) {
     config.num_heads = 2;
     config.num_kv_heads = 1 + input.Byte() % 2;
-    config.head_dim = 8;
+    // 264: int8 keys past the query codes' range meet a float query (QueryCodesFor).
+    config.head_dim = input.Byte() % 8 == 0 ? 264 : 8;
     config.query_dim = kEmbed;
     if (input.Byte() % 2) config.rotary.pairing = mha::RotaryPairing::kHalfSplit;
     if (input.Byte() % 4 == 0) config.compute_dtype = mha::DType::kBFloat16;
@@ -47,13 +50,15 @@ struct Layer {
     }
     mha::Projection* projections[4] = {&views.query, &views.key, &views.value,
                                        &views.output};
-    const int64_t rows[4] = {16, 8 * config.num_kv_heads, 8 * config.num_kv_heads, 16};
+    const int64_t d = config.head_dim, kv = d * config.num_kv_heads;
+    const int64_t rows[4] = {2 * d, kv, kv, kEmbed};
+    const int64_t columns[4] = {kEmbed, kEmbed, kEmbed, 2 * d};
     for (int i = 0; i < 4; ++i) {
-      weights[i].resize(rows[i] * kEmbed);
+      weights[i].resize(rows[i] * columns[i]);
       for (size_t j = 0; j < weights[i].size(); ++j)
         weights[i][j] = static_cast<float>((j * 7 + i) % 13) * 0.05f - 0.3f;
       projections[i]->weight =
-          mha::TensorView(weights[i].data(), mha::Shape{rows[i], kEmbed});
+          mha::TensorView(weights[i].data(), mha::Shape{rows[i], columns[i]});
     }
   }
 };
@@ -106,7 +111,11 @@ bool RefusedByBoth(Caches& c, const Op& op) {
 // An input token's entries: ordinary in [-2, 2), tiny or huge by its first byte.
 void DrawToken(FuzzInput& input, float* token) {
   const uint8_t kind = input.Byte();
-  const int exponent = kind % 16 == 1 ? -120 : kind % 16 == 2 ? 10 : 0;
+  // 2^22: past q4_0's and q8_0's fp16 scale limits (65504 x 8, x 127).
+  const int exponent = kind % 16 == 1   ? -120
+                       : kind % 16 == 2 ? 10
+                       : kind % 32 == 3 ? 22
+                                        : 0;
   for (int64_t i = 0; i < kEmbed; ++i) {
     token[i] = std::ldexp((static_cast<int>(input.Byte()) - 128) / 64.0f, exponent);
   }
@@ -339,6 +348,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (options.storage == mha::DType::kInt4)
     options.scales = mha::KvScales::kPerChannelKeys;
+  // ggml's block kinds, one fp16 scale per 32 channels: q8_0 (int8) and q4_0 (int4).
+  if ((int8 || options.storage == mha::DType::kInt4) && input.Byte() % 3 == 0) {
+    options.scales = mha::KvScales::kPerGroup;
+  }
   if (input.Byte() % 2) {
     options.sliding_window = 1 + input.Byte() % 40;
     layer.config.features.sliding_window = 1 + input.Byte() % options.sliding_window;
