@@ -12,17 +12,17 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <utility>
 #include <vector>
+
+#include "src/base/fp16.h"
 
 namespace mha::io {
 namespace {
@@ -55,28 +55,6 @@ StoredType ParseDType(const std::string& path, const std::string& name,
   if (dtype == "I64") return {DType::kInt64, 8};
   Fail(path, Tensor(name) + " has unsupported dtype " + Printable(dtype) +
                  " (F32, BF16, F16, BOOL, I32 and I64 are read)");
-}
-
-float HalfToFloat(uint16_t half) {
-  const int exponent = (half >> 10) & 0x1f;
-  const int mantissa = half & 0x3ff;
-  float magnitude;
-  if (exponent == 0) {
-    magnitude = std::ldexp(static_cast<float>(mantissa), -24);
-  } else if (exponent == 31) {
-    magnitude = mantissa != 0 ? std::numeric_limits<float>::quiet_NaN()
-                              : std::numeric_limits<float>::infinity();
-  } else {
-    magnitude = std::ldexp(static_cast<float>(mantissa | 0x400), exponent - 25);
-  }
-  return (half & 0x8000) != 0 ? -magnitude : magnitude;
-}
-
-float Bf16ToFloat(uint16_t bits) {
-  const uint32_t wide = uint32_t{bits} << 16;
-  float value;
-  std::memcpy(&value, &wide, sizeof(value));
-  return value;
 }
 
 Shape ParseShape(const std::string& path, const std::string& name,
@@ -159,7 +137,8 @@ Array LoadEntry(const std::string& path, const std::string& name, const Entry& e
   float* out = reinterpret_cast<float*>(array.bytes.data());
   for (size_t i = 0; i < count; ++i) {
     const uint16_t bits = static_cast<uint16_t>(stored[2 * i] | (stored[2 * i + 1] << 8));
-    out[i] = entry.type.half ? HalfToFloat(bits) : Bf16ToFloat(bits);
+    out[i] =
+        entry.type.half ? internal::FloatFromFp16(bits) : internal::FloatFromBf16(bits);
   }
   return array;
 }

@@ -248,9 +248,11 @@ double MaxError(const std::vector<float>& actual, const std::vector<float>& expe
 // gives it, never silently.
 std::string DescribeRotary(const mha::RotaryConfig& rotary) {
   if (!rotary.enabled()) return "none (--rope neox|interleaved adds it)";
+  char theta[32];
+  std::snprintf(theta, sizeof theta, "%g", rotary.theta);
   return std::string(rotary.pairing == mha::RotaryPairing::kHalfSplit ? "neox"
                                                                       : "interleaved") +
-         ", theta " + std::to_string(rotary.theta);
+         ", theta " + theta;
 }
 
 int Run(const Options& options, const Problem& problem, int rank, int world_size) {
