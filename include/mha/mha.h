@@ -42,6 +42,11 @@ typedef struct {
 
 mha_status mha_describe_isa(mha_isa_report* report);
 
+/* Where the threads of mha's parallel loops run: "spread" (the default: each thread
+ * of a call's team but the caller keeps a CPU of its own) or "unbound" (the OS places
+ * them). See mha/threads.hpp. For every later call of the process. */
+mha_status mha_set_thread_placement(const char* name);
+
 typedef enum {
   MHA_LAYOUT_OUT_IN = 0,           /* [out, in]: PyTorch nn.Linear */
   MHA_LAYOUT_IN_OUT = 1,           /* [in, out]: y = x @ W */

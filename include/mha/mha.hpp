@@ -14,4 +14,5 @@
 #include "mha/rotary.hpp"
 #include "mha/scaled_dot_product_attention.hpp"
 #include "mha/tensor.hpp"
+#include "mha/threads.hpp"
 #include "mha/weights.hpp"

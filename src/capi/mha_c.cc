@@ -173,6 +173,13 @@ mha_status mha_set_max_isa(const char* name) {
   });
 }
 
+mha_status mha_set_thread_placement(const char* name) {
+  return Guard([&] {
+    Require(name, "name");
+    mha::SetThreadPlacement(mha::ParseThreadPlacement(name, "name"));
+  });
+}
+
 mha_status mha_describe_isa(mha_isa_report* report) {
   return Guard([&] {
     Require(report, "report");

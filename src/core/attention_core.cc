@@ -69,16 +69,13 @@ void RunPlannedCore(const AttentionParams& params, const MaskPlan& masks,
     workspace.partials.resize(plan.partial_floats);
   }
   float* partials = workspace.partials.data();
-  ParallelFor(
-      static_cast<int64_t>(plan.tasks.size()), workspace.scratch.data(),
-      layout.total_floats,
-      [&](int64_t index, float* thread_scratch) {
-        const CoreTask& task = plan.tasks[index];
-        const KvPages pages = params.pages(
-            task.batch, task.head / (params.num_heads / params.num_kv_heads));
-        AttendHead(params, task, pages, masks, layout, partials, thread_scratch);
-      },
-      Schedule::kDynamic);
+  ParallelFor(static_cast<int64_t>(plan.tasks.size()), workspace.scratch.data(),
+              layout.total_floats, [&](int64_t index, float* thread_scratch) {
+                const CoreTask& task = plan.tasks[index];
+                const KvPages pages = params.pages(
+                    task.batch, task.head / (params.num_heads / params.num_kv_heads));
+                AttendHead(params, task, pages, masks, layout, partials, thread_scratch);
+              });
   ParallelFor(
       static_cast<int64_t>(plan.groups.size()), nullptr, 0,
       [&](int64_t index, float*) { MergeSplits(params, plan.groups[index], partials); });

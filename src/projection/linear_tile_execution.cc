@@ -2,8 +2,6 @@
 // single-threaded oneDNN call on its own stream, scratchpad slice and memory objects
 // (kept per thread and tile shape), so that the bits never depend on the thread
 // count.
-#include <omp.h>
-
 #include <algorithm>
 #include <cstring>
 #include <exception>
@@ -38,12 +36,7 @@ void RunSingleThreadedTasks(int64_t count, int team, const Body& body) {
     const ScopedThreadCount single(1);  // oneDNN threads a call made outside a team
     for (int64_t task = 0; task < count; ++task) guarded(task, 0);
   } else {
-#pragma omp parallel num_threads(team)
-    {
-      omp_set_num_threads(1);  // even if the runtime granted a team of one
-#pragma omp for schedule(static)
-      for (int64_t task = 0; task < count; ++task) guarded(task, omp_get_thread_num());
-    }
+    RunTeam(count, team, guarded);
   }
   if (failure) std::rethrow_exception(failure);
 }

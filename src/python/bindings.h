@@ -25,6 +25,8 @@ void BindPagedCache(py::module_& module);
 void BindLatent(py::module_& module);
 // IsaReport, set_max_isa, describe_isa (isa_bindings.cc).
 void BindIsa(py::module_& module);
+// set_thread_placement, thread_placement (thread_bindings.cc).
+void BindThreads(py::module_& module);
 // mha::Error as ValueError (OutOfBlocksError as itself), its message in Python's
 // names (error_names.cc); after BindPagedCache.
 void RegisterErrorNames();

@@ -23,6 +23,7 @@ PYBIND11_MODULE(mha, m) {
   mha::python::BindPagedCache(m);
   mha::python::BindLatent(m);
   mha::python::BindIsa(m);
+  mha::python::BindThreads(m);
   mha::python::RegisterErrorNames();
   m.def(
       "save_safetensors",

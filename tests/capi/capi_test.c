@@ -832,8 +832,13 @@ int main(void) {
   const float* wp[4] = {weights[0], weights[1], weights[2], weights[3]};
   const float* bp[4] = {biases[0], biases[1], biases[2], biases[3]};
   CheckLayerFile(wp, bp, x);
+  Check(mha_set_thread_placement("pinned") == MHA_INVALID_ARGUMENT &&
+            strstr(mha_last_error(), "name: expected one of spread, unbound, got 'pinned'"),
+        "an unknown thread placement refused, naming it");
   for (int causal = 0; causal < 2; ++causal) {
     float out[B * S * E], expected[B * S * E];
+    Check(mha_set_thread_placement(causal ? "spread" : "unbound") == MHA_OK,
+          "thread placement set");
     mha_forward_args args;
     memset(&args, 0, sizeof(args));
     args.batch = B;

@@ -400,6 +400,24 @@ def test_describe_isa_reports_the_bf16_product_path():
         mha.set_max_isa("avx9")
 
 
+def test_thread_placement_changes_no_result():
+    """mha/threads.hpp: where the team's threads run is not what they compute."""
+    rng = np.random.default_rng(22)
+    layer = mha.MultiheadAttention.from_state_dict(random_state_dict(rng, 64, 4), 4)
+    x = rng.standard_normal((2, 90, 64)).astype(np.float32)
+    assert mha.thread_placement() == "spread"
+    spread, _ = layer(x, is_causal=True)
+    mha.set_thread_placement("unbound")
+    try:
+        assert mha.thread_placement() == "unbound"
+        unbound, _ = layer(x, is_causal=True)
+    finally:
+        mha.set_thread_placement("spread")
+    np.testing.assert_array_equal(spread, unbound)
+    with pytest.raises(ValueError, match="name: expected one of spread, unbound, got 'x'"):
+        mha.set_thread_placement("x")
+
+
 def test_out_may_be_the_query_itself():
     """docs/api.md, "In place": the output written over the query (a residual stream)
     is the output written elsewhere, bit for bit."""
