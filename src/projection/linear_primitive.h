@@ -119,6 +119,12 @@ class LinearPrimitive {
                 const LinearCall::Pieces* pieces) const;
   void MakeTileMemory(const Tile& tile, size_t scratchpad_bytes,
                       LinearCall::TileMemory& memory) const;
+  // This thread's memory objects for the tile's shape, made if it has none.
+  LinearCall::TileMemory& TileMemoryFor(const Tile& tile,
+                                        LinearCall::ThreadMemory& thread_memory) const;
+  void PrepareTileMemory(const LinearTiles& tiles, int team, const void* input,
+                         float* output, LinearCall& call, LinearThreads& threads,
+                         const LinearCall::Pieces* pieces) const;
   void RunTile(const Tile& tile, LinearCall::ThreadMemory& memory, LinearThreads& threads,
                int thread) const;
   void AddPartialSums(const LinearTiles& tiles, const float* partial_sums,

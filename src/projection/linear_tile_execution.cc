@@ -67,6 +67,7 @@ void LinearPrimitive::Run(const void* input, bool input_bf16, int64_t rows, Tile
   const int team = TeamSize();
   PrepareThreads(team, tiles, pieces, call, threads);
   const void* typed_input = PrepareInput(input, input_bf16, rows, call);
+  PrepareTileMemory(tiles, team, typed_input, output, call, threads, pieces);
   RunSingleThreadedTasks(tiles.tasks(), team, [&](int64_t task, int thread) {
     const Tile tile = MakeTile(tiles, task, typed_input, output, call,
                                threads.partial_sums.data(), pieces);
@@ -196,24 +197,44 @@ void LinearPrimitive::MakeTileMemory(const Tile& tile, size_t scratchpad_bytes,
   memory.rows = tile.rows;
 }
 
+LinearCall::TileMemory& LinearPrimitive::TileMemoryFor(
+    const Tile& tile, LinearCall::ThreadMemory& thread_memory) const {
+  const size_t scratchpad_bytes = ScratchpadBytes(*tile.primitive);
+  for (LinearCall::TileMemory& memory : thread_memory.shapes) {
+    if (memory.rows == tile.rows && memory.depth == tile.depth &&
+        memory.columns == tile.columns && memory.partial == tile.partial &&
+        memory.scratchpad_bytes == scratchpad_bytes) {
+      return memory;
+    }
+  }
+  LinearCall::TileMemory& made = thread_memory.shapes[thread_memory.next_victim];
+  thread_memory.next_victim = (thread_memory.next_victim + 1) % 4;
+  MakeTileMemory(tile, scratchpad_bytes, made);
+  return made;
+}
+
+// Tasks are claimed by whichever thread is free, so every thread gets the memory
+// objects of every tile shape of the call (at most four: whole and short last rows
+// and columns, or depth pieces) before any runs: repeated calls then make none.
+void LinearPrimitive::PrepareTileMemory(const LinearTiles& tiles, int team,
+                                        const void* input, float* output,
+                                        LinearCall& call, LinearThreads& threads,
+                                        const LinearCall::Pieces* pieces) const {
+  const int64_t last = tiles.tasks() - 1;
+  const int64_t columns = tiles.split_depth ? 1 : tiles.columns.count;
+  for (const int64_t task : {int64_t{0}, columns - 1, last - (columns - 1), last}) {
+    const Tile tile =
+        MakeTile(tiles, task, input, output, call, threads.partial_sums.data(), pieces);
+    for (int thread = 0; thread < team; ++thread) {
+      TileMemoryFor(tile, call.thread_memory[thread]);
+    }
+  }
+}
+
 void LinearPrimitive::RunTile(const Tile& tile, LinearCall::ThreadMemory& thread_memory,
                               LinearThreads& threads, int thread) const {
   const size_t scratchpad_bytes = ScratchpadBytes(*tile.primitive);
-  const auto fits = [&](const LinearCall::TileMemory& memory) {
-    return memory.rows == tile.rows && memory.depth == tile.depth &&
-           memory.columns == tile.columns && memory.partial == tile.partial &&
-           memory.scratchpad_bytes == scratchpad_bytes;
-  };
-  LinearCall::TileMemory* found = nullptr;
-  for (LinearCall::TileMemory& memory : thread_memory.shapes) {
-    if (fits(memory)) found = &memory;
-  }
-  if (!found) {
-    found = &thread_memory.shapes[thread_memory.next_victim];
-    thread_memory.next_victim = (thread_memory.next_victim + 1) % 4;
-    MakeTileMemory(tile, scratchpad_bytes, *found);
-  }
-  LinearCall::TileMemory& memory = *found;
+  LinearCall::TileMemory& memory = TileMemoryFor(tile, thread_memory);
   memory.input.set_data_handle(const_cast<void*>(tile.input));
   memory.weights.set_data_handle(const_cast<void*>(tile.weights));
   memory.output.set_data_handle(tile.output);
