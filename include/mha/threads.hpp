@@ -13,7 +13,9 @@ namespace mha {
 // call's threads share a core however the OS places a neighbour (as ONNX Runtime
 // places its intra-op threads). The caller itself is never pinned; a team larger
 // than its allowed set, or a process started with OMP_PROC_BIND, is left unpinned.
-// kUnbound: the OS places every thread (threads pinned before are released).
+// kUnbound: the OS places every thread (threads pinned before are released); what a
+// server running several teams at once may prefer, as teams pin relative to their own
+// callers, not to each other.
 enum class ThreadPlacement { kSpread, kUnbound };
 
 // "spread" or "unbound"; throws mha::Error naming `argument` and the accepted names
