@@ -5,8 +5,9 @@
 // A server shares its cores with other threads. So tasks are claimed one at a time
 // from a shared counter: a thread the OS deschedules holds at most the task it
 // started, and its teammates take the rest. And each thread but the caller keeps a
-// CPU of its own (mha/threads.hpp), so two of a call's threads never share a core
-// while a neighbour has one to itself (docs/serving.md, "Threads on a shared CPU").
+// CPU of its own, placed at each pass after the caller's (mha/threads.hpp), so a
+// neighbour does not get a core to itself while two of a call's threads share the
+// other (docs/serving.md, "Threads on a shared CPU").
 #pragma once
 
 #include <omp.h>
