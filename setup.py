@@ -64,6 +64,14 @@ class CMakeBuild(build_ext):
         shutil.copyfile(os.path.join(built, module), target)
         shutil.copyfile(os.path.join(built, "mha.pyi"),
                         os.path.join(os.path.dirname(target), "mha.pyi"))
+        # The pure-Python submodules (mha.torch), in the folder the module's
+        # __path__ names.
+        submodules = os.path.join(os.path.dirname(target), "mha")
+        os.makedirs(submodules, exist_ok=True)
+        for name in os.listdir(os.path.join(built, "mha")):
+            if name.endswith(".py"):
+                shutil.copyfile(os.path.join(built, "mha", name),
+                                os.path.join(submodules, name))
 
 
 setup(

@@ -11,7 +11,8 @@ packages=(
   clang libclang-rt-14-dev libomp-dev            # the libFuzzer targets (tests/fuzz/)
   pybind11-dev python3-dev python3-numpy         # the Python module (src/python/)
   python3-pytest python3-matplotlib              # its tests; the attention heatmaps
-  python3-torch                                  # the zero-copy torch interop test
+  python3-torch python3-torchvision              # torch interop; mha.torch against ViT-B/16
+  libopenblas0-pthread                           # a real BLAS under Debian's torch (it has none)
   python3-pip python3-venv python3-setuptools python3-wheel  # pip install . (offline)
   libopenmpi-dev openmpi-bin                     # the tensor-parallel example and test
 )

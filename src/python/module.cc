@@ -1,6 +1,10 @@
 // The Python module `mha`: fast CPU attention for numpy arrays (and torch tensors).
 // mha::Error (std::invalid_argument) reaches Python as ValueError with its message,
-// std::bad_alloc as MemoryError.
+// std::bad_alloc as MemoryError. Its pure-Python submodules (mha.torch) live in the
+// folder `mha` beside this file: __path__ names it, which makes `import mha.torch`
+// find them while `import mha` still loads this extension (a module file wins over a
+// folder without __init__.py).
+#include <dlfcn.h>
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
@@ -13,8 +17,27 @@
 #include "src/python/arrays.h"
 #include "src/python/bindings.h"
 
+namespace {
+
+// The folder of this extension's own file: __file__ is set only after the module's
+// init function returns.
+std::string ExtensionFolder() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&ExtensionFolder), &info) == 0 || !info.dli_fname) {
+    return ".";
+  }
+  const std::string file = info.dli_fname;
+  const size_t slash = file.rfind('/');
+  return slash == std::string::npos ? "." : file.substr(0, slash);
+}
+
+}  // namespace
+
 PYBIND11_MODULE(mha, m) {
   m.doc() = "mha: fast multi-head attention for CPUs";
+  pybind11::list submodule_folders;
+  submodule_folders.append(ExtensionFolder() + "/mha");
+  m.attr("__path__") = submodule_folders;
   m.attr("__version__") = MHA_VERSION;  // CMakeLists.txt's project(VERSION)
   pybind11::register_exception<mha::io::FileError>(m, "FileError", PyExc_ValueError);
   mha::python::BindConfig(m);

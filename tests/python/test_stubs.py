@@ -5,6 +5,7 @@ calls."""
 import ast
 import os
 import re
+import types
 
 import numpy as np
 import pytest
@@ -99,7 +100,9 @@ def module_callables():
 
 def test_every_public_name_has_a_stub():
     top, classes = stub_scopes()
-    missing = [name for name in public(dir(mha)) if name not in top]
+    # Submodules (mha.torch) are Python files with their own names, not stubbed here.
+    missing = [name for name in public(dir(mha))
+               if name not in top and not isinstance(getattr(mha, name), types.ModuleType)]
     missing += [f"{c}.{m}" for c in classes for m in public(vars(getattr(mha, c, object)))
                 if c in dir(mha) and isinstance(getattr(mha, c), type)
                 and m not in classes[c] and not m.startswith("_")]
