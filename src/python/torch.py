@@ -18,6 +18,14 @@ import mha
 
 __all__ = ["MultiheadAttention", "convert", "ConvertReport", "scaled_dot_product_attention"]
 
+# MHA_MAX_ISA caps oneDNN only before its first primitive, and Debian's torch uses the
+# same libdnnl (its convolutions): apply the cap now, before torch runs. If torch has
+# run already, mha's first call raises the cap's own error, which says so.
+try:
+    mha.describe_isa()
+except ValueError:
+    pass
+
 # The weight and compute dtypes mha's layer offers, by torch dtype and by name.
 _WEIGHT_DTYPES = {"float32": mha.DType.float32, "bfloat16": mha.DType.bfloat16,
                   "int8": mha.DType.int8}
@@ -46,11 +54,13 @@ class MultiheadAttention(nn.MultiheadAttention):
     """torch.nn.MultiheadAttention run by mha. Extra keyword arguments:
     weight_dtype (torch.float32, torch.bfloat16 or torch.int8: how mha stores the
     projection weights) and compute_dtype (torch.float32 or torch.bfloat16: the
-    attention products). add_bias_kv and add_zero_attn are refused."""
+    attention products) and num_threads (mha's threads; 0: torch.get_num_threads(),
+    which mha shares through OpenMP). add_bias_kv and add_zero_attn are refused."""
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False,
                  add_zero_attn=False, kdim=None, vdim=None, batch_first=False,
-                 device=None, dtype=None, *, weight_dtype=None, compute_dtype=None):
+                 device=None, dtype=None, *, weight_dtype=None, compute_dtype=None,
+                 num_threads=0):
         for name, value in (("add_bias_kv", add_bias_kv), ("add_zero_attn", add_zero_attn)):
             if value:
                 raise ValueError(f"mha.torch.MultiheadAttention: {name}=True is not "
@@ -60,11 +70,15 @@ class MultiheadAttention(nn.MultiheadAttention):
                          vdim=vdim, batch_first=batch_first, device=device, dtype=dtype)
         self.weight_dtype = _dtype_name(weight_dtype, "weight_dtype", _WEIGHT_DTYPES)
         self.compute_dtype = _dtype_name(compute_dtype, "compute_dtype", _COMPUTE_DTYPES)
+        if not isinstance(num_threads, int) or num_threads < 0:
+            raise ValueError("mha.torch.MultiheadAttention: num_threads: expected an int "
+                             f">= 0 (0: torch's), got {num_threads!r}")
+        self.num_threads = num_threads
         self._layer = None
         self._layer_key = None
 
     @classmethod
-    def from_module(cls, module, *, weight_dtype=None, compute_dtype=None):
+    def from_module(cls, module, *, weight_dtype=None, compute_dtype=None, num_threads=0):
         """An mha module with `module`'s arguments, weights, device, dtype and mode."""
         if not isinstance(module, nn.MultiheadAttention):
             raise TypeError("mha.torch.MultiheadAttention.from_module: module: expected "
@@ -76,7 +90,8 @@ class MultiheadAttention(nn.MultiheadAttention):
                         add_zero_attn=module.add_zero_attn, kdim=module.kdim,
                         vdim=module.vdim, batch_first=module.batch_first,
                         device=parameter.device, dtype=parameter.dtype,
-                        weight_dtype=weight_dtype, compute_dtype=compute_dtype)
+                        weight_dtype=weight_dtype, compute_dtype=compute_dtype,
+                        num_threads=num_threads)
         converted.load_state_dict(module.state_dict())
         converted.train(module.training)
         return converted
@@ -84,7 +99,7 @@ class MultiheadAttention(nn.MultiheadAttention):
     def extra_repr(self):
         return (f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, "
                 f"batch_first={self.batch_first}, weight_dtype={self.weight_dtype}, "
-                f"compute_dtype={self.compute_dtype}")
+                f"compute_dtype={self.compute_dtype}, num_threads={self.num_threads}")
 
     def __getstate__(self):  # torch.save: mha's layer is rebuilt from the parameters
         state = self.__dict__.copy()
@@ -122,7 +137,7 @@ class MultiheadAttention(nn.MultiheadAttention):
         output, weights = self._mha_layer()(
             query, key, value, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
             is_causal=is_causal and attn_mask is None, need_weights=need_weights,
-            average_attn_weights=average_attn_weights)
+            average_attn_weights=average_attn_weights, num_threads=self.num_threads)
         return output, weights
 
 
@@ -140,10 +155,10 @@ class ConvertReport:
                 f"fast_path_off={self.fast_path_off})")
 
 
-def convert(model, *, weight_dtype=None, compute_dtype=None):
+def convert(model, *, weight_dtype=None, compute_dtype=None, num_threads=0):
     """Replaces every torch.nn.MultiheadAttention in `model` (in place, weights kept)
-    with mha.torch.MultiheadAttention; returns a ConvertReport. weight_dtype and
-    compute_dtype as MultiheadAttention's. A module mha cannot run (add_bias_kv,
+    with mha.torch.MultiheadAttention; returns a ConvertReport. weight_dtype,
+    compute_dtype and num_threads as MultiheadAttention's. A module mha cannot run (add_bias_kv,
     add_zero_attn) is left as it was and named in the report with why."""
     report = ConvertReport()
     for parent_name, parent in list(model.named_modules()):
@@ -153,7 +168,8 @@ def convert(model, *, weight_dtype=None, compute_dtype=None):
             name = f"{parent_name}.{child_name}" if parent_name else child_name
             try:
                 converted = MultiheadAttention.from_module(
-                    child, weight_dtype=weight_dtype, compute_dtype=compute_dtype)
+                    child, weight_dtype=weight_dtype, compute_dtype=compute_dtype,
+                    num_threads=num_threads)
             except ValueError as error:
                 report.skipped.append((name, str(error)))
                 continue

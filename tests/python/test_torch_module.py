@@ -121,6 +121,8 @@ def test_refused_arguments_are_named():
         mt.MultiheadAttention(16, 2, weight_dtype=torch.float16)
     with pytest.raises(ValueError, match="compute_dtype.*int8"):
         mt.MultiheadAttention(16, 2, compute_dtype=torch.int8)
+    with pytest.raises(ValueError, match="num_threads.*-1"):
+        mt.MultiheadAttention(16, 2, num_threads=-1)
     with pytest.raises(TypeError, match="module: expected a torch.nn.MultiheadAttention"):
         mt.MultiheadAttention.from_module(nn.Linear(4, 4))
     module = mt.MultiheadAttention(16, 2, batch_first=True).eval()
@@ -137,6 +139,17 @@ def test_refused_arguments_are_named():
     with torch.no_grad():
         dropout.eval()(x, x, x)  # dropout is off in eval mode, as in torch
         mt.MultiheadAttention(16, 2, batch_first=True).train()(x, x, x)  # no dropout
+
+
+def test_thread_counts_give_the_same_bits():
+    reference, converted = torch_pair(embed_dim=64, num_heads=4, batch_first=True)
+    x = torch.randn(2, 70, 64)
+    with torch.no_grad():
+        results = []
+        for threads in (1, 2, 0):
+            converted.num_threads = threads
+            results.append(converted(x, x, x, need_weights=False)[0])
+    assert torch.equal(results[0], results[1]) and torch.equal(results[0], results[2])
 
 
 def test_state_dicts_load_both_ways_and_never_go_stale():
