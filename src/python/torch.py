@@ -161,17 +161,22 @@ def convert(model, *, weight_dtype=None, compute_dtype=None, num_threads=0):
     compute_dtype and num_threads as MultiheadAttention's. A module mha cannot run (add_bias_kv,
     add_zero_attn) is left as it was and named in the report with why."""
     report = ConvertReport()
-    for parent_name, parent in list(model.named_modules()):
+    converted_of = {}  # a module shared by several parents stays one module
+    for parent_name, parent in list(model.named_modules(remove_duplicate=False)):
         for child_name, child in list(parent.named_children()):
             if type(child) is not nn.MultiheadAttention:
                 continue
             name = f"{parent_name}.{child_name}" if parent_name else child_name
-            try:
-                converted = MultiheadAttention.from_module(
-                    child, weight_dtype=weight_dtype, compute_dtype=compute_dtype,
-                    num_threads=num_threads)
-            except ValueError as error:
-                report.skipped.append((name, str(error)))
+            if id(child) not in converted_of:
+                try:
+                    converted_of[id(child)] = MultiheadAttention.from_module(
+                        child, weight_dtype=weight_dtype, compute_dtype=compute_dtype,
+                        num_threads=num_threads)
+                except ValueError as error:
+                    converted_of[id(child)] = str(error)
+            converted = converted_of[id(child)]
+            if isinstance(converted, str):
+                report.skipped.append((name, converted))
                 continue
             setattr(parent, child_name, converted)
             report.replaced.append(name)

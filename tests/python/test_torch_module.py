@@ -245,6 +245,15 @@ def test_convert_leaves_what_mha_cannot_run_and_says_why():
     assert "replaced=['1']" in repr(report)
 
 
+def test_convert_keeps_a_shared_module_shared():
+    shared = nn.MultiheadAttention(16, 2)
+    model = nn.ModuleDict({"a": nn.Sequential(shared), "b": nn.Sequential(shared)})
+    report = mt.convert(model)
+    assert report.replaced == ["a.0", "b.0"]
+    assert model["a"][0] is model["b"][0]
+    assert isinstance(model["a"][0], mt.MultiheadAttention)
+
+
 @pytest.mark.parametrize("weight_dtype", [None, torch.bfloat16, torch.int8])
 def test_converted_vit_b_16_matches(weight_dtype):
     models = pytest.importorskip("torchvision.models")
