@@ -42,8 +42,7 @@ def _dtype_name(dtype, argument, accepted):
 
 def _refuse_gradients(where, tensors):
     if torch.is_grad_enabled() and any(
-            t is not None and isinstance(t, torch.Tensor) and t.requires_grad
-            for t in tensors):
+            isinstance(t, torch.Tensor) and t.requires_grad for t in tensors):
         raise RuntimeError(
             f"mha.torch: {where}: mha runs inference only and computes no gradients, "
             "but grad is enabled and a tensor requires grad: call it under "
@@ -208,8 +207,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                          f"{heads} heads and key {kv_heads}: pass enable_gqa=True "
                          "for grouped key/value heads")
     lead = query.shape[:-2]
-    four = [t.reshape(-1, t.shape[-3] if t.dim() > 2 else 1, *t.shape[-2:])
-            for t in (query, key, value)]
+    four = [t.reshape(-1, _heads(t), *t.shape[-2:]) for t in (query, key, value)]
     mask = attn_mask
     if mask is not None and mask.dim() > 4:
         mask = mask.reshape(-1, *mask.shape[-3:])
