@@ -17,7 +17,7 @@ void MergeSplits(const AttentionParams& params, const SplitGroup& group,
                  const float* partials) {
   const CoreTask& whole = group.whole;
   const int64_t rows = KernelRows(whole), value_head_dim = params.ValueHeadDim();
-  const int64_t split_floats = rows * (value_head_dim + 1);
+  const int64_t split_floats = SplitFloats(whole, value_head_dim);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t head = RowHead(whole, r), row = RowQuery(whole, r);
     float max = -std::numeric_limits<float>::infinity();

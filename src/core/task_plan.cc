@@ -20,6 +20,10 @@ constexpr int64_t kMaxTasksPerThread = 16;
 // Keys per split of a decoding task (rounded up to whole pages). A split costs a
 // merge of its rows' context, under 1/250 of reading its keys and values.
 constexpr int64_t kSplitKeys = 256;
+// Decoding tasks per thread: a task runs consecutive splits of one KV group (a run),
+// streaming its pages without a break, and as many runs as this balance the threads
+// (a task that starts its pages cold, each 256 keys, decoded 1.2x slower).
+constexpr int64_t kSplitRunsPerThread = 8;
 
 int64_t QueryCount(const AttentionParams& params, int64_t batch) {
   return params.query_counts ? params.query_counts[batch] : params.query_count;
@@ -111,47 +115,78 @@ void PlanTiles(const AttentionParams& params, const MaskPlan& masks, int threads
   }
 }
 
+// Splits in [key_begin, key_end) at multiples of `step`.
+int64_t SplitCount(int64_t key_begin, int64_t key_end, int64_t step) {
+  return (key_end - 1) / step - key_begin / step + 1;
+}
+
 // Splits a task's keys at multiples of `step` (whole pages) into ranges of partial
-// results.
+// results, and those into `runs` tasks of consecutive splits (differing by at most
+// one split): what a task's key range crosses, not where the cuts fall, depends on
+// the runs.
 void Split(const CoreTask& whole, int64_t key_begin, int64_t key_end, int64_t step,
-           int64_t value_head_dim, TaskPlan& plan, std::vector<CoreTask>& out) {
-  SplitGroup group{whole, 0, plan.partial_floats};
-  const int64_t rows = KernelRows(whole);
-  for (int64_t begin = key_begin / step * step; begin < key_end; begin += step) {
+           int64_t runs, int64_t value_head_dim, TaskPlan& plan,
+           std::vector<CoreTask>& out) {
+  const int64_t splits = SplitCount(key_begin, key_end, step);
+  const int64_t first = key_begin / step;
+  const int64_t split_floats = SplitFloats(whole, value_head_dim);
+  const SplitGroup group{whole, splits, plan.partial_floats};
+  for (int64_t run = 0; run < runs; ++run) {
+    const int64_t begin = run * splits / runs, end = (run + 1) * splits / runs;
     CoreTask part = whole;
-    part.key_begin = std::max(begin, key_begin);
-    part.key_end = std::min(key_end, begin + step);
-    part.partial = plan.partial_floats;
-    part.sink = group.splits == 0;
+    part.key_begin = std::max((first + begin) * step, key_begin);
+    part.key_end = std::min(key_end, (first + end) * step);
+    part.partial = group.offset + begin * split_floats;
+    part.split_keys = step;
+    part.sink = begin == 0;
     part.group = static_cast<int64_t>(plan.groups.size());
-    part.cost = rows * (part.key_end - part.key_begin);
-    plan.partial_floats += rows * (value_head_dim + 1);
-    ++group.splits;
+    part.cost = KernelRows(whole) * (part.key_end - part.key_begin);
     out.push_back(part);
   }
+  plan.partial_floats += splits * split_floats;
   plan.groups.push_back(group);
 }
 
 // Decoding (one query position per sequence) reads long key ranges for few tasks, so
 // those ranges are split (flash-decoding). Where the cuts fall depends on the shape
-// alone, never on the thread count: every thread count gives the same bits.
-void SplitLongKeys(const AttentionParams& params, const MaskPlan& masks, TaskPlan& plan) {
+// alone, never on the thread count: every thread count gives the same bits. The
+// splits then run in kSplitRunsPerThread tasks per thread, at least one split each.
+void SplitLongKeys(const AttentionParams& params, const MaskPlan& masks, int threads,
+                   TaskPlan& plan) {
   if (params.probabilities || !params.split_decode_keys) return;
   const int64_t page = params.page_size;
   const int64_t step = (kSplitKeys + page - 1) / page * page;
   plan.unsplit.swap(plan.tasks);
   plan.tasks.clear();
-  for (const CoreTask& task : plan.unsplit) {
+  // A task's key range, or an empty one when it is not split.
+  const auto keys = [&](const CoreTask& task) -> std::pair<int64_t, int64_t> {
     const int64_t key_begin =
         masks.KeyBegin(task.batch, params.first_query + task.first_row);
     const int64_t key_end =
         masks.KeyEnd(task.batch, params.first_query + task.first_row + task.rows - 1);
     if (QueryCount(params, task.batch) != 1 || key_end <= key_begin ||
         (key_end - 1) / step == key_begin / step) {  // one piece: nothing to merge
+      return {0, 0};
+    }
+    return {key_begin, key_end};
+  };
+  int64_t splits = 0;
+  for (const CoreTask& task : plan.unsplit) {
+    const auto [key_begin, key_end] = keys(task);
+    if (key_end > key_begin) splits += SplitCount(key_begin, key_end, step);
+  }
+  const int64_t runs = std::max<int64_t>(1, kSplitRunsPerThread * threads);
+  for (const CoreTask& task : plan.unsplit) {
+    const auto [key_begin, key_end] = keys(task);
+    if (key_end <= key_begin) {
       plan.tasks.push_back(task);
       continue;
     }
-    Split(task, key_begin, key_end, step, params.ValueHeadDim(), plan, plan.tasks);
+    const int64_t count = SplitCount(key_begin, key_end, step);
+    // This group's share of the runs, rounded up: at least one.
+    const int64_t group_runs = std::min(count, (runs * count + splits - 1) / splits);
+    Split(task, key_begin, key_end, step, group_runs, params.ValueHeadDim(), plan,
+          plan.tasks);
   }
 }
 
@@ -162,7 +197,7 @@ void PlanTasks(const AttentionParams& params, const MaskPlan& masks, int threads
   plan.groups.clear();
   plan.partial_floats = 0;
   PlanTiles(params, masks, threads, plan);
-  SplitLongKeys(params, masks, plan);
+  SplitLongKeys(params, masks, threads, plan);
   SortLongestFirst(plan.tasks);
 }
 

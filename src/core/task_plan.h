@@ -7,7 +7,9 @@
 // Decoding tasks (one query position) over long key ranges are split at fixed
 // multiples of 256 keys and their partial results merged by log-sum-exp
 // (flash-decoding): the cuts depend on the shape alone, so every thread count gives
-// the same bits. Tasks run longest first.
+// the same bits. A task runs a run of consecutive splits of one KV group, as many
+// runs as keep the threads busy: its pages stream on across the cuts. Tasks run
+// longest first.
 #pragma once
 
 #include <cstdint>

@@ -109,36 +109,48 @@ class QueryStep {
 
   template <class D>
   void Run(D d) {
-    std::fill(context_, context_ + rows_ * layout_.padded_value_head_dim, 0.0f);
-    for (size_t i = 0; i < rows_; ++i) {  // a sink is a logit with no value
-      const bool sink = params_.sinks && task_.sink;
-      maxes_[i] = sink ? params_.sinks[Head(i)] : kNegInf;
-      sums_[i] = sink ? 1.0f : 0.0f;
-    }
+    Start(task_.sink);
     const QueryRows query = StageQueries(d);
     // Key ranges grow with the query, so the first row starts and the last row ends
     // the keys the step can see; pages before and after are never read (a paged
     // cache may have freed those before a window).
     const int64_t key_limit = KeyEnd(rows_ - 1);
     const int64_t key_start = KeyBegin(0) / pages_.page_size * pages_.page_size;
-    for (int64_t first_key = key_start; first_key < key_limit;
-         first_key = NextKeyStep(first_key)) {
-      const int64_t next = NextKeyStep(first_key);
+    for (int64_t first_key = key_start, next; first_key < key_limit; first_key = next) {
+      next = NextKeyStep(first_key);
       if (has_extras_) PrefetchExtras(next, key_limit);
       KeyStep(d, query, first_key, std::min(next, key_limit) - first_key,
               next < key_limit ? KeyTile(next / pages_.page_size) : nullptr);
+      if (next < key_limit && task_.split_keys > 0 && next % task_.split_keys == 0) {
+        Finish(d);  // a cut: this split's partial results, then the next split's
+        split_offset_ += SplitFloats(task_, params_.ValueHeadDim());
+        Start(/*sink=*/false);
+      }
     }
     Finish(d);
     if (task_rows_.Probabilities(0)) WriteProbabilities(d, query, key_start, key_limit);
   }
 
  private:
+  // A split's softmax state, from nothing or from the sink (a logit with no value).
+  void Start(bool sink) {
+    std::fill(context_, context_ + rows_ * layout_.padded_value_head_dim, 0.0f);
+    for (size_t i = 0; i < rows_; ++i) {
+      const bool has_sink = params_.sinks && sink;
+      maxes_[i] = has_sink ? params_.sinks[Head(i)] : kNegInf;
+      sums_[i] = has_sink ? 1.0f : 0.0f;
+    }
+  }
+
   // Softmax steps end at multiples of key_step, wherever a window makes the first
   // one start: every page size then groups the keys alike (a KvCache's 128-token
-  // pages and a paged cache's 16-token blocks give the same bits).
+  // pages and a paged cache's 16-token blocks give the same bits). A task's split
+  // ends one too, as if the next split were a task of its own.
   int64_t NextKeyStep(int64_t first_key) const {
     const int64_t step = static_cast<int64_t>(layout_.key_step);
-    return (first_key / step + 1) * step;
+    const int64_t next = (first_key / step + 1) * step;
+    if (task_.split_keys == 0) return next;
+    return std::min(next, (first_key / task_.split_keys + 1) * task_.split_keys);
   }
 
   // Position in the sequence of the step's row i, as the masks see it.
@@ -485,7 +497,7 @@ class QueryStep {
       // Fully masked rows (sum exactly 0): zeros. A NaN sum (a non-finite input the
       // row attends to) stays NaN, never zeros that would hide it.
       const float inverse = sum == 0.0f ? 0.0f : 1.0f / sum;
-      float* out = task_rows_.Context(KernelRow(i));
+      float* out = task_rows_.Context(KernelRow(i)) + split_offset_;
       const float* acc = context_ + i * layout_.padded_value_head_dim;
       size_t k = 0;
       for (; k + lanes <= dim; k += lanes) {
@@ -493,7 +505,7 @@ class QueryStep {
       }
       for (; k < dim; ++k) out[k] = acc[k] * inverse;
       if (float* logsumexp = task_rows_.LogSumExp(KernelRow(i)))
-        *logsumexp = LogSumExp(i);
+        logsumexp[split_offset_] = LogSumExp(i);
     }
   }
 
@@ -558,6 +570,7 @@ class QueryStep {
   T* value_tile_;               // values in keys: the page's V tile
   const bool bf16_dot_, int8_dot_;
   const bool query_codes_run_;  // int8 keys meet the query's codes (QueryCodesFor)
+  int64_t split_offset_ = 0;    // from the task's partial results to the split's
   int64_t positions_[kQueryStep], heads_[kQueryStep];  // of each row
   float query_scales_[kQueryStep];  // int8 key products: each row's scale
 };

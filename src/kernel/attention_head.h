@@ -37,7 +37,8 @@ struct HeadScratch {
 };
 
 // Runs one task over its (batch, KV head)'s pages. A task with a partial key range
-// writes its context and log-sum-exp at partials + task.partial.
+// writes its context and log-sum-exp at partials + task.partial, and of each further
+// split (task.split_keys) SplitFloats after the previous one's.
 void AttendHead(const AttentionParams& params, const CoreTask& task, const KvPages& pages,
                 const MaskPlan& masks, const HeadScratch& layout, float* partials,
                 float* scratch);

@@ -70,8 +70,10 @@ struct CoreTask {
   int64_t first_row = 0, rows = 0;  // of the batch's queries in the call
   int64_t key_begin = 0, key_end = INT64_MAX;
   // Split key ranges: partial results at partials + partial (-1: none), merged with
-  // the other splits of the same group.
-  int64_t partial = -1, group = -1;
+  // the other splits of the same group. A task may run several consecutive splits:
+  // its keys are cut at multiples of split_keys, each split's partial results
+  // following the previous one's (SplitFloats apart).
+  int64_t partial = -1, group = -1, split_keys = 0;
   // The row's sink logit (if any) counts once: in its group's first split.
   bool sink = true;
   int64_t cost = 0;  // multiply-adds, roughly: the order tasks are run in
@@ -79,6 +81,11 @@ struct CoreTask {
 
 // Rows AttendHead sees for a task: every head's queries.
 inline int64_t KernelRows(const CoreTask& task) { return task.heads * task.rows; }
+// Floats of one split's partial results: each kernel row's context, then each row's
+// log-sum-exp.
+inline int64_t SplitFloats(const CoreTask& task, int64_t value_head_dim) {
+  return KernelRows(task) * (value_head_dim + 1);
+}
 // Kernel row r's head, and its query among the batch's queries in the call.
 inline int64_t RowHead(const CoreTask& task, int64_t r) {
   return task.head + r % task.heads;

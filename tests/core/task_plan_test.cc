@@ -137,7 +137,8 @@ TEST(TaskPlan, TasksHoldWholeKvGroups) {
 }
 
 // Decoding splits at fixed multiples of 256 keys on every thread count (the same
-// cuts: the same bits); a prefill chunk is never split.
+// cuts: the same bits), each split's partial results in their place in the group's,
+// however the threads' runs of splits group them; a prefill chunk is never split.
 TEST(TaskPlan, SplitsDecodeKeysTheSameOnEveryThreadCount) {
   AttentionParams call;
   call.num_heads = 8;
@@ -157,11 +158,23 @@ TEST(TaskPlan, SplitsDecodeKeysTheSameOnEveryThreadCount) {
     ASSERT_EQ(plan.groups.size(), 8u) << threads << " threads";
     std::vector<std::pair<int64_t, int64_t>> ranges;
     for (const CoreTask& task : plan.tasks) {
-      EXPECT_EQ(task.key_begin % 288, 0);
-      ranges.emplace_back(task.head, task.key_begin);
+      ASSERT_EQ(task.split_keys, 288);
+      const SplitGroup& group = plan.groups[task.group];
+      EXPECT_EQ(task.sink, task.key_begin == 0);
+      for (int64_t key = task.key_begin; key < task.key_end;
+           key = (key / 288 + 1) * 288) {
+        EXPECT_EQ(key % 288, 0);
+        const int64_t split = key / 288;
+        EXPECT_EQ(task.partial + (split - task.key_begin / 288) * SplitFloats(task, 64),
+                  group.offset + split * SplitFloats(group.whole, 64));
+        ranges.emplace_back(task.head, key);
+      }
     }
     std::sort(ranges.begin(), ranges.end());
     EXPECT_EQ(ranges.size(), 8u * 14u);  // 4001 keys: 13 splits of 288, one of 257
+    // 8 runs per thread over 112 splits: a run of 8 or 7 splits per thread per group.
+    EXPECT_EQ(plan.tasks.size(), 8u * std::min(14, threads))
+        << threads << " threads: runs of splits";
     if (threads == 1) one_thread = ranges;
     EXPECT_EQ(ranges, one_thread) << threads << " threads";
   }

@@ -1,9 +1,10 @@
 // Bitwise determinism (docs/errors.md, Determinism). The attention core gives the same
-// bits for every thread count, alone or in a batch, whole or in query chunks, in fp32
-// and in bf16 (on every bf16 product path: tests/CMakeLists.txt); the layer
-// and its cache steps the same bits for every thread count and with or without
-// attention weights, call after call. (The projections' bits still depend on the
-// row count, as oneDNN picks its kernels by it: not asserted here.)
+// bits for every thread count, alone or in a batch, whole or in query chunks, decoding
+// over split keys, in fp32 and in bf16 (on every bf16 product path:
+// tests/CMakeLists.txt); the layer and its cache steps the same bits for every thread
+// count and with or without attention weights, call after call. (The projections'
+// bits still depend on the row count, as oneDNN picks its kernels by it: not asserted
+// here.)
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -126,6 +127,13 @@ TEST_P(Determinism, CoreOnEveryThreadCountAloneAndInChunks) {
   };
   for (int64_t b = 0; b < kBatch; ++b) {
     EXPECT_EQ(Core(s, q, kv, CoreRun{2, b}), rows(b, 0, s.length)) << "batch " << b;
+  }
+  // Decoding the last row: its keys split at fixed cuts, the splits run in more and
+  // shorter runs on more threads.
+  const std::vector<float> decode = Core(s, q, kv, CoreRun{1, -1, s.length - 1, 1});
+  for (int threads : {2, 3, 5}) {
+    EXPECT_EQ(Core(s, q, kv, CoreRun{threads, -1, s.length - 1, 1}), decode)
+        << "decoding, " << threads << " threads";
   }
   for (int64_t first = 0; first < s.length; first += 16) {
     const int64_t count = std::min<int64_t>(16, s.length - first);
