@@ -62,6 +62,26 @@ void TransposeBlock(const T* HWY_RESTRICT block, T* HWY_RESTRICT transposed) {
   }
 }
 
+// Whether int8 key products run in integers (int8_tile_matmul.h): on AVX512_VNNI
+// from an AVX-512 target, on AVX2 from the AVX2 target (or AVX-512 without VNNI).
+// Unlike the bf16 paths, every path gives the same bits: exact integer sums.
+inline bool Int8VnniRuns(size_t head_dim) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  return Int8DotProducts(head_dim);
+#else
+  (void)head_dim;
+  return false;
+#endif
+}
+inline bool Int8DotProductsRun(size_t head_dim) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+  return head_dim % 2 == 0;
+#else
+  (void)head_dim;
+  return false;
+#endif
+}
+
 // Rows [first_row, first_row + rows) of a task against every key they may see; pages
 // of a KV storage kind (src/kv/kinds/), one key tile per page. The kind gives the
 // tiles' loaders and its hooks on the scores, the probabilities and the context
@@ -69,8 +89,9 @@ void TransposeBlock(const T* HWY_RESTRICT block, T* HWY_RESTRICT transposed) {
 // kBf16Products): bfloat16 pages meet queries and probabilities rounded to bfloat16
 // in AVX512_BF16 dot products (bf16_tile_matmul.h); a kind with kInt8KeyProducts
 // (int8 keys) meets the query quantised to integers, its scores exact integer sums,
-// int8_dot on AVX512_VNNI (int8_tile_matmul.h), where head_dim keeps the codes fine
-// (QueryCodesFor); otherwise every product is fp32 on pages widened as they load.
+// int8_dot in integer kernels (AVX512_VNNI or AVX2: int8_tile_matmul.h), where
+// head_dim keeps the codes fine (QueryCodesFor); otherwise every product is fp32 on
+// pages widened as they load.
 template <class Kind>
 class QueryStep {
   using T = typename Kind::Code;
@@ -340,7 +361,7 @@ class QueryStep {
     }
   }
 
-  // Q K^T of a key tile in AVX512_VNNI integer dot products, times the query scales:
+  // Q K^T of a key tile in integer dot products, times the query scales:
   // every K^T panel of its pages in one product. Each panel sends on to L2 the
   // matching panel of the next key tile, or after the last, a V page of this one: a
   // whole tile ahead: a paged cache's pages are scattered, beyond the prefetchers.
@@ -360,9 +381,9 @@ class QueryStep {
                      ? KeyPanel(later)
                      : values + static_cast<size_t>(key % pages_.page_size) * head_dim;
     }
-    Int8TileMatMulVnni(rows_, padded / kPanelWidth, head_dim, query_codes_,
-                       layout_.padded_head_dim, query_scales_, panels, ahead, scores_,
-                       layout_.key_step);
+    const auto product = Int8VnniRuns(head_dim) ? Int8TileMatMulVnni : Int8TileMatMulAvx2;
+    product(rows_, padded / kPanelWidth, head_dim, query_codes_, layout_.padded_head_dim,
+            query_scales_, panels, ahead, scores_, layout_.key_step);
   }
   // The K^T panel of an int8 page that holds `key` (a multiple of kPanelWidth).
   const int8_t* KeyPanel(int64_t key) const {
@@ -584,17 +605,6 @@ inline bool Bf16DotProducts() {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
   return CpuHasAvx512Bf16();
 #else
-  return false;
-#endif
-}
-
-// Whether int8 key products run on AVX512_VNNI (int8_tile_matmul.h): from an AVX-512
-// target only. Unlike the bf16 paths, both give the same bits: exact integer sums.
-inline bool Int8DotProductsRun(size_t head_dim) {
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  return Int8DotProducts(head_dim);
-#else
-  (void)head_dim;
   return false;
 #endif
 }

@@ -3,11 +3,12 @@
 // dot products. Exact integers give the same bits whichever instructions sum them:
 // the Highway tile product (tile_matmul-inl.h) sums the codes widened to float,
 // exactly while every partial sum stays below 2^24 (which bounds the query's codes:
-// QueryCodeLimit), and where the CPU has them AVX512_VNNI's vpdpwssd sums two 16-bit
-// products per 32-bit lane, here, in one narrow x86 file with a target attribute
+// QueryCodeLimit). Integer kernels sum two 16-bit products per 32-bit lane instead, in
+// narrow x86 files with a target attribute: AVX512_VNNI's vpdpwssd
 // (int8_tile_matmul_vnni.cc), run only where CPUID says so (src/base/cpu_features.h)
-// and only from the attention kernel's AVX-512 target (so MHA_MAX_ISA caps it). The
-// two give the same bits; the CPU picks by speed.
+// and only from the attention kernel's AVX-512 target (so MHA_MAX_ISA caps it), and
+// AVX2's vpmaddwd (int8_tile_matmul_avx2.cc) from its AVX2 target, or AVX-512 without
+// VNNI. All give the same bits; the kernel takes the integer ones for speed.
 #pragma once
 
 #include <algorithm>
@@ -47,6 +48,11 @@ bool Int8DotProducts(size_t head_dim);
 // bytes from ahead[p] on to L2: what is read later (a decode step's next key tile),
 // so that memory keeps streaming.
 void Int8TileMatMulVnni(size_t rows, size_t panels, size_t depth, const int16_t* a,
+                        size_t lda, const float* row_scales,
+                        const int8_t* const* b_panels, const int8_t* const* ahead,
+                        float* c, size_t ldc);
+// The same product on AVX2 (any x86 CPU the AVX2 target runs on). depth even.
+void Int8TileMatMulAvx2(size_t rows, size_t panels, size_t depth, const int16_t* a,
                         size_t lda, const float* row_scales,
                         const int8_t* const* b_panels, const int8_t* const* ahead,
                         float* c, size_t ldc);

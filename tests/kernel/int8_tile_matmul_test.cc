@@ -1,11 +1,11 @@
 // int8_tile_matmul.h's promise, that the int8 key products give the same bits on every
 // path: queries quantised (query_codes-inl.h) against int8 K^T panels, by the Highway
-// tile product on every SIMD target this CPU supports (the codes widened to float)
-// and by the AVX512_VNNI kernel (skipped without it), each against the exact integer
-// sum in 64 bits times the row's scale, bit for bit. Every row count of the VNNI row
-// blocks and their remainders, every strip width, depths from one channel pair to
-// 1040, keys in separate pages, and the largest sums the code limit allows (every
-// product at +-127 * limit, the sums one short of 2^24).
+// tile product on every SIMD target this CPU supports (the codes widened to float),
+// by the AVX512_VNNI kernel (skipped without it) and by the AVX2 one, each against
+// the exact integer sum in 64 bits times the row's scale, bit for bit. Every row
+// count of the integer kernels' row blocks and their remainders, every strip width,
+// depths from one channel pair to 1040, keys in separate pages, and the largest sums
+// the code limit allows (every product at +-127 * limit, the sums one short of 2^24).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "tests/kernel/int8_tile_matmul_test.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -148,16 +148,26 @@ TEST_P(Int8KeyProducts, HighwayPathSumsExactly) {
   });
 }
 
+// An integer kernel (int8_tile_matmul.h) over every case, each panel its own ahead.
+void ExpectIntegerKernelSumsExactly(decltype(&mha::internal::Int8TileMatMulAvx2) kernel,
+                                    const char* path) {
+  ForEveryCase([&](const Case& c) {
+    std::vector<float> got(c.expected.size());
+    kernel(c.rows, c.panels, c.depth, c.codes.data(), c.depth, c.scales.data(),
+           c.panel_pointers.data(), c.panel_pointers.data(), got.data(),
+           c.panels * kPanelWidth);
+    ExpectBits(got, c, path);
+  });
+}
+
 TEST(Int8KeyProductsVnni, SumsExactlyAsTheHighwayPath) {
   if (!mha::internal::CpuHasAvx512Vnni()) GTEST_SKIP() << "no AVX512_VNNI and VBMI";
-  ForEveryCase([](const Case& c) {
-    std::vector<float> got(c.expected.size());
-    mha::internal::Int8TileMatMulVnni(c.rows, c.panels, c.depth, c.codes.data(), c.depth,
-                                      c.scales.data(), c.panel_pointers.data(),
-                                      c.panel_pointers.data(), got.data(),
-                                      c.panels * kPanelWidth);
-    ExpectBits(got, c, "AVX512_VNNI");
-  });
+  ExpectIntegerKernelSumsExactly(mha::internal::Int8TileMatMulVnni, "AVX512_VNNI");
+}
+
+TEST(Int8KeyProductsAvx2, SumsExactlyAsTheHighwayPath) {
+  if (!(hwy::SupportedTargets() & HWY_AVX2)) GTEST_SKIP() << "no AVX2";
+  ExpectIntegerKernelSumsExactly(mha::internal::Int8TileMatMulAvx2, "AVX2");
 }
 
 TEST(Int8KeyProductsVnni, CodeLimitKeepsSumsBelowTwoToThe24) {

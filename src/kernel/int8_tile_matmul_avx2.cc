@@ -1,0 +1,111 @@
+// Int8TileMatMulAvx2 (int8_tile_matmul.h): the AVX512_VNNI kernel's sums on AVX2.
+// vpmaddwd multiplies 16-bit integers and adds each 32-bit lane's two products
+// (vpdpwssd without its accumulate): a lane must hold one key's two consecutive
+// channels, where a K^T panel row holds one channel of 16 keys. So two panel rows
+// interleave (vpunpcklbw, vpunpckhbw) into 8 keys of 2 channels each, and vpmovsxbw
+// widens them to 16 bits. 4 x 2 accumulators, 2 key vectors and a broadcast fit the
+// 16 registers.
+#include <algorithm>
+#include <cstring>
+
+#include "hwy/base.h"
+#include "src/kernel/int8_tile_matmul.h"
+#include "src/kv/tile_sizes.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#define MHA_AVX2_TARGET __attribute__((target("avx2")))
+
+namespace mha::internal {
+namespace {
+
+constexpr size_t kLaneChannels = 2;  // 16-bit products per 32-bit lane
+constexpr size_t kRowBlock = 4;
+constexpr size_t kHalf = kPanelWidth / 2;  // keys per vector
+
+// kRows rows of C against one K^T panel; `ahead` sent on to L2 as the panel is read.
+template <size_t kRows>
+MHA_AVX2_TARGET void MicroTile(size_t depth, const int16_t* a, size_t lda,
+                               const float* row_scales, const int8_t* panel,
+                               const int8_t* ahead, bool prefetch, float* c, size_t ldc) {
+  __m256i acc[kRows][2];
+  HWY_UNROLL(4)
+  for (size_t r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+  for (size_t k = 0; k < depth; k += kLaneChannels) {
+    const size_t offset = k * kPanelWidth;  // bytes into the panel
+    if (prefetch && offset % 64 == 0) {     // a line every other step
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + offset), _MM_HINT_T1);
+    }
+    const __m128i even =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(panel + offset));
+    const __m128i odd =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(panel + offset + kPanelWidth));
+    const __m256i low = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(even, odd));
+    const __m256i high = _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(even, odd));
+    HWY_UNROLL(4)
+    for (size_t r = 0; r < kRows; ++r) {
+      int32_t pair;  // two query codes, as one lane
+      std::memcpy(&pair, a + r * lda + k, sizeof(pair));
+      const __m256i query = _mm256_set1_epi32(pair);
+      acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(low, query));
+      acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(high, query));
+    }
+  }
+  HWY_UNROLL(4)
+  for (size_t r = 0; r < kRows; ++r) {
+    const __m256 scale = _mm256_set1_ps(row_scales[r]);
+    for (size_t half = 0; half < 2; ++half) {
+      _mm256_storeu_ps(c + r * ldc + half * kHalf,
+                       _mm256_mul_ps(_mm256_cvtepi32_ps(acc[r][half]), scale));
+    }
+  }
+}
+
+}  // namespace
+
+MHA_AVX2_TARGET void Int8TileMatMulAvx2(size_t rows, size_t panels, size_t depth,
+                                        const int16_t* a, size_t lda,
+                                        const float* row_scales,
+                                        const int8_t* const* b_panels,
+                                        const int8_t* const* ahead, float* c,
+                                        size_t ldc) {
+  for (size_t p = 0; p < panels; ++p) {
+    for (size_t r = 0; r < rows; r += kRowBlock) {
+      const int16_t* a_rows = a + r * lda;
+      float* c_rows = c + r * ldc + p * kPanelWidth;
+      const float* scales = row_scales + r;
+      const bool first = r == 0;  // the first row block streams the panel in
+      switch (std::min(kRowBlock, rows - r)) {
+        case 4:
+          MicroTile<4>(depth, a_rows, lda, scales, b_panels[p], ahead[p], first, c_rows,
+                       ldc);
+          break;
+        case 3:
+          MicroTile<3>(depth, a_rows, lda, scales, b_panels[p], ahead[p], first, c_rows,
+                       ldc);
+          break;
+        case 2:
+          MicroTile<2>(depth, a_rows, lda, scales, b_panels[p], ahead[p], first, c_rows,
+                       ldc);
+          break;
+        default:
+          MicroTile<1>(depth, a_rows, lda, scales, b_panels[p], ahead[p], first, c_rows,
+                       ldc);
+      }
+    }
+  }
+}
+
+}  // namespace mha::internal
+
+#else  // not x86: never called
+
+namespace mha::internal {
+
+void Int8TileMatMulAvx2(size_t, size_t, size_t, const int16_t*, size_t, const float*,
+                        const int8_t* const*, const int8_t* const*, float*, size_t) {}
+
+}  // namespace mha::internal
+
+#endif
