@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <functional>
 #include <tuple>
+#include <utility>
 
 #include "src/kv/tile_sizes.h"
 
@@ -21,8 +22,9 @@ constexpr int64_t kMaxTasksPerThread = 16;
 // merge of its rows' context, under 1/250 of reading its keys and values.
 constexpr int64_t kSplitKeys = 256;
 // Decoding tasks per thread: a task runs consecutive splits of one KV group (a run),
-// streaming its pages without a break, and as many runs as this balance the threads
-// (a task that starts its pages cold, each 256 keys, decoded 1.2x slower).
+// streaming its pages without a break (tasks of one split had the threads alternate
+// 256-key stretches of one group, each task starting its pages cold), and as many
+// runs as this balance the threads.
 constexpr int64_t kSplitRunsPerThread = 8;
 
 int64_t QueryCount(const AttentionParams& params, int64_t batch) {

@@ -129,9 +129,10 @@ TEST_P(Determinism, CoreOnEveryThreadCountAloneAndInChunks) {
     EXPECT_EQ(Core(s, q, kv, CoreRun{2, b}), rows(b, 0, s.length)) << "batch " << b;
   }
   // Decoding the last row: its keys split at fixed cuts, the splits run in more and
-  // shorter runs on more threads.
+  // shorter runs on more threads (long_causal's 6 splits per group: runs of 3, 2 and
+  // 2 or 1 on 1, 2 and 3 threads).
   const std::vector<float> decode = Core(s, q, kv, CoreRun{1, -1, s.length - 1, 1});
-  for (int threads : {2, 3, 5}) {
+  for (int threads : {2, 3}) {
     EXPECT_EQ(Core(s, q, kv, CoreRun{threads, -1, s.length - 1, 1}), decode)
         << "decoding, " << threads << " threads";
   }
