@@ -476,12 +476,19 @@ class QueryStep {
                     const T* next_keys) {
     const size_t page_size = static_cast<size_t>(pages_.page_size);
     const size_t dim = layout_.padded_value_head_dim, stride = layout_.key_step;
-    const T* tiles[kKeyStep / kPanelWidth];
+    const T* tiles[kKeyStep / kPanelWidth] = {};
+    const T* aheads[kKeyStep / kPanelWidth] = {};
+    const int64_t next_key = NextKeyStep(first_key);
+    const int64_t next_end = std::min(NextKeyStep(next_key), KeyEnd(rows_ - 1));
     ForEachPage(first_key, padded, [&](int64_t page, size_t column, size_t) {
       tiles[column / page_size] = ValueTile(page);
+      const int64_t later = next_key + static_cast<int64_t>(column);
+      aheads[column / page_size] =
+          later < next_end ? ValueTile(later / pages_.page_size) : nullptr;
     });
     TileDepthPagesMatMul(d, value_loader_, rows_, dim, count, scores_, stride, tiles,
-                         page_size, context_, dim, /*accumulate=*/true, next_keys);
+                         page_size, context_, dim, /*accumulate=*/true, next_keys,
+                         aheads);
     if constexpr (Kind::kContextTerms) {
       ForEachPage(first_key, padded, [&](int64_t page, size_t column, size_t keys) {
         Kind::FinishContext(d, pages_, page, rows_, scores_ + column, stride, keys,

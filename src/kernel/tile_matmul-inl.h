@@ -79,6 +79,11 @@ struct BandOf {
   const Code* const* afters = nullptr;
   size_t page_cols = 0;
   const Code* const* depth_pages = nullptr;
+  // What is read a key tile later in this band's place, laid out alike (null: not
+  // known), and for depth pages, each page's: the band prefetches it at the offsets
+  // it loads, so that memory streams a whole tile ahead of the products.
+  const Code* ahead = nullptr;
+  const Code* const* depth_aheads = nullptr;
   // Whether the micro-tile prefetches: the first of a strip streams B in, and the
   // others below it find B in the caches (a prefetch per row and panel, otherwise,
   // costs issue slots the FMAs need).
@@ -89,6 +94,7 @@ struct BandOf {
     BandOf page{loader, depth_pages[i], rows, first_col,
                 i + 1 < count ? depth_pages[i + 1] : after};
     page.prefetch = prefetch;
+    page.ahead = depth_aheads ? depth_aheads[i] : nullptr;
     return page;
   }
 };
@@ -146,14 +152,20 @@ HWY_INLINE void AccumulateBand(D d, const float* HWY_RESTRICT a, size_t lda,
         b.pages ? b.afters[(b.first_col + col * lanes) / b.page_cols] : b.after;
     stream_panel[panel] = b.pages ? 0 : panel;
   }
+  const Code* ahead =
+      b.ahead ? b.loader->At(d, b.ahead, b.first_col, b.rows).codes : nullptr;
   size_t k = 0;
   for (; k + kStep <= depth; k += kStep) {
     if (b.prefetch && k % kLineRows == 0) {
       HWY_UNROLL(4)
       for (size_t panel = 0; panel < panels; ++panel) {
-        PrefetchAt<Code>(internal::PrefetchAddress(stream[panel], stream_panel[panel],
-                                                   stream_panels, rows, kRowBytes, k,
-                                                   stream_after[panel], kLineRows));
+        if (ahead) {  // a tile ahead: into L2, where it does not evict this tile
+          PrefetchAt<float>(internal::AheadAddress(ahead, panel, rows, kRowBytes, k));
+        } else {
+          PrefetchAt<Code>(internal::PrefetchAddress(stream[panel], stream_panel[panel],
+                                                     stream_panels, rows, kRowBytes, k,
+                                                     stream_after[panel], kLineRows));
+        }
       }
     }
     V row[kCols];
@@ -325,17 +337,18 @@ HWY_INLINE void TilePagesMatMul(D d, const Loader& loader, size_t rows, size_t n
 
 // The same product with B as pages one below the other: page i holds B's rows
 // [i * page_rows, (i + 1) * page_rows) as a [page_rows, >= n] tile, and `after` is
-// read after the last.
+// read after the last. aheads (or null): aheads[i] is read a tile later in page i's
+// place (null: nothing), prefetched as page i is read.
 template <class D, class Loader>
-HWY_INLINE void TileDepthPagesMatMul(D d, const Loader& loader, size_t rows, size_t n,
-                                     size_t depth, const float* HWY_RESTRICT a,
-                                     size_t lda,
-                                     const typename Loader::Code* const* pages,
-                                     size_t page_rows, float* HWY_RESTRICT c, size_t ldc,
-                                     bool accumulate,
-                                     const typename Loader::Code* after) {
+HWY_INLINE void TileDepthPagesMatMul(
+    D d, const Loader& loader, size_t rows, size_t n, size_t depth,
+    const float* HWY_RESTRICT a, size_t lda, const typename Loader::Code* const* pages,
+    size_t page_rows, float* HWY_RESTRICT c, size_t ldc, bool accumulate,
+    const typename Loader::Code* after,
+    const typename Loader::Code* const* aheads = nullptr) {
   BandOf<Loader> band{&loader, nullptr, page_rows, 0, after};
   band.depth_pages = pages;
+  band.depth_aheads = aheads;
   TileStrips(d, rows, n, depth, a, lda, band, c, ldc, accumulate);
 }
 

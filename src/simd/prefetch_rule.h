@@ -47,6 +47,13 @@ inline uintptr_t PrefetchAddress(const void* strip, size_t panel, size_t panels,
   return 0;
 }
 
+// The address in `ahead` (a strip laid out as the one being read, read a key tile
+// later) of the row `row` of panel `panel` being read: the same offset.
+inline uintptr_t AheadAddress(const void* ahead, size_t panel, size_t rows,
+                              size_t row_bytes, size_t row) {
+  return reinterpret_cast<uintptr_t>(ahead) + (panel * rows + row) * row_bytes;
+}
+
 // Every cache line of [p, p + bytes) on its way to L2 (a hint).
 inline void PrefetchLines(const uint8_t* p, size_t bytes) {
   for (size_t line = 0; line < bytes; line += kCacheLineBytes) {
