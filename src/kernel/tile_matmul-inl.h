@@ -159,7 +159,7 @@ HWY_INLINE void AccumulateBand(D d, const float* HWY_RESTRICT a, size_t lda,
     if (b.prefetch && k % kLineRows == 0) {
       HWY_UNROLL(4)
       for (size_t panel = 0; panel < panels; ++panel) {
-        if (ahead) {  // a tile ahead: into L2, where it does not evict this tile
+        if (ahead) {  // a tile ahead: into L2 (float rows' hint), not evicting this one
           PrefetchAt<float>(internal::AheadAddress(ahead, panel, rows, kRowBytes, k));
         } else {
           PrefetchAt<Code>(internal::PrefetchAddress(stream[panel], stream_panel[panel],
