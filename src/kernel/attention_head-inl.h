@@ -314,6 +314,7 @@ class QueryStep {
         // Read next: the tile's next K page, or after its last, its first V page.
         const T* after = column + keys < padded ? KeyTile(page + 1)
                                                 : ValueTile(first_key / pages_.page_size);
+        const int64_t ahead = PageAhead(first_key, column);
         if (bf16_dot_) {
           Bf16TileMatMul(rows_, keys, head_dim, query_bits_, layout_.padded_head_dim,
                          Bits(KeyTile(page)), head_dim, scores_ + column, stride,
@@ -321,7 +322,7 @@ class QueryStep {
         } else {
           TileMatMul(d, key_loader_, rows_, keys, head_dim, query.data, query.stride,
                      KeyTile(page), head_dim, scores_ + column, stride,
-                     /*accumulate=*/false, after);
+                     /*accumulate=*/false, after, ahead >= 0 ? KeyTile(ahead) : nullptr);
         }
       });
     }
@@ -392,9 +393,21 @@ class QueryStep {
            TileOffset<int8_t>(0, column, static_cast<size_t>(params_.head_dim));
   }
 
+  // The page the next key tile reads in place of the page at `column` of the tile at
+  // first_key, or -1: none (past that tile or the rows' keys, which a window may have
+  // freed). The products prefetch it as they read: a paged cache's pages are
+  // scattered, beyond the hardware prefetchers, and a tile is time enough for memory.
+  int64_t PageAhead(int64_t first_key, size_t column) const {
+    const int64_t next_key = NextKeyStep(first_key);
+    const int64_t later = next_key + static_cast<int64_t>(column);
+    const int64_t end = std::min(NextKeyStep(next_key), KeyEnd(rows_ - 1));
+    return later < end ? later / pages_.page_size : -1;
+  }
+
   // Q K^T of a key tile of pages narrower than a strip (16-token pages on AVX-512):
-  // several pages per strip (TilePagesMatMul). Each page is read before the one a
-  // strip later, and the tile's last pages before its first V pages.
+  // several pages per strip (TilePagesMatMul). Each page prefetches the page a tile
+  // ahead in its place, or in the last tile, the one a strip later, and the tile's
+  // last pages its first V pages.
   template <class D>
   void PagedScores(D d, const QueryRows& query, int64_t first_key, size_t padded) {
     const size_t stride = layout_.key_step;
@@ -404,6 +417,7 @@ class QueryStep {
     const int64_t first_page = first_key / pages_.page_size;
     const T* tiles[kKeyStep / kPanelWidth];
     const T* afters[kKeyStep / kPanelWidth];
+    const T* aheads[kKeyStep / kPanelWidth];
     for (size_t i = 0; i < count; ++i) {
       tiles[i] = KeyTile(first_page + static_cast<int64_t>(i));
       afters[i] = i + group < count
@@ -411,11 +425,13 @@ class QueryStep {
                   : i + group - count < count
                       ? ValueTile(first_page + static_cast<int64_t>(i + group - count))
                       : nullptr;
+      const int64_t ahead = PageAhead(first_key, i * page_size);
+      aheads[i] = ahead >= 0 ? KeyTile(ahead) : nullptr;
     }
     TilePagesMatMul(d, key_loader_, rows_, padded, static_cast<size_t>(params_.head_dim),
                     query.data, query.stride, tiles, afters, page_size,
                     static_cast<size_t>(params_.head_dim), scores_, stride,
-                    /*accumulate=*/false);
+                    /*accumulate=*/false, aheads);
   }
 
   // next_keys: the next key tile's first K page, or null after the last tile.
@@ -478,13 +494,10 @@ class QueryStep {
     const size_t dim = layout_.padded_value_head_dim, stride = layout_.key_step;
     const T* tiles[kKeyStep / kPanelWidth] = {};
     const T* aheads[kKeyStep / kPanelWidth] = {};
-    const int64_t next_key = NextKeyStep(first_key);
-    const int64_t next_end = std::min(NextKeyStep(next_key), KeyEnd(rows_ - 1));
     ForEachPage(first_key, padded, [&](int64_t page, size_t column, size_t) {
       tiles[column / page_size] = ValueTile(page);
-      const int64_t later = next_key + static_cast<int64_t>(column);
-      aheads[column / page_size] =
-          later < next_end ? ValueTile(later / pages_.page_size) : nullptr;
+      const int64_t ahead = PageAhead(first_key, column);
+      aheads[column / page_size] = ahead >= 0 ? ValueTile(ahead) : nullptr;
     });
     TileDepthPagesMatMul(d, value_loader_, rows_, dim, count, scores_, stride, tiles,
                          page_size, context_, dim, /*accumulate=*/true, next_keys,

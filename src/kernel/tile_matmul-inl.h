@@ -80,9 +80,11 @@ struct BandOf {
   size_t page_cols = 0;
   const Code* const* depth_pages = nullptr;
   // What is read a key tile later in this band's place, laid out alike (null: not
-  // known), and for depth pages, each page's: the band prefetches it at the offsets
-  // it loads, so that memory streams a whole tile ahead of the products.
+  // known), and for pages side by side or one below the other, each page's: the band
+  // prefetches it at the offsets it loads, so that memory streams a whole tile ahead
+  // of the products.
   const Code* ahead = nullptr;
+  const Code* const* aheads = nullptr;
   const Code* const* depth_aheads = nullptr;
   // Whether the micro-tile prefetches: the first of a strip streams B in, and the
   // others below it find B in the caches (a prefetch per row and panel, otherwise,
@@ -144,23 +146,30 @@ HWY_INLINE void AccumulateBand(D d, const float* HWY_RESTRICT a, size_t lda,
   const size_t stream_panels = b.pages ? 1 : panels;
   const Code* stream[kCols];
   const Code* stream_after[kCols];
+  const Code* stream_ahead[kCols];  // the codes at the stream's offset a tile later
   size_t stream_panel[kCols];
   for (size_t panel = 0; panel < panels; ++panel) {
     const size_t col = panel * internal::kPanelWidth / lanes;
+    const size_t column = b.first_col + col * lanes;
     stream[panel] = b.pages ? band[col].codes : band[0].codes;
-    stream_after[panel] =
-        b.pages ? b.afters[(b.first_col + col * lanes) / b.page_cols] : b.after;
+    stream_after[panel] = b.pages ? b.afters[column / b.page_cols] : b.after;
     stream_panel[panel] = b.pages ? 0 : panel;
+    const Code* ahead =
+        b.pages ? (b.aheads ? b.aheads[column / b.page_cols] : nullptr) : b.ahead;
+    stream_ahead[panel] =
+        ahead
+            ? b.loader->At(d, ahead, b.pages ? column % b.page_cols : b.first_col, b.rows)
+                  .codes
+            : nullptr;
   }
-  const Code* ahead =
-      b.ahead ? b.loader->At(d, b.ahead, b.first_col, b.rows).codes : nullptr;
   size_t k = 0;
   for (; k + kStep <= depth; k += kStep) {
     if (b.prefetch && k % kLineRows == 0) {
       HWY_UNROLL(4)
       for (size_t panel = 0; panel < panels; ++panel) {
-        if (ahead) {  // a tile ahead: into L2 (float rows' hint), not evicting this one
-          PrefetchAt<float>(internal::AheadAddress(ahead, panel, rows, kRowBytes, k));
+        if (stream_ahead[panel]) {  // into L2 (float rows' hint), not evicting this tile
+          PrefetchAt<float>(internal::AheadAddress(
+              stream_ahead[panel], stream_panel[panel], rows, kRowBytes, k));
         } else {
           PrefetchAt<Code>(internal::PrefetchAddress(stream[panel], stream_panel[panel],
                                                      stream_panels, rows, kRowBytes, k,
@@ -289,15 +298,18 @@ HWY_NOINLINE void TileStrips(D d, size_t rows, size_t n, size_t depth,
 // C[rows, n] = (accumulate ? C : 0) + A[rows, depth] B[depth, n]; n % kPanelWidth == 0.
 // B: the first depth rows of a [b_rows, >= n] tile in column panels, read through
 // `loader`. `after`: the tile read next, if known; the last strip prefetches its
-// start.
+// start. `ahead` (or null): the tile read a key tile later in B's place, prefetched
+// instead, at the offsets B is read.
 template <class D, class Loader>
 HWY_INLINE void TileMatMul(D d, const Loader& loader, size_t rows, size_t n, size_t depth,
                            const float* HWY_RESTRICT a, size_t lda,
                            const typename Loader::Code* HWY_RESTRICT b, size_t b_rows,
                            float* HWY_RESTRICT c, size_t ldc, bool accumulate,
-                           const typename Loader::Code* after = nullptr) {
-  TileStrips(d, rows, n, depth, a, lda, BandOf<Loader>{&loader, b, b_rows, 0, after}, c,
-             ldc, accumulate);
+                           const typename Loader::Code* after = nullptr,
+                           const typename Loader::Code* ahead = nullptr) {
+  BandOf<Loader> band{&loader, b, b_rows, 0, after};
+  band.ahead = ahead;
+  TileStrips(d, rows, n, depth, a, lda, band, c, ldc, accumulate);
 }
 
 // The same with B's codes widened as they are (float, bfloat16, int8, fp8, int4).
@@ -319,18 +331,21 @@ constexpr size_t StripColumns(D d) {
 
 // The same product with B as pages of page_cols columns side by side (page i: a
 // [b_rows, page_cols] tile, read before afters[i]); page_cols divides StripColumns,
-// and C's n columns end in the last page.
+// and C's n columns end in the last page. aheads (or null): aheads[i] is read a tile
+// later in page i's place (null: nothing), prefetched as page i is read.
 template <class D, class Loader>
 HWY_INLINE void TilePagesMatMul(D d, const Loader& loader, size_t rows, size_t n,
                                 size_t depth, const float* HWY_RESTRICT a, size_t lda,
                                 const typename Loader::Code* const* pages,
                                 const typename Loader::Code* const* afters,
                                 size_t page_cols, size_t b_rows, float* HWY_RESTRICT c,
-                                size_t ldc, bool accumulate) {
+                                size_t ldc, bool accumulate,
+                                const typename Loader::Code* const* aheads = nullptr) {
   HWY_DASSERT(StripColumns(d) % page_cols == 0);
   BandOf<Loader> band{&loader, nullptr, b_rows, 0, nullptr};
   band.pages = pages;
   band.afters = afters;
+  band.aheads = aheads;
   band.page_cols = page_cols;
   TileStrips(d, rows, n, depth, a, lda, band, c, ldc, accumulate);
 }
