@@ -314,15 +314,17 @@ class QueryStep {
         // Read next: the tile's next K page, or after its last, its first V page.
         const T* after = column + keys < padded ? KeyTile(page + 1)
                                                 : ValueTile(first_key / pages_.page_size);
-        const int64_t ahead = PageAhead(first_key, column);
+        const int64_t page_ahead = PageAhead(first_key, column);
+        const T* ahead = page_ahead >= 0 ? KeyTile(page_ahead) : nullptr;
         if (bf16_dot_) {
           Bf16TileMatMul(rows_, keys, head_dim, query_bits_, layout_.padded_head_dim,
                          Bits(KeyTile(page)), head_dim, scores_ + column, stride,
-                         /*accumulate=*/false, Bits(after), AmxDepthFor(head_dim));
+                         /*accumulate=*/false, Bits(after), AmxDepthFor(head_dim),
+                         Bits(ahead));
         } else {
           TileMatMul(d, key_loader_, rows_, keys, head_dim, query.data, query.stride,
                      KeyTile(page), head_dim, scores_ + column, stride,
-                     /*accumulate=*/false, after, ahead >= 0 ? KeyTile(ahead) : nullptr);
+                     /*accumulate=*/false, after, ahead);
         }
       });
     }
@@ -470,10 +472,14 @@ class QueryStep {
       const size_t depth =
           bf16_dot_ ? keys : std::min(keys, static_cast<size_t>(count) - column);
       const T* values = Values(page, depth);
+      // Values in keys are made from the K^T tile Q K^T read: nothing of their own.
+      const int64_t page_ahead =
+          params_.values_in_keys ? -1 : PageAhead(first_key, column);
       if (bf16_dot_) {
         Bf16TileMatMul(rows_, dim, depth, probability_bits_ + column, stride,
                        Bits(values), page_size, context_, dim,
-                       /*accumulate=*/true, Bits(after), kAmxDepth);
+                       /*accumulate=*/true, Bits(after), kAmxDepth,
+                       Bits(page_ahead >= 0 ? ValueTile(page_ahead) : nullptr));
       } else {
         // Values in keys only (the per-page path of fp32 products): a V tile made
         // from K^T codes, scaled, if at all, per token (the probabilities were).

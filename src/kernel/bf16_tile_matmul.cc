@@ -12,7 +12,8 @@ bool AmxTileProducts() { return CapAllowsAmx() && CpuHasAmxBf16(); }
 
 void Bf16TileMatMul(size_t rows, size_t n, size_t depth, const uint16_t* a, size_t lda,
                     const uint16_t* b, size_t b_rows, float* c, size_t ldc,
-                    bool accumulate, const uint16_t* after, size_t amx_depth) {
+                    bool accumulate, const uint16_t* after, size_t amx_depth,
+                    const uint16_t* ahead) {
   size_t done = 0;
   if (AmxTileProducts()) {
     // Whole amx_depth chunks from depth 0: a row's products are grouped alike for
@@ -20,14 +21,17 @@ void Bf16TileMatMul(size_t rows, size_t n, size_t depth, const uint16_t* a, size
     done = depth / amx_depth * amx_depth;
     if (done > 0) {
       Bf16TileMatMulAmx(rows, n, done, a, lda, b, b_rows, c, ldc, accumulate, amx_depth,
-                        done == depth ? after : nullptr);
+                        ahead           ? ahead
+                        : done == depth ? after
+                                        : nullptr);
       if (done == depth) return;
       accumulate = true;
     }
   }
   // B from row `done` on: the same panels (b_rows apart), `done` (even) rows in.
   Bf16TileMatMulAvx512(rows, n, depth - done, a + done, lda, b + done * kPanelWidth,
-                       b_rows, c, ldc, accumulate, after);
+                       b_rows, c, ldc, accumulate, after,
+                       ahead && done == 0 ? ahead : nullptr);
 }
 
 }  // namespace mha::internal

@@ -19,14 +19,17 @@ namespace mha::internal {
 // A: bfloat16 bits, rows lda apart (lda even); B: the first depth rows of a paired
 // bfloat16 tile of b_rows rows (src/kv/kv_pages.h). Rows go in pairs: for an
 // odd depth, A's element depth must be 0 and B's row depth finite (a tile's zero
-// row). `after`: the tile read next, whose start the last strip prefetches.
+// row). `after`: the tile read next, whose start the last strip prefetches. `ahead`
+// (or null): the tile read a key tile later in B's place (laid out alike),
+// prefetched instead, at the offsets B is read (AMX: a slice per block, as `after`).
 // Runs on AMX tiles wherever AmxTileProducts(), whatever the product's size (AMX
 // and vdpbf16ps round differently: the kernel must not pick by row count), in tile
 // products amx_depth deep (kAmxDepth or kAmxRowDepth); the depth past whole
 // amx_depth runs on vdpbf16ps.
 void Bf16TileMatMul(size_t rows, size_t n, size_t depth, const uint16_t* a, size_t lda,
                     const uint16_t* b, size_t b_rows, float* c, size_t ldc,
-                    bool accumulate, const uint16_t* after, size_t amx_depth);
+                    bool accumulate, const uint16_t* after, size_t amx_depth,
+                    const uint16_t* ahead = nullptr);
 
 // Whether Bf16TileMatMul may use AMX: the CPU has it and the ISA cap allows it.
 bool AmxTileProducts();
@@ -61,7 +64,8 @@ constexpr size_t AmxDepthFor(size_t head_dim) {
 // needs AmxTileProducts().
 void Bf16TileMatMulAvx512(size_t rows, size_t n, size_t depth, const uint16_t* a,
                           size_t lda, const uint16_t* b, size_t b_rows, float* c,
-                          size_t ldc, bool accumulate, const uint16_t* after);
+                          size_t ldc, bool accumulate, const uint16_t* after,
+                          const uint16_t* ahead = nullptr);
 void Bf16TileMatMulAmx(size_t rows, size_t n, size_t depth, const uint16_t* a, size_t lda,
                        const uint16_t* b, size_t b_rows, float* c, size_t ldc,
                        bool accumulate, size_t amx_depth, const uint16_t* after);

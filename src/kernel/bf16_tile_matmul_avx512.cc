@@ -26,6 +26,7 @@ struct Band {
   size_t stored_rows;  // even
   size_t first_col;
   const uint16_t* after;  // on the last strip: what is read next
+  const uint16_t* ahead;  // read a key tile later in the tile's place, or null
 };
 
 template <size_t kRows, size_t kCols>
@@ -46,12 +47,16 @@ MHA_BF16_TARGET inline void MicroTile(const uint16_t* a, size_t lda, Band b, siz
     }
   }
   constexpr size_t kRowBytes = kPanelWidth * 2;  // one bfloat16 panel row
+  const uint16_t* ahead =
+      b.ahead ? b.ahead + PairedOffset(0, b.first_col, b.stored_rows) : nullptr;
   const size_t pairs = (depth + 1) / 2;
   for (size_t pair = 0; pair < pairs; ++pair) {
     HWY_UNROLL(4)
     for (size_t panel = 0; panel < kCols; ++panel) {
-      const uintptr_t line = PrefetchAddress(band[0], panel, kCols, b.stored_rows,
-                                             kRowBytes, 2 * pair, b.after);
+      const uintptr_t line =
+          ahead ? AheadAddress(ahead, panel, b.stored_rows, kRowBytes, 2 * pair)
+                : PrefetchAddress(band[0], panel, kCols, b.stored_rows, kRowBytes,
+                                  2 * pair, b.after);
       if (line) _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T1);
     }
     __m512i row[kCols];
@@ -112,10 +117,10 @@ MHA_BF16_TARGET void Bf16TileMatMulAvx512(size_t rows, size_t n, size_t depth,
                                           const uint16_t* a, size_t lda,
                                           const uint16_t* b, size_t b_rows, float* c,
                                           size_t ldc, bool accumulate,
-                                          const uint16_t* after) {
+                                          const uint16_t* after, const uint16_t* ahead) {
   constexpr size_t kCols = 4;  // panels per strip
   const size_t panels = n / kPanelWidth;
-  Band band{b, RoundUp(b_rows, 2), 0, nullptr};
+  Band band{b, RoundUp(b_rows, 2), 0, nullptr, ahead};
   size_t p = 0;
   for (; p + kCols <= panels; p += kCols) {
     band.first_col = p * kPanelWidth;
@@ -144,7 +149,7 @@ MHA_BF16_TARGET void Bf16TileMatMulAvx512(size_t rows, size_t n, size_t depth,
 namespace mha::internal {
 
 void Bf16TileMatMulAvx512(size_t, size_t, size_t, const uint16_t*, size_t,
-                          const uint16_t*, size_t, float*, size_t, bool,
+                          const uint16_t*, size_t, float*, size_t, bool, const uint16_t*,
                           const uint16_t*) {}
 
 }  // namespace mha::internal
