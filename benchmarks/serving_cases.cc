@@ -364,7 +364,15 @@ void RegisterServingCases() {
 #undef MHA_KV_KIND
   };
   // One sequence (its K/V may fit the last-level cache: 67 MB of int8 at 32k tokens),
-  // and as many as pass twice that cache, which a decode streams from memory.
+  // as many as pass twice that cache, which a decode streams from memory (0: counted
+  // from the cache's size), and a batch of 8 shorter ones.
+  struct Decode {
+    const char* name;
+    int64_t cached, sequences;
+  };
+  const Decode decodes[] = {{"decode_long_b1", 32768, 1},
+                            {"decode_past_llc", 32768, 0},
+                            {"decode_b8_s2048", 2048, 8}};
   for (const Kind& kind : kinds) {
     std::string kind_name =
         std::string(DTypeName(kind.storage)) +
@@ -376,12 +384,10 @@ void RegisterServingCases() {
       kind_name = std::string(1, static_cast<char>(kind.name[0] + 32)) +
                   (kind.name + 1);  // Q8_0: q8_0
     }
-    for (const int64_t sequences : {1, 0}) {
-      const std::string name =
-          (sequences == 1 ? "BM_Serve/decode_long_b1/" : "BM_Serve/decode_past_llc/") +
-          kind_name;
+    for (const Decode& decode : decodes) {
+      const std::string name = std::string("BM_Serve/") + decode.name + "/" + kind_name;
       benchmark::RegisterBenchmark(name.c_str(), BM_OverCache, kind.storage, kind.scales,
-                                   int64_t{32768}, false, sequences)
+                                   decode.cached, false, decode.sequences)
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);
     }
