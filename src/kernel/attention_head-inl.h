@@ -314,8 +314,7 @@ class QueryStep {
         // Read next: the tile's next K page, or after its last, its first V page.
         const T* after = column + keys < padded ? KeyTile(page + 1)
                                                 : ValueTile(first_key / pages_.page_size);
-        const int64_t page_ahead = PageAhead(first_key, column);
-        const T* ahead = page_ahead >= 0 ? KeyTile(page_ahead) : nullptr;
+        const T* ahead = KeyTileAhead(first_key, column);
         if (bf16_dot_) {
           Bf16TileMatMul(rows_, keys, head_dim, query_bits_, layout_.padded_head_dim,
                          Bits(KeyTile(page)), head_dim, scores_ + column, stride,
@@ -405,6 +404,14 @@ class QueryStep {
     const int64_t end = std::min(NextKeyStep(next_key), KeyEnd(rows_ - 1));
     return later < end ? later / pages_.page_size : -1;
   }
+  const T* KeyTileAhead(int64_t first_key, size_t column) const {
+    const int64_t page = PageAhead(first_key, column);
+    return page >= 0 ? KeyTile(page) : nullptr;
+  }
+  const T* ValueTileAhead(int64_t first_key, size_t column) const {
+    const int64_t page = PageAhead(first_key, column);
+    return page >= 0 ? ValueTile(page) : nullptr;
+  }
 
   // Q K^T of a key tile of pages narrower than a strip (16-token pages on AVX-512):
   // several pages per strip (TilePagesMatMul). Each page prefetches the page a tile
@@ -427,8 +434,7 @@ class QueryStep {
                   : i + group - count < count
                       ? ValueTile(first_page + static_cast<int64_t>(i + group - count))
                       : nullptr;
-      const int64_t ahead = PageAhead(first_key, i * page_size);
-      aheads[i] = ahead >= 0 ? KeyTile(ahead) : nullptr;
+      aheads[i] = KeyTileAhead(first_key, i * page_size);
     }
     TilePagesMatMul(d, key_loader_, rows_, padded, static_cast<size_t>(params_.head_dim),
                     query.data, query.stride, tiles, afters, page_size,
@@ -473,13 +479,12 @@ class QueryStep {
           bf16_dot_ ? keys : std::min(keys, static_cast<size_t>(count) - column);
       const T* values = Values(page, depth);
       // Values in keys are made from the K^T tile Q K^T read: nothing of their own.
-      const int64_t page_ahead =
-          params_.values_in_keys ? -1 : PageAhead(first_key, column);
+      const T* ahead =
+          params_.values_in_keys ? nullptr : ValueTileAhead(first_key, column);
       if (bf16_dot_) {
         Bf16TileMatMul(rows_, dim, depth, probability_bits_ + column, stride,
                        Bits(values), page_size, context_, dim,
-                       /*accumulate=*/true, Bits(after), kAmxDepth,
-                       Bits(page_ahead >= 0 ? ValueTile(page_ahead) : nullptr));
+                       /*accumulate=*/true, Bits(after), kAmxDepth, Bits(ahead));
       } else {
         // Values in keys only (the per-page path of fp32 products): a V tile made
         // from K^T codes, scaled, if at all, per token (the probabilities were).
@@ -502,8 +507,7 @@ class QueryStep {
     const T* aheads[kKeyStep / kPanelWidth] = {};
     ForEachPage(first_key, padded, [&](int64_t page, size_t column, size_t) {
       tiles[column / page_size] = ValueTile(page);
-      const int64_t ahead = PageAhead(first_key, column);
-      aheads[column / page_size] = ahead >= 0 ? ValueTile(ahead) : nullptr;
+      aheads[column / page_size] = ValueTileAhead(first_key, column);
     });
     TileDepthPagesMatMul(d, value_loader_, rows_, dim, count, scores_, stride, tiles,
                          page_size, context_, dim, /*accumulate=*/true, next_keys,
