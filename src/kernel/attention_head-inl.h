@@ -81,6 +81,12 @@ inline bool Int8DotProductsRun(size_t head_dim) {
   return false;
 #endif
 }
+// The integer kernel for a depth (where Int8DotProductsRun), and the panels P V gives
+// it at a time (the AVX512_VNNI kernel's strip).
+constexpr size_t kInt8StripPanels = 4;
+inline auto Int8Product(size_t depth) {
+  return Int8VnniRuns(depth) ? Int8TileMatMulVnni : Int8TileMatMulAvx2;
+}
 
 // Rows [first_row, first_row + rows) of a task against every key they may see; pages
 // of a KV storage kind (src/kv/kinds/), one key tile per page. The kind gives the
@@ -117,11 +123,15 @@ class QueryStep {
         query_bits_(reinterpret_cast<uint16_t*>(scratch + layout.query_bits)),
         probability_bits_(reinterpret_cast<uint16_t*>(scratch + layout.probability_bits)),
         query_codes_(reinterpret_cast<int16_t*>(scratch + layout.query_codes)),
+        probability_codes_(
+            reinterpret_cast<int16_t*>(scratch + layout.probability_codes)),
         value_tile_(reinterpret_cast<T*>(scratch + layout.value_tile)),
         bf16_dot_(bf16_dot),
         int8_dot_(int8_dot),
         query_codes_run_(Kind::kInt8KeyProducts &&
-                         QueryCodesFor(static_cast<size_t>(params.head_dim))) {
+                         QueryCodesFor(static_cast<size_t>(params.head_dim))),
+        int8_values_(Kind::kInt8ValueProducts && !params.values_in_keys &&
+                     Int8DotProductsRun(kPanelWidth)) {
     for (size_t i = 0; i < rows; ++i) {  // looked up per key tile: no division there
       positions_[i] = task_rows.Position(first_row + static_cast<int64_t>(i));
       heads_[i] = task_rows.Head(first_row + static_cast<int64_t>(i));
@@ -371,7 +381,7 @@ class QueryStep {
     const size_t head_dim = static_cast<size_t>(params_.head_dim);
     const int64_t next_key = NextKeyStep(first_key), key_limit = KeyEnd(rows_ - 1);
     const int8_t* panels[kMaxKeyStep / kPanelWidth];
-    const int8_t* ahead[kMaxKeyStep / kPanelWidth];
+    const int8_t* aheads[kMaxKeyStep / kPanelWidth];
     for (size_t p = 0; p < padded / kPanelWidth; ++p) {
       const int64_t key = first_key + static_cast<int64_t>(p * kPanelWidth);
       const int64_t later = next_key + static_cast<int64_t>(p * kPanelWidth);
@@ -379,13 +389,14 @@ class QueryStep {
       // A V page is about as many bytes as its K^T panels: panel j sends the j-th.
       const auto* values =
           reinterpret_cast<const int8_t*>(ValueTile(key / pages_.page_size));
-      ahead[p] = later < key_limit
-                     ? KeyPanel(later)
-                     : values + static_cast<size_t>(key % pages_.page_size) * head_dim;
+      aheads[p] = later < key_limit
+                      ? KeyPanel(later)
+                      : values + static_cast<size_t>(key % pages_.page_size) * head_dim;
     }
-    const auto product = Int8VnniRuns(head_dim) ? Int8TileMatMulVnni : Int8TileMatMulAvx2;
-    product(rows_, padded / kPanelWidth, head_dim, query_codes_, layout_.padded_head_dim,
-            query_scales_, panels, ahead, scores_, layout_.key_step);
+    Int8Product(head_dim)(rows_, padded / kPanelWidth, head_dim, query_codes_,
+                          layout_.padded_head_dim, query_scales_,
+                          {panels, aheads, head_dim, 1}, scores_, layout_.key_step,
+                          /*accumulate=*/false);
   }
   // The K^T panel of an int8 page that holds `key` (a multiple of kPanelWidth).
   const int8_t* KeyPanel(int64_t key) const {
@@ -465,6 +476,10 @@ class QueryStep {
         Kind::ScaleProbabilities(d, pages_, page, rows_, scores_ + column, stride, keys);
       });
     }
+    if constexpr (Kind::kInt8ValueProducts) {
+      if (int8_values_)
+        return Int8Context(d, first_key, static_cast<size_t>(count), padded);
+    }
     if (!bf16_dot_ && !params_.values_in_keys) {
       return PagedContext(d, first_key, static_cast<size_t>(count), padded, next_keys);
     }
@@ -517,6 +532,47 @@ class QueryStep {
         Kind::FinishContext(d, pages_, page, rows_, scores_ + column, stride, keys,
                             context_, dim);
       });
+    }
+  }
+
+  // context += P V over a key tile's int8 V pages in integers: each row's weights
+  // (probability x value scale) quantised to codes within kProbabilityCodeLimit, then
+  // one product per strip of kInt8StripPanels panels over every page, the padding
+  // keys past `count` (codes 0) read to a whole pair. Each page's panels send on to
+  // L2 the page a key tile ahead in its place.
+  template <class D>
+  void Int8Context(D d, int64_t first_key, size_t count, size_t padded) {
+    const size_t dim = layout_.padded_value_head_dim, stride = layout_.key_step;
+    const size_t page_size = static_cast<size_t>(pages_.page_size);
+    for (size_t i = 0; i < rows_; ++i) {
+      float* row = scores_ + i * stride;
+      probability_scales_[i] = QuantizeQueryRow(d, row, padded, kProbabilityCodeLimit,
+                                                row, probability_codes_ + i * stride);
+    }
+    constexpr size_t kMaxPages = kMaxKeyStep / kPanelWidth;
+    const int8_t* tiles[kMaxPages];
+    const int8_t* tiles_ahead[kMaxPages];
+    const size_t pages = (padded + page_size - 1) / page_size;
+    ForEachPage(first_key, padded, [&](int64_t page, size_t column, size_t) {
+      tiles[column / page_size] = reinterpret_cast<const int8_t*>(ValueTile(page));
+      tiles_ahead[column / page_size] =
+          reinterpret_cast<const int8_t*>(ValueTileAhead(first_key, column));
+    });
+    const auto product = Int8Product(kPanelWidth);
+    for (size_t first = 0; first < dim / kPanelWidth; first += kInt8StripPanels) {
+      const size_t panels = std::min(kInt8StripPanels, dim / kPanelWidth - first);
+      const int8_t* chunks[kInt8StripPanels * kMaxPages];
+      const int8_t* aheads[kInt8StripPanels * kMaxPages];
+      for (size_t p = 0; p < panels; ++p) {
+        const size_t offset = TileOffset<int8_t>(0, (first + p) * kPanelWidth, page_size);
+        for (size_t q = 0; q < pages; ++q) {
+          chunks[p * pages + q] = tiles[q] + offset;
+          aheads[p * pages + q] = tiles_ahead[q] ? tiles_ahead[q] + offset : nullptr;
+        }
+      }
+      product(rows_, panels, RoundUp(count, 2), probability_codes_, stride,
+              probability_scales_, {chunks, aheads, page_size, pages},
+              context_ + first * kPanelWidth, dim, /*accumulate=*/true);
     }
   }
 
@@ -618,12 +674,15 @@ class QueryStep {
   uint16_t* query_bits_;        // bf16_dot: the query rows, rounded
   uint16_t* probability_bits_;  // bf16_dot: the score tile's probabilities, rounded
   int16_t* query_codes_;        // int8 key products: the query rows' codes
+  int16_t* probability_codes_;  // int8 value products: the score tile's weights' codes
   T* value_tile_;               // values in keys: the page's V tile
   const bool bf16_dot_, int8_dot_;
   const bool query_codes_run_;  // int8 keys meet the query's codes (QueryCodesFor)
+  const bool int8_values_;      // int8 values meet the probabilities' codes
   int64_t split_offset_ = 0;    // from the task's partial results to the split's
   int64_t positions_[kQueryStep], heads_[kQueryStep];  // of each row
-  float query_scales_[kQueryStep];  // int8 key products: each row's scale
+  float query_scales_[kQueryStep];        // int8 key products: each row's scale
+  float probability_scales_[kQueryStep];  // int8 value products: each row's scale
 };
 
 // Whether query steps over bfloat16 pages run bf16 products (bf16_tile_matmul.h):

@@ -23,7 +23,8 @@ HeadScratch::HeadScratch(int64_t page_size, int64_t head_dim, int64_t value_head
   query_bits = row_stats + RoundUp(2 * kQueryStep, kPanelWidth);
   probability_bits = query_bits + kQueryStep * padded_head_dim / 2;
   query_codes = probability_bits + kQueryStep * key_step / 2;  // 16-bit
-  value_tile = query_codes + kQueryStep * padded_head_dim / 2;
+  probability_codes = query_codes + kQueryStep * padded_head_dim / 2;
+  value_tile = probability_codes + kQueryStep * key_step / 2;
   // A page of at most float-sized elements (paired rows: one more when odd).
   const size_t value_tile_floats =
       values_in_keys ? RoundUp(static_cast<size_t>(page_size) + 1, kPanelWidth) *

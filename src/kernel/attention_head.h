@@ -31,9 +31,10 @@ struct HeadScratch {
   // Offsets: the score tile, the context accumulators, the staged query tile, the
   // running softmax max and sum per row, (AVX512_BF16 dot products) the query tile
   // and the probabilities rounded to bfloat16, (int8 key products) the query tile's
-  // 16-bit codes, and (values_in_keys) one page's V tile made from its K^T tile.
+  // 16-bit codes, (int8 value products) the score tile's, and (values_in_keys) one
+  // page's V tile made from its K^T tile.
   size_t scores, context, query_tile, row_stats, query_bits, probability_bits,
-      query_codes, value_tile, total_floats;
+      query_codes, probability_codes, value_tile, total_floats;
 };
 
 // Runs one task over its (batch, KV head)'s pages. A task with a partial key range

@@ -9,11 +9,16 @@
 // and only from the attention kernel's AVX-512 target (so MHA_MAX_ISA caps it), and
 // AVX2's vpmaddwd (int8_tile_matmul_avx2.cc) from its AVX2 target, or AVX-512 without
 // VNNI. All give the same bits; the kernel takes the integer ones for speed.
+// The same kernels sum int8 values against a key tile's probabilities quantised per
+// row (P V), in int32: x86 only, no float path to match (serving.md, "int8 values
+// meet integer probabilities").
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+
+#include "src/kv/tile_sizes.h"
 
 namespace mha::internal {
 
@@ -36,25 +41,41 @@ constexpr bool QueryCodesFor(size_t head_dim) {
   return QueryCodeLimit(head_dim) >= kMinQueryCodeLimit;
 }
 
+// The largest code of a key tile's weights (probability x value scale) in P V: each
+// row's within [0, limit], a step of 1/32767 of the row's largest weight in the tile.
+// Against values within [-127, 127], a sum over the largest key tile fits int32.
+constexpr int32_t kProbabilityCodeLimit = 32767;
+static_assert(int64_t{kProbabilityCodeLimit} * 127 * kMaxKeyStep < int64_t{1} << 31);
+
 // Whether the int8 key products of a head_dim run on Int8TileMatMulVnni here: the
 // CPU has AVX512_VNNI and AVX512_VBMI, and head_dim is a whole number of channel
 // pairs. Callers ask only from an AVX-512 Highway target.
 bool Int8DotProducts(size_t head_dim);
 
-// C[rows, panels * kPanelWidth] = row_scales[i] * float(A[rows, depth] B[depth, ...]):
-// A 16-bit query codes within QueryCodeLimit(depth), rows lda apart; B panels[p] the
-// first depth rows of a K^T panel ([rows, kPanelWidth] int8 within [-127, 127],
-// src/kv/kv_pages.h). depth even. As it reads panel p, the product sends the same
-// bytes from ahead[p] on to L2: what is read later (a decode step's next key tile),
-// so that memory keeps streaming.
+// B of an integer tile product: `panels` column panels of kPanelWidth int8 columns
+// within [-127, 127] (src/kv/kv_pages.h), each held in chunks of chunk_depth rows
+// (even): panel p's chunk q at chunks[p * chunk_count + q]. A K^T panel is one chunk;
+// a V tile's panel, one chunk per page. As it reads a chunk, the product sends the
+// same bytes from aheads[same index] (null: none) on to L2: what is read a key tile
+// later in its place (a decode step's next tile), so that memory keeps streaming.
+struct Int8Panels {
+  const int8_t* const* chunks;
+  const int8_t* const* aheads;
+  size_t chunk_depth, chunk_count;
+};
+
+// C[rows, panels * kPanelWidth] (+)= row_scales[i] * float(A[rows, depth] B[depth, ...]),
+// the integer sums converted, times the scale, then added (no fused multiply-add: the
+// same bits on every path): A 16-bit codes, rows lda apart, with sums that fit int32
+// (the query's within QueryCodeLimit(depth), the probabilities' within
+// kProbabilityCodeLimit); depth even (P V: its keys rounded up to a pair, the padding
+// key's code 0).
 void Int8TileMatMulVnni(size_t rows, size_t panels, size_t depth, const int16_t* a,
-                        size_t lda, const float* row_scales,
-                        const int8_t* const* b_panels, const int8_t* const* ahead,
-                        float* c, size_t ldc);
-// The same product on AVX2 (any x86 CPU the AVX2 target runs on). depth even.
+                        size_t lda, const float* row_scales, const Int8Panels& b,
+                        float* c, size_t ldc, bool accumulate);
+// The same product on AVX2 (any x86 CPU the AVX2 target runs on).
 void Int8TileMatMulAvx2(size_t rows, size_t panels, size_t depth, const int16_t* a,
-                        size_t lda, const float* row_scales,
-                        const int8_t* const* b_panels, const int8_t* const* ahead,
-                        float* c, size_t ldc);
+                        size_t lda, const float* row_scales, const Int8Panels& b,
+                        float* c, size_t ldc, bool accumulate);
 
 }  // namespace mha::internal

@@ -1,7 +1,8 @@
 // Int8TileMatMulAvx2 (int8_tile_matmul.h): the AVX512_VNNI kernel's sums on AVX2.
 // vpmaddwd multiplies 16-bit integers and adds each 32-bit lane's two products
-// (vpdpwssd without its accumulate): a lane must hold one key's two consecutive
-// channels, where a K^T panel row holds one channel of 16 keys. So two panel rows
+// (vpdpwssd without its accumulate): a lane must hold one column's two consecutive
+// depth rows (a key's two channels; a value channel's two keys), where a panel row
+// holds one depth row of 16 columns. So two panel rows
 // interleave (vpunpcklbw, vpunpckhbw) into 8 keys of 2 channels each, and vpmovsxbw
 // widens them to 16 bits. 4 x 2 accumulators, 2 key vectors and a broadcast fit the
 // 16 registers.
@@ -24,32 +25,35 @@ constexpr size_t kLaneChannels = 2;  // 16-bit products per 32-bit lane
 constexpr size_t kRowBlock = 4;
 constexpr size_t kHalf = kPanelWidth / 2;  // keys per vector
 
-// kRows rows of C against one K^T panel; `ahead` sent on to L2 as the panel is read.
+// sums[r] += A's kRows rows against `depth` rows of one chunk of a panel (A's columns
+// from `a`); `ahead` sent on to L2 as the chunk is read. Not inlined: inside the loop
+// over chunks GCC 12 kept every accumulator on the stack (a store and a reload per
+// step; as slow as the fp32 products).
 template <size_t kRows>
-MHA_AVX2_TARGET void MicroTile(size_t depth, const int16_t* a, size_t lda,
-                               const float* row_scales, const int8_t* panel,
-                               const int8_t* ahead, bool prefetch, float* c, size_t ldc) {
-  __m256i acc[kRows][2];
+MHA_AVX2_TARGET HWY_NOINLINE void AddChunk(size_t depth, const int16_t* a, size_t lda,
+                                           const int8_t* chunk, const int8_t* ahead,
+                                           __m256i (&sums)[kRows][2]) {
+  __m256i acc[kRows][2];  // a copy the loop keeps in registers (sums stay in memory)
   HWY_UNROLL(4)
-  for (size_t r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+  for (size_t r = 0; r < kRows; ++r) acc[r][0] = sums[r][0], acc[r][1] = sums[r][1];
   for (size_t k = 0; k < depth; k += kLaneChannels) {
-    const size_t offset = k * kPanelWidth;  // bytes into the panel
-    if (prefetch && offset % 64 == 0) {     // a line every other step
+    const size_t offset = k * kPanelWidth;  // bytes into the chunk
+    if (ahead && offset % 64 == 0) {        // a line every other step
       _mm_prefetch(reinterpret_cast<const char*>(ahead + offset), _MM_HINT_T1);
     }
     const __m128i even =
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(panel + offset));
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(chunk + offset));
     const __m128i odd =
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(panel + offset + kPanelWidth));
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(chunk + offset + kPanelWidth));
     const __m256i low = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(even, odd));
     const __m256i high = _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(even, odd));
     HWY_UNROLL(4)
     for (size_t r = 0; r < kRows; ++r) {
-      int32_t pair;  // two query codes, as one lane
+      int32_t pair;  // two codes of A, as one lane
       std::memcpy(&pair, a + r * lda + k, sizeof(pair));
-      const __m256i query = _mm256_set1_epi32(pair);
-      acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(low, query));
-      acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(high, query));
+      const __m256i codes = _mm256_set1_epi32(pair);
+      acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(low, codes));
+      acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(high, codes));
       // The accumulators stay in registers: left to itself, GCC 12 hoisted the four
       // broadcasts, ran out of the 16 and spilled one, a store and reload per step
       // on its chain (int8 decode b8 1.7% slower under the AVX2 cap, 9 of 11 rounds,
@@ -58,11 +62,31 @@ MHA_AVX2_TARGET void MicroTile(size_t depth, const int16_t* a, size_t lda,
     }
   }
   HWY_UNROLL(4)
+  for (size_t r = 0; r < kRows; ++r) sums[r][0] = acc[r][0], sums[r][1] = acc[r][1];
+}
+
+// kRows rows of C against panel `panel` of B, chunk by chunk; the chunks' aheads
+// prefetched when `prefetch`.
+template <size_t kRows>
+MHA_AVX2_TARGET void MicroTile(size_t depth, const int16_t* a, size_t lda,
+                               const float* row_scales, const Int8Panels& b, size_t panel,
+                               bool prefetch, float* c, size_t ldc, bool accumulate) {
+  __m256i acc[kRows][2];
+  HWY_UNROLL(4)
+  for (size_t r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+  for (size_t q = 0, k = 0; k < depth; ++q, k += b.chunk_depth) {
+    const size_t index = panel * b.chunk_count + q;
+    AddChunk<kRows>(std::min(b.chunk_depth, depth - k), a + k, lda, b.chunks[index],
+                    prefetch ? b.aheads[index] : nullptr, acc);
+  }
+  HWY_UNROLL(4)
   for (size_t r = 0; r < kRows; ++r) {
     const __m256 scale = _mm256_set1_ps(row_scales[r]);
     for (size_t half = 0; half < 2; ++half) {
-      _mm256_storeu_ps(c + r * ldc + half * kHalf,
-                       _mm256_mul_ps(_mm256_cvtepi32_ps(acc[r][half]), scale));
+      float* out = c + r * ldc + half * kHalf;
+      const __m256 sums = _mm256_mul_ps(_mm256_cvtepi32_ps(acc[r][half]), scale);
+      _mm256_storeu_ps(out,
+                       accumulate ? _mm256_add_ps(_mm256_loadu_ps(out), sums) : sums);
     }
   }
 }
@@ -71,10 +95,8 @@ MHA_AVX2_TARGET void MicroTile(size_t depth, const int16_t* a, size_t lda,
 
 MHA_AVX2_TARGET void Int8TileMatMulAvx2(size_t rows, size_t panels, size_t depth,
                                         const int16_t* a, size_t lda,
-                                        const float* row_scales,
-                                        const int8_t* const* b_panels,
-                                        const int8_t* const* ahead, float* c,
-                                        size_t ldc) {
+                                        const float* row_scales, const Int8Panels& b,
+                                        float* c, size_t ldc, bool accumulate) {
   for (size_t p = 0; p < panels; ++p) {
     for (size_t r = 0; r < rows; r += kRowBlock) {
       const int16_t* a_rows = a + r * lda;
@@ -83,20 +105,16 @@ MHA_AVX2_TARGET void Int8TileMatMulAvx2(size_t rows, size_t panels, size_t depth
       const bool first = r == 0;  // the first row block streams the panel in
       switch (std::min(kRowBlock, rows - r)) {
         case 4:
-          MicroTile<4>(depth, a_rows, lda, scales, b_panels[p], ahead[p], first, c_rows,
-                       ldc);
+          MicroTile<4>(depth, a_rows, lda, scales, b, p, first, c_rows, ldc, accumulate);
           break;
         case 3:
-          MicroTile<3>(depth, a_rows, lda, scales, b_panels[p], ahead[p], first, c_rows,
-                       ldc);
+          MicroTile<3>(depth, a_rows, lda, scales, b, p, first, c_rows, ldc, accumulate);
           break;
         case 2:
-          MicroTile<2>(depth, a_rows, lda, scales, b_panels[p], ahead[p], first, c_rows,
-                       ldc);
+          MicroTile<2>(depth, a_rows, lda, scales, b, p, first, c_rows, ldc, accumulate);
           break;
         default:
-          MicroTile<1>(depth, a_rows, lda, scales, b_panels[p], ahead[p], first, c_rows,
-                       ldc);
+          MicroTile<1>(depth, a_rows, lda, scales, b, p, first, c_rows, ldc, accumulate);
       }
     }
   }
@@ -109,7 +127,7 @@ MHA_AVX2_TARGET void Int8TileMatMulAvx2(size_t rows, size_t panels, size_t depth
 namespace mha::internal {
 
 void Int8TileMatMulAvx2(size_t, size_t, size_t, const int16_t*, size_t, const float*,
-                        const int8_t* const*, const int8_t* const*, float*, size_t) {}
+                        const Int8Panels&, float*, size_t, bool) {}
 
 }  // namespace mha::internal
 

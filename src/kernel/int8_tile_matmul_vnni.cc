@@ -1,8 +1,9 @@
 // Int8TileMatMulVnni (int8_tile_matmul.h) on AVX512_VNNI. vpdpwssd sums, per 32-bit
-// lane, two products of 16-bit integers: a lane must hold one key's two consecutive
-// channels, where a K^T panel row holds one channel of 16 keys. So a 32-byte load
-// takes two panel rows, vpermb (AVX512_VBMI) interleaves them into 16 keys of 2
-// channels, and vpmovsxbw widens them to 16 bits. 4 x 4 accumulators, 4 key
+// lane, two products of 16-bit integers: a lane must hold one column's two
+// consecutive depth rows (a key's two channels; a value channel's two keys), where a
+// panel row holds one depth row of 16 columns. So a 32-byte load takes two panel
+// rows, vpermb (AVX512_VBMI) interleaves them into 16 columns of 2 rows, and
+// vpmovsxbw widens them to 16 bits. 4 x 4 accumulators, 4 key
 // vectors, the permutation and a broadcast fit the 32 registers.
 #include "src/kernel/int8_tile_matmul.h"
 
@@ -47,67 +48,100 @@ MHA_VNNI_TARGET inline __m256i PairIndices() {
   return _mm256_load_si256(reinterpret_cast<const __m256i*>(indices));
 }
 
-// A strip's panels, and the lines each prefetches as it reads its own.
-struct Strip {
-  const int8_t* const* panels;
-  const int8_t* const* ahead;
-};
-
+// sums[r][p] += A's kRows rows against `depth` rows of one chunk of each of the
+// strip's kPanels panels (A's columns from `a`); aheads[p] sent on to L2 as chunk p
+// is read. Not inlined, its accumulators a local copy, as on AVX2
+// (int8_tile_matmul_avx2.cc): inlined into the loop over chunks, GCC 12 kept them on
+// the stack.
 template <size_t kRows, size_t kPanels>
-MHA_VNNI_TARGET void MicroTile(size_t depth, const int16_t* a, size_t lda,
-                               const float* row_scales, const Strip& strip, bool prefetch,
-                               float* c, size_t ldc) {
+MHA_VNNI_TARGET HWY_NOINLINE void AddChunks(size_t depth, const int16_t* a, size_t lda,
+                                            const int8_t* const (&chunks)[kPanels],
+                                            const int8_t* const (&aheads)[kPanels],
+                                            __m512i (&sums)[kRows][kPanels]) {
   const __m256i indices = PairIndices();
-  const int8_t* panels[kPanels];
-  const int8_t* ahead[kPanels];
   __m512i acc[kRows][kPanels];
   HWY_UNROLL(4)
-  for (size_t p = 0; p < kPanels; ++p) {
-    panels[p] = strip.panels[p];
-    ahead[p] = strip.ahead[p];
+  for (size_t r = 0; r < kRows; ++r) {
     HWY_UNROLL(4)
-    for (size_t r = 0; r < kRows; ++r) acc[r][p] = _mm512_setzero_si512();
+    for (size_t p = 0; p < kPanels; ++p) acc[r][p] = sums[r][p];
   }
   for (size_t k = 0; k < depth; k += kLaneChannels) {
-    const size_t offset = k * kPanelWidth;  // bytes into a panel
-    __m512i keys[kPanels];
+    const size_t offset = k * kPanelWidth;  // bytes into a chunk
+    __m512i columns[kPanels];
     HWY_UNROLL(4)
     for (size_t p = 0; p < kPanels; ++p) {
-      if (prefetch && offset % 64 == 0) {  // a line every other step
-        _mm_prefetch(reinterpret_cast<const char*>(ahead[p] + offset), _MM_HINT_T1);
+      if (aheads[p] && offset % 64 == 0) {  // a line every other step
+        _mm_prefetch(reinterpret_cast<const char*>(aheads[p] + offset), _MM_HINT_T1);
       }
       const __m256i pairs = _mm256_maskz_permutexvar_epi8(
           kAll32, indices,
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panels[p] + offset)));
-      keys[p] = _mm512_cvtepi8_epi16(pairs);
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunks[p] + offset)));
+      columns[p] = _mm512_cvtepi8_epi16(pairs);
     }
     HWY_UNROLL(4)
     for (size_t r = 0; r < kRows; ++r) {
-      int32_t pair;  // two query codes, as one lane
+      int32_t pair;  // two codes of A, as one lane
       std::memcpy(&pair, a + r * lda + k, sizeof(pair));
-      const __m512i query = _mm512_set1_epi32(pair);
+      const __m512i codes = _mm512_set1_epi32(pair);
       HWY_UNROLL(4)
       for (size_t p = 0; p < kPanels; ++p) {
-        acc[r][p] = _mm512_dpwssd_epi32(acc[r][p], keys[p], query);
+        acc[r][p] = _mm512_dpwssd_epi32(acc[r][p], columns[p], codes);
       }
     }
+  }
+  HWY_UNROLL(4)
+  for (size_t r = 0; r < kRows; ++r) {
+    HWY_UNROLL(4)
+    for (size_t p = 0; p < kPanels; ++p) sums[r][p] = acc[r][p];
+  }
+}
+
+// kRows rows of C against the strip of kPanels panels from `first_panel`, chunk by
+// chunk; the chunks' aheads prefetched when `prefetch`.
+template <size_t kRows, size_t kPanels>
+MHA_VNNI_TARGET void MicroTile(size_t depth, const int16_t* a, size_t lda,
+                               const float* row_scales, const Int8Panels& b,
+                               size_t first_panel, bool prefetch, float* c, size_t ldc,
+                               bool accumulate) {
+  __m512i acc[kRows][kPanels];
+  HWY_UNROLL(4)
+  for (size_t r = 0; r < kRows; ++r) {
+    HWY_UNROLL(4)
+    for (size_t p = 0; p < kPanels; ++p) acc[r][p] = _mm512_setzero_si512();
+  }
+  for (size_t q = 0, k = 0; k < depth; ++q, k += b.chunk_depth) {
+    const int8_t* chunks[kPanels];
+    const int8_t* aheads[kPanels];
+    HWY_UNROLL(4)
+    for (size_t p = 0; p < kPanels; ++p) {
+      const size_t index = (first_panel + p) * b.chunk_count + q;
+      chunks[p] = b.chunks[index];
+      aheads[p] = prefetch ? b.aheads[index] : nullptr;
+    }
+    AddChunks<kRows, kPanels>(std::min(b.chunk_depth, depth - k), a + k, lda, chunks,
+                              aheads, acc);
   }
   HWY_UNROLL(4)
   for (size_t r = 0; r < kRows; ++r) {
     const __m512 scale = _mm512_set1_ps(row_scales[r]);
     HWY_UNROLL(4)
     for (size_t p = 0; p < kPanels; ++p) {
-      const __m512 sums = _mm512_maskz_cvtepi32_ps(kAll16, acc[r][p]);
-      _mm512_storeu_ps(c + r * ldc + p * kPanelWidth, _mm512_mul_ps(sums, scale));
+      float* out = c + r * ldc + p * kPanelWidth;
+      const __m512 sums =
+          _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(kAll16, acc[r][p]), scale);
+      _mm512_storeu_ps(out,
+                       accumulate ? _mm512_add_ps(_mm512_loadu_ps(out), sums) : sums);
     }
   }
 }
 
-// All rows against one strip of kPanels panels; the first row block prefetches.
+// All rows against the strip of kPanels panels from first_panel; the first row block
+// prefetches.
 template <size_t kPanels>
 MHA_VNNI_TARGET void StripRows(size_t rows, size_t depth, const int16_t* a, size_t lda,
-                               const float* row_scales, const Strip& strip, float* c,
-                               size_t ldc) {
+                               const float* row_scales, const Int8Panels& b,
+                               size_t first_panel, float* c, size_t ldc,
+                               bool accumulate) {
   for (size_t r = 0; r < rows; r += kRowBlock) {
     const int16_t* a_rows = a + r * lda;
     float* c_rows = c + r * ldc;
@@ -115,16 +149,20 @@ MHA_VNNI_TARGET void StripRows(size_t rows, size_t depth, const int16_t* a, size
     const bool first = r == 0;
     switch (std::min(kRowBlock, rows - r)) {
       case 4:
-        MicroTile<4, kPanels>(depth, a_rows, lda, scales, strip, first, c_rows, ldc);
+        MicroTile<4, kPanels>(depth, a_rows, lda, scales, b, first_panel, first, c_rows,
+                              ldc, accumulate);
         break;
       case 3:
-        MicroTile<3, kPanels>(depth, a_rows, lda, scales, strip, first, c_rows, ldc);
+        MicroTile<3, kPanels>(depth, a_rows, lda, scales, b, first_panel, first, c_rows,
+                              ldc, accumulate);
         break;
       case 2:
-        MicroTile<2, kPanels>(depth, a_rows, lda, scales, strip, first, c_rows, ldc);
+        MicroTile<2, kPanels>(depth, a_rows, lda, scales, b, first_panel, first, c_rows,
+                              ldc, accumulate);
         break;
       default:
-        MicroTile<1, kPanels>(depth, a_rows, lda, scales, strip, first, c_rows, ldc);
+        MicroTile<1, kPanels>(depth, a_rows, lda, scales, b, first_panel, first, c_rows,
+                              ldc, accumulate);
     }
   }
 }
@@ -133,25 +171,22 @@ MHA_VNNI_TARGET void StripRows(size_t rows, size_t depth, const int16_t* a, size
 
 MHA_VNNI_TARGET void Int8TileMatMulVnni(size_t rows, size_t panels, size_t depth,
                                         const int16_t* a, size_t lda,
-                                        const float* row_scales,
-                                        const int8_t* const* b_panels,
-                                        const int8_t* const* ahead, float* c,
-                                        size_t ldc) {
+                                        const float* row_scales, const Int8Panels& b,
+                                        float* c, size_t ldc, bool accumulate) {
   for (size_t p = 0; p < panels; p += kPanelBlock) {
-    const Strip strip{b_panels + p, ahead + p};
     float* c_strip = c + p * kPanelWidth;
     switch (std::min(kPanelBlock, panels - p)) {
       case 4:
-        StripRows<4>(rows, depth, a, lda, row_scales, strip, c_strip, ldc);
+        StripRows<4>(rows, depth, a, lda, row_scales, b, p, c_strip, ldc, accumulate);
         break;
       case 3:
-        StripRows<3>(rows, depth, a, lda, row_scales, strip, c_strip, ldc);
+        StripRows<3>(rows, depth, a, lda, row_scales, b, p, c_strip, ldc, accumulate);
         break;
       case 2:
-        StripRows<2>(rows, depth, a, lda, row_scales, strip, c_strip, ldc);
+        StripRows<2>(rows, depth, a, lda, row_scales, b, p, c_strip, ldc, accumulate);
         break;
       default:
-        StripRows<1>(rows, depth, a, lda, row_scales, strip, c_strip, ldc);
+        StripRows<1>(rows, depth, a, lda, row_scales, b, p, c_strip, ldc, accumulate);
     }
   }
 }
@@ -163,7 +198,7 @@ MHA_VNNI_TARGET void Int8TileMatMulVnni(size_t rows, size_t panels, size_t depth
 namespace mha::internal {
 
 void Int8TileMatMulVnni(size_t, size_t, size_t, const int16_t*, size_t, const float*,
-                        const int8_t* const*, const int8_t* const*, float*, size_t) {}
+                        const Int8Panels&, float*, size_t, bool) {}
 
 }  // namespace mha::internal
 

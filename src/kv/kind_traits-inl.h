@@ -7,6 +7,8 @@
 //   kBf16Products        bfloat16 dot products where the CPU has them
 //   kInt8KeyProducts     int8 keys meet the query quantised to integers, in exact
 //                        integer dot products (src/kernel/int8_tile_matmul.h)
+//   kInt8ValueProducts   int8 values (a scale per token) meet the weights quantised
+//                        to integers, in integer products (x86)
 //   kScoreTerms          FinishScores(d, pages, page, query, query_stride, rows,
 //                        scores, stride, keys): after Q K^T of one page (token scales,
 //                        zero points)
@@ -44,7 +46,8 @@ struct CodesKind {
   using Code = T;
   using KeyLoader = CodesLoader<T>;
   using ValueLoader = CodesLoader<T>;
-  static constexpr bool kBf16Products = false, kInt8KeyProducts = false;
+  static constexpr bool kBf16Products = false, kInt8KeyProducts = false,
+                        kInt8ValueProducts = false;
   static constexpr bool kScoreTerms = false, kProbabilityTerms = false,
                         kContextTerms = false;
   static KeyLoader Keys(const KvPages&) { return {}; }
@@ -78,7 +81,7 @@ struct TokenScaledKind : CodesKind<T> {
 // int8 codes with a scale per token, whose keys meet a quantised query: a logit is
 // query scale * integer dot product * key scale.
 struct Int8TokenScaledKind : TokenScaledKind<int8_t> {
-  static constexpr bool kInt8KeyProducts = true;
+  static constexpr bool kInt8KeyProducts = true, kInt8ValueProducts = true;
 };
 
 }  // namespace HWY_NAMESPACE

@@ -41,6 +41,7 @@ void Int8KeyProductForTest(size_t rows, size_t panels, size_t depth,
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include <cmath>
 #include <cstring>
 #include <random>
 
@@ -154,8 +155,8 @@ void ExpectIntegerKernelSumsExactly(decltype(&mha::internal::Int8TileMatMulAvx2)
   ForEveryCase([&](const Case& c) {
     std::vector<float> got(c.expected.size());
     kernel(c.rows, c.panels, c.depth, c.codes.data(), c.depth, c.scales.data(),
-           c.panel_pointers.data(), c.panel_pointers.data(), got.data(),
-           c.panels * kPanelWidth);
+           {c.panel_pointers.data(), c.panel_pointers.data(), c.depth, 1}, got.data(),
+           c.panels * kPanelWidth, /*accumulate=*/false);
     ExpectBits(got, c, path);
   });
 }
@@ -168,6 +169,109 @@ TEST(Int8KeyProductsVnni, SumsExactlyAsTheHighwayPath) {
 TEST(Int8KeyProductsAvx2, SumsExactlyAsTheHighwayPath) {
   if (!(hwy::SupportedTargets() & HWY_AVX2)) GTEST_SKIP() << "no AVX2";
   ExpectIntegerKernelSumsExactly(mha::internal::Int8TileMatMulAvx2, "AVX2");
+}
+
+// P V's product: probability codes within [0, kProbabilityCodeLimit] against int8
+// values in chunks (one per page), added to C: C0 + float(int32 sum) * scale, bit for
+// bit, over odd depths (a padding key of code 0 against a readable padding row),
+// partial last chunks and the largest sums the limit allows.
+struct ValueCase {
+  size_t rows, panels, depth, chunk_depth, chunk_count;
+  std::vector<int16_t> codes;  // [rows, lda]
+  size_t lda;
+  std::vector<float> scales, c;
+  std::vector<std::vector<int8_t>> chunks;
+  std::vector<const int8_t*> chunk_pointers;
+  std::vector<float> expected;
+
+  ValueCase(size_t rows_, size_t panels_, size_t depth_, size_t chunk_depth_,
+            uint32_t seed, bool extreme)
+      : rows(rows_),
+        panels(panels_),
+        depth(depth_),
+        chunk_depth(chunk_depth_),
+        chunk_count((depth_ + chunk_depth_ - 1) / chunk_depth_),
+        lda(depth_ + 1) {
+    std::mt19937 rng(seed);
+    const int32_t limit = mha::internal::kProbabilityCodeLimit;
+    std::uniform_int_distribution<int32_t> code(0, limit), value(-127, 127);
+    std::uniform_real_distribution<float> real(-2.0f, 2.0f);
+    for (size_t i = 0; i < rows * lda; ++i) {
+      codes.push_back(static_cast<int16_t>(i % lda == depth ? 0
+                                           : extreme        ? limit
+                                                     : code(rng)));  // a padding key: 0
+    }
+    for (size_t i = 0; i < rows; ++i) scales.push_back(std::fabs(real(rng)) + 1e-3f);
+    const size_t n = panels * kPanelWidth;
+    for (size_t i = 0; i < rows * n; ++i) c.push_back(real(rng));
+    for (size_t p = 0; p < panels; ++p) {
+      for (size_t q = 0; q < chunk_count; ++q) {
+        chunks.emplace_back(chunk_depth * kPanelWidth);
+        for (int8_t& v : chunks.back())
+          v = static_cast<int8_t>(extreme ? 127 : value(rng));
+      }
+    }
+    for (const auto& chunk : chunks) chunk_pointers.push_back(chunk.data());
+    expected = c;
+    for (size_t i = 0; i < rows; ++i) {
+      for (size_t j = 0; j < n; ++j) {
+        int64_t sum = 0;
+        for (size_t k = 0; k < depth; ++k) {
+          const auto& chunk = chunks[(j / kPanelWidth) * chunk_count + k / chunk_depth];
+          sum += int64_t{codes[i * lda + k]} *
+                 chunk[PanelOffset(k % chunk_depth, j % kPanelWidth, chunk_depth)];
+        }
+        EXPECT_LT(sum < 0 ? -sum : sum, int64_t{1} << 31);
+        expected[i * n + j] += static_cast<float>(sum) * scales[i];
+      }
+    }
+  }
+};
+
+void ExpectValueProductsExact(decltype(&mha::internal::Int8TileMatMulAvx2) kernel,
+                              const char* path) {
+  uint32_t seed = 100;
+  for (const size_t rows : {1, 3, 4, 5, 48}) {
+    for (const size_t panels : {1, 3, 4, 8}) {
+      for (const size_t chunk_depth : {16, 128}) {
+        for (const size_t depth : {1, 2, 15, 16, 17, 100, 128}) {
+          for (const bool extreme : {false, true}) {
+            ValueCase v(rows, panels, depth, chunk_depth, ++seed, extreme);
+            std::vector<float> got = v.c;
+            kernel(v.rows, v.panels, depth + depth % 2, v.codes.data(), v.lda,
+                   v.scales.data(),
+                   {v.chunk_pointers.data(), v.chunk_pointers.data(), v.chunk_depth,
+                    v.chunk_count},
+                   got.data(), v.panels * kPanelWidth, /*accumulate=*/true);
+            for (size_t i = 0; i < got.size(); ++i) {
+              ASSERT_EQ(std::memcmp(&got[i], &v.expected[i], sizeof(float)), 0)
+                  << path << ": rows " << rows << " panels " << panels << " depth "
+                  << depth << " chunks of " << chunk_depth << " element " << i << ": "
+                  << got[i] << " against " << v.expected[i];
+            }
+          }
+        }
+      }
+    }
+  }
+  // The largest key tile at the limit: 32767 x 127 x 256 in int32.
+  ValueCase v(2, 1, mha::internal::kMaxKeyStep, 16, 7, true);
+  std::vector<float> got = v.c;
+  kernel(v.rows, v.panels, v.depth, v.codes.data(), v.lda, v.scales.data(),
+         {v.chunk_pointers.data(), v.chunk_pointers.data(), 16, v.chunk_count},
+         got.data(), kPanelWidth, /*accumulate=*/true);
+  EXPECT_EQ(std::memcmp(got.data(), v.expected.data(), got.size() * sizeof(float)), 0)
+      << path;
+}
+
+TEST(Int8ValueProductsVnni, SumsChunksExactly) {
+  if (!mha::internal::CpuHasAvx512Vnni()) GTEST_SKIP() << "no AVX512_VNNI and VBMI";
+  ExpectValueProductsExact(mha::internal::Int8TileMatMulVnni, "AVX512_VNNI");
+}
+
+TEST(Int8ValueProductsAvx2, SumsChunksExactly) {
+  if (!(hwy::SupportedTargets() & HWY_AVX2)) GTEST_SKIP() << "no AVX2";
+  ExpectValueProductsExact(mha::internal::Int8TileMatMulAvx2, "AVX2");
 }
 
 TEST(Int8KeyProductsVnni, CodeLimitKeepsSumsBelowTwoToThe24) {

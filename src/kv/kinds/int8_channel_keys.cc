@@ -18,6 +18,7 @@ namespace mha::internal::HWY_NAMESPACE {
 
 // K^T rows (channels) scaled as they load; token scales 1, or NaN for a non-finite key.
 struct Int8ChannelKeysTraits : TokenScaledKind<int8_t> {
+  static constexpr bool kInt8ValueProducts = true;  // values per token, as int8's
   using KeyLoader = mha::HWY_NAMESPACE::RowScaledLoader<int8_t>;
   static KeyLoader Keys(const KvPages& pages) { return {KeyChannelScalesAt(pages)}; }
 };
