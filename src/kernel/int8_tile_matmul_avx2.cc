@@ -2,10 +2,9 @@
 // vpmaddwd multiplies 16-bit integers and adds each 32-bit lane's two products
 // (vpdpwssd without its accumulate): a lane must hold one column's two consecutive
 // depth rows (a key's two channels; a value channel's two keys), where a panel row
-// holds one depth row of 16 columns. So two panel rows
-// interleave (vpunpcklbw, vpunpckhbw) into 8 keys of 2 channels each, and vpmovsxbw
-// widens them to 16 bits. 4 x 2 accumulators, 2 key vectors and a broadcast fit the
-// 16 registers.
+// holds one depth row of 16 columns. So two panel rows interleave (vpunpcklbw,
+// vpunpckhbw) into 8 columns of 2 rows each, and vpmovsxbw widens them to 16 bits.
+// 4 x 2 accumulators, 2 column vectors and a broadcast fit the 16 registers.
 #include <algorithm>
 #include <cstring>
 

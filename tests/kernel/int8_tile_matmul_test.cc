@@ -6,6 +6,8 @@
 // count of the integer kernels' row blocks and their remainders, every strip width,
 // depths from one channel pair to 1040, keys in separate pages, and the largest sums
 // the code limit allows (every product at +-127 * limit, the sums one short of 2^24).
+// And P V's use of the integer kernels: probability codes against int8 V panels in
+// chunks (pages), added to C, over odd key counts and the largest tile in int32.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "tests/kernel/int8_tile_matmul_test.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
