@@ -511,8 +511,8 @@ class QueryStep {
 
   // context += P V over a key tile's V pages in one product: its accumulators stay
   // in registers from page to page (TileDepthPagesMatMul). The padding keys after
-  // the tile's last (probability 0) are not read. Then what the kind adds apart
-  // (int4: the value groups' minimums).
+  // the tile's last (probability 0) are not read. Then what the kind adds apart over
+  // the whole tile (int4: the value groups' minimums).
   template <class D>
   void PagedContext(D d, int64_t first_key, size_t count, size_t padded,
                     const T* next_keys) {
@@ -528,10 +528,8 @@ class QueryStep {
                          page_size, context_, dim, /*accumulate=*/true, next_keys,
                          aheads);
     if constexpr (Kind::kContextTerms) {
-      ForEachPage(first_key, padded, [&](int64_t page, size_t column, size_t keys) {
-        Kind::FinishContext(d, pages_, page, rows_, scores_ + column, stride, keys,
-                            context_, dim);
-      });
+      Kind::FinishContext(d, pages_, first_key / pages_.page_size, rows_, scores_, stride,
+                          padded, context_, dim);
     }
   }
 

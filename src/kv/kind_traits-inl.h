@@ -14,9 +14,10 @@
 //                        zero points)
 //   kProbabilityTerms    ScaleProbabilities(d, pages, page, rows, probabilities,
 //                        stride, keys): before P V (token scales)
-//   kContextTerms        FinishContext(d, pages, page, rows, probabilities, stride,
-//                        keys, context, dim): after P V (zero points)
-// A hook runs for each page of a key tile, on the columns of that page.
+//   kContextTerms        FinishContext(d, pages, first_page, rows, probabilities,
+//                        stride, keys, context, dim): after P V (zero points)
+// The score and probability hooks run for each page of a key tile, on the columns of
+// that page; the context hook once per key tile, over its pages from first_page.
 
 #if defined(MHA_KV_KIND_TRAITS_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef MHA_KV_KIND_TRAITS_INL_H_

@@ -78,17 +78,18 @@ void GroupScaledProductForTest(size_t rows, size_t n, size_t depth, const float*
                        static_cast<const Int4Pair*>(nullptr));
 }
 
-float KeyZeroPointForTest(const float* query, const float* mins, size_t head_dim,
-                          float* row, size_t n) {
-  AddKeyZeroPoint(hwy::HWY_NAMESPACE::ScalableTag<float>(), query, mins, head_dim, row,
-                  n);
-  return row[0];
+void KeyZeroPointsForTest(const float* query, size_t query_stride, size_t rows,
+                          const float* mins, size_t head_dim, float* scores,
+                          size_t stride, size_t n) {
+  AddKeyZeroPoints(hwy::HWY_NAMESPACE::ScalableTag<float>(), query, query_stride, rows,
+                   mins, head_dim, scores, stride, n);
 }
 
-void ValueZeroPointsForTest(const float* probabilities, const float* mins, size_t n,
-                            size_t stride, float* context, size_t dim) {
-  AddValueZeroPoints(hwy::HWY_NAMESPACE::ScalableTag<float>(), probabilities, mins, n,
-                     internal::kValueGroup, stride, context, dim);
+void ValueZeroPointsForTest(const float* probabilities, size_t stride, size_t rows,
+                            const float* const* page_mins, size_t page_size, size_t n,
+                            float* context, size_t dim) {
+  AddValueZeroPoints(hwy::HWY_NAMESPACE::ScalableTag<float>(), probabilities, stride,
+                     rows, page_mins, page_size, n, internal::kValueGroup, context, dim);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -103,7 +104,7 @@ HWY_AFTER_NAMESPACE();
 namespace mha {
 HWY_EXPORT(ScaledInt4ProductForTest);
 HWY_EXPORT(GroupScaledProductForTest);
-HWY_EXPORT(KeyZeroPointForTest);
+HWY_EXPORT(KeyZeroPointsForTest);
 HWY_EXPORT(ValueZeroPointsForTest);
 }  // namespace mha
 
@@ -194,30 +195,57 @@ TEST_P(Int4, DepthPagesScaledPerRowAndColumnGroup) {
   }
 }
 
+// Every row count around the four summed side by side; scores and context rows
+// padded past their ends, which must stay as they were.
 TEST_P(Int4, ZeroPointTermsMatchTheirSums) {
-  for (const size_t head_dim : {1, 5, 16, 21, 64}) {  // any length: a query row's
-    const std::vector<float> q = mha::testing::RandomFloats(head_dim, 3);
-    const std::vector<float> mins = mha::testing::RandomFloats(head_dim, 4);
-    double dot = 0.0;
-    for (size_t c = 0; c < head_dim; ++c) dot += double{q[c]} * mins[c];
-    std::vector<float> row(32, 1.0f);
-    HWY_DYNAMIC_DISPATCH(mha::KeyZeroPointForTest)
-    (q.data(), mins.data(), head_dim, row.data(), row.size());
-    for (const float x : row) ASSERT_NEAR(x, 1.0 + dot, 1e-5) << "head_dim " << head_dim;
-  }
-  for (const size_t dim : {16, 48, 128}) {
-    constexpr size_t kKeys = 32, kStride = 40;
-    const size_t groups = (dim + 31) / 32;
-    const std::vector<float> p = mha::testing::RandomFloats(kKeys, 5);
-    const std::vector<float> mins = mha::testing::RandomFloats(groups * kStride, 6);
-    std::vector<float> context(dim, 2.0f);
-    HWY_DYNAMIC_DISPATCH(mha::ValueZeroPointsForTest)
-    (p.data(), mins.data(), kKeys, kStride, context.data(), dim);
-    for (size_t c = 0; c < dim; ++c) {
-      double term = 0.0;
-      for (size_t t = 0; t < kKeys; ++t)
-        term += double{p[t]} * mins[c / 32 * kStride + t];
-      ASSERT_NEAR(context[c], 2.0 + term, 1e-5) << "dim " << dim << " channel " << c;
+  for (const size_t rows : {1, 3, 4, 5, 9}) {
+    for (const size_t head_dim : {1, 5, 16, 21, 64}) {  // any length: a query row's
+      const size_t query_stride = head_dim + 3, stride = 40, n = 32;
+      const std::vector<float> q = mha::testing::RandomFloats(rows * query_stride, 3);
+      const std::vector<float> mins = mha::testing::RandomFloats(head_dim, 4);
+      std::vector<float> scores(rows * stride, 1.0f);
+      HWY_DYNAMIC_DISPATCH(mha::KeyZeroPointsForTest)
+      (q.data(), query_stride, rows, mins.data(), head_dim, scores.data(), stride, n);
+      for (size_t i = 0; i < rows; ++i) {
+        double dot = 0.0;
+        for (size_t c = 0; c < head_dim; ++c)
+          dot += double{q[i * query_stride + c]} * mins[c];
+        for (size_t t = 0; t < stride; ++t) {
+          ASSERT_NEAR(scores[i * stride + t], t < n ? 1.0 + dot : 1.0, 1e-5)
+              << "rows " << rows << " head_dim " << head_dim << " row " << i;
+        }
+      }
+    }
+    // A key tile of 64 keys over pages of 16 or one of 64, each page's groups
+    // page_size apart.
+    for (const size_t page_size : {16, 64}) {
+      for (const size_t dim : {16, 48, 128}) {
+        constexpr size_t kKeys = 64, kStride = 72;
+        const size_t groups = (dim + 31) / 32, pages = kKeys / page_size;
+        const std::vector<float> p = mha::testing::RandomFloats(rows * kStride, 5);
+        const std::vector<float> mins =
+            mha::testing::RandomFloats(pages * groups * page_size, 6);
+        std::vector<const float*> page_mins;
+        for (size_t i = 0; i < pages; ++i)
+          page_mins.push_back(mins.data() + i * groups * page_size);
+        std::vector<float> context(rows * dim + 8, 2.0f);
+        HWY_DYNAMIC_DISPATCH(mha::ValueZeroPointsForTest)
+        (p.data(), kStride, rows, page_mins.data(), page_size, kKeys, context.data(),
+         dim);
+        for (size_t i = 0; i < rows; ++i) {
+          for (size_t c = 0; c < dim; ++c) {
+            double term = 0.0;
+            for (size_t t = 0; t < kKeys; ++t) {
+              term += double{p[i * kStride + t]} *
+                      page_mins[t / page_size][c / 32 * page_size + t % page_size];
+            }
+            ASSERT_NEAR(context[i * dim + c], 2.0 + term, 1e-5)
+                << "rows " << rows << " page_size " << page_size << " dim " << dim
+                << " row " << i << " channel " << c;
+          }
+        }
+        for (size_t c = rows * dim; c < context.size(); ++c) ASSERT_EQ(context[c], 2.0f);
+      }
     }
   }
 }

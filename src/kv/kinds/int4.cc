@@ -36,23 +36,23 @@ struct Int4Traits : TokenScaledKind<Int4Pair> {
   static void FinishScores(D d, const KvPages& pages, int64_t page, const float* query,
                            size_t query_stride, size_t rows, float* scores, size_t stride,
                            size_t keys) {
-    for (size_t i = 0; i < rows; ++i) {
-      mha::HWY_NAMESPACE::AddKeyZeroPoint(
-          d, query + i * query_stride, KeyChannelMins(pages, page),
-          static_cast<size_t>(pages.head_dim), scores + i * stride, keys);
-    }
+    mha::HWY_NAMESPACE::AddKeyZeroPoints(
+        d, query, query_stride, rows, KeyChannelMins(pages, page),
+        static_cast<size_t>(pages.head_dim), scores, stride, keys);
     TokenScaledKind::FinishScores(d, pages, page, query, query_stride, rows, scores,
                                   stride, keys);
   }
+  // The value groups' minimums of a key tile's pages, from first_page.
   template <class D>
-  static void FinishContext(D d, const KvPages& pages, int64_t page, size_t rows,
+  static void FinishContext(D d, const KvPages& pages, int64_t first_page, size_t rows,
                             const float* probabilities, size_t stride, size_t keys,
                             float* context, size_t dim) {
-    for (size_t i = 0; i < rows; ++i) {
-      mha::HWY_NAMESPACE::AddValueZeroPoints(
-          d, probabilities + i * stride, ValueGroupMins(pages, page), keys, kValueGroup,
-          static_cast<size_t>(pages.page_size), context + i * dim, dim);
-    }
+    const size_t page_size = static_cast<size_t>(pages.page_size);
+    const float* page_mins[kMaxKeyStep / kPanelWidth];
+    for (size_t q = 0; q * page_size < keys; ++q)
+      page_mins[q] = ValueGroupMins(pages, first_page + static_cast<int64_t>(q));
+    mha::HWY_NAMESPACE::AddValueZeroPoints(d, probabilities, stride, rows, page_mins,
+                                           page_size, keys, kValueGroup, context, dim);
   }
 };
 
