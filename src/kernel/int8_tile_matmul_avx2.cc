@@ -27,7 +27,10 @@ constexpr size_t kHalf = kPanelWidth / 2;  // keys per vector
 // sums[r] += A's kRows rows against `depth` rows of one chunk of a panel (A's columns
 // from `a`); `ahead` sent on to L2 as the chunk is read. Not inlined: inside the loop
 // over chunks GCC 12 kept every accumulator on the stack (a store and a reload per
-// step; as slow as the fp32 products).
+// step; as slow as the fp32 products). Out of line, on register copies, it needs no
+// register pin either: an empty asm holding the accumulators made GCC compute each
+// sum in a spare register and copy it back (9 register moves a step; the kernel
+// about 10% slower in cache, Zen 3).
 template <size_t kRows>
 MHA_AVX2_TARGET HWY_NOINLINE void AddChunk(size_t depth, const int16_t* a, size_t lda,
                                            const int8_t* chunk, const int8_t* ahead,
@@ -53,11 +56,6 @@ MHA_AVX2_TARGET HWY_NOINLINE void AddChunk(size_t depth, const int16_t* a, size_
       const __m256i codes = _mm256_set1_epi32(pair);
       acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(low, codes));
       acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(high, codes));
-      // The accumulators stay in registers: left to itself, GCC 12 hoisted the four
-      // broadcasts, ran out of the 16 and spilled one, a store and reload per step
-      // on its chain (int8 decode b8 1.7% slower under the AVX2 cap, 9 of 11 rounds,
-      // Zen 5).
-      asm("" : "+x"(acc[r][0]), "+x"(acc[r][1]));
     }
   }
   HWY_UNROLL(4)
