@@ -36,24 +36,30 @@ inline void ZeroPointRows(const float* base, size_t stride, size_t first, size_t
     at[r] = base + std::min(first + r, rows - 1) * stride;
 }
 
-// out[r] = sum over i < n of a[r][i] b[i] (n % Lanes(d) == 0), b's vector at i read
-// from b(i).
-template <class D, class B>
-HWY_INLINE void DotRows(D d, const float* const (&a)[kZeroPointRows], size_t n,
-                        const B& b, float (&out)[kZeroPointRows]) {
-  auto s0 = hn::Zero(d), s1 = s0, s2 = s0, s3 = s0;
-  for (size_t i = 0; i < n; i += hn::Lanes(d)) {
-    const auto v = hn::LoadU(d, b(i));
-    s0 = hn::MulAdd(hn::LoadU(d, a[0] + i), v, s0);
-    s1 = hn::MulAdd(hn::LoadU(d, a[1] + i), v, s1);
-    s2 = hn::MulAdd(hn::LoadU(d, a[2] + i), v, s2);
-    s3 = hn::MulAdd(hn::LoadU(d, a[3] + i), v, s3);
+// Sums of kZeroPointRows rows' products with one vector b, lane by lane, over any
+// number of runs (pages); then one reduction per row.
+template <class D>
+struct RowSums {
+  hn::Vec<D> s0, s1, s2, s3;
+  explicit RowSums(D d) : s0(hn::Zero(d)), s1(s0), s2(s0), s3(s0) {}
+  // += a[r][from + i] b[i] for i < n (n % Lanes(d) == 0).
+  HWY_INLINE void Add(D d, const float* const (&a)[kZeroPointRows], size_t from,
+                      const float* HWY_RESTRICT b, size_t n) {
+    for (size_t i = 0; i < n; i += hn::Lanes(d)) {
+      const auto v = hn::LoadU(d, b + i);
+      s0 = hn::MulAdd(hn::LoadU(d, a[0] + from + i), v, s0);
+      s1 = hn::MulAdd(hn::LoadU(d, a[1] + from + i), v, s1);
+      s2 = hn::MulAdd(hn::LoadU(d, a[2] + from + i), v, s2);
+      s3 = hn::MulAdd(hn::LoadU(d, a[3] + from + i), v, s3);
+    }
   }
-  out[0] = hn::GetLane(hn::SumOfLanes(d, s0));
-  out[1] = hn::GetLane(hn::SumOfLanes(d, s1));
-  out[2] = hn::GetLane(hn::SumOfLanes(d, s2));
-  out[3] = hn::GetLane(hn::SumOfLanes(d, s3));
-}
+  HWY_INLINE void Reduce(D d, float (&out)[kZeroPointRows]) const {
+    out[0] = hn::GetLane(hn::SumOfLanes(d, s0));
+    out[1] = hn::GetLane(hn::SumOfLanes(d, s1));
+    out[2] = hn::GetLane(hn::SumOfLanes(d, s2));
+    out[3] = hn::GetLane(hn::SumOfLanes(d, s3));
+  }
+};
 
 // row[0, n) += term (n % Lanes(d) == 0).
 template <class D>
@@ -74,9 +80,10 @@ HWY_INLINE void AddKeyZeroPoints(D d, const float* HWY_RESTRICT query,
   for (size_t first = 0; first < rows; first += kZeroPointRows) {
     const float* q[kZeroPointRows];
     ZeroPointRows(query, query_stride, first, rows, q);
+    RowSums<D> sums(d);
+    sums.Add(d, q, 0, mins, whole);
     float terms[kZeroPointRows];
-    DotRows(
-        d, q, whole, [&](size_t c) { return mins + c; }, terms);
+    sums.Reduce(d, terms);
     for (size_t r = 0; r < kZeroPointRows && first + r < rows; ++r) {
       for (size_t c = whole; c < head_dim; ++c) terms[r] += q[r][c] * mins[c];
       AddTerm(d, terms[r], scores + (first + r) * stride, n);
@@ -98,13 +105,13 @@ HWY_INLINE void AddValueZeroPoints(D d, const float* HWY_RESTRICT probabilities,
     const float* p[kZeroPointRows];
     ZeroPointRows(probabilities, stride, first, rows, p);
     for (size_t column = 0, g = 0; column < dim; column += group, ++g) {
+      RowSums<D> sums(d);
+      for (size_t q = 0; q * page_size < n; ++q) {
+        sums.Add(d, p, q * page_size, page_mins[q] + g * page_size,
+                 std::min(page_size, n - q * page_size));
+      }
       float terms[kZeroPointRows];
-      DotRows(
-          d, p, n,
-          [&](size_t t) {
-            return page_mins[t / page_size] + g * page_size + t % page_size;
-          },
-          terms);
+      sums.Reduce(d, terms);
       for (size_t r = 0; r < kZeroPointRows && first + r < rows; ++r) {
         AddTerm(d, terms[r], context + (first + r) * dim + column,
                 std::min(group, dim - column));
