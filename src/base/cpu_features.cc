@@ -26,10 +26,9 @@ bool CpuHasAvx512Bf16() {
 bool CpuHasAvx512Vnni() {
 #if defined(__x86_64__) || defined(__i386__)
   static const bool has = [] {
-    constexpr unsigned kVbmi = 1u << 1, kVnni = 1u << 11;
+    constexpr unsigned kVnni = 1u << 11;
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    return __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0 &&
-           (ecx & (kVbmi | kVnni)) == (kVbmi | kVnni);
+    return __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0 && (ecx & kVnni) != 0;
   }();
   return has;
 #else

@@ -8,9 +8,8 @@ namespace mha::internal {
 // from an AVX-512 Highway target, which has checked AVX512F/BW and the OS's zmm state.
 bool CpuHasAvx512Bf16();
 
-// AVX512_VNNI (vpdpbusd: CPUID leaf 7 ECX bit 11) and AVX512_VBMI (vpermb: bit 1),
-// which the int8 key products take together (src/kernel/int8_tile_matmul.h). As
-// above, only from an AVX-512 Highway target.
+// AVX512_VNNI (vpdpwssd: CPUID leaf 7 ECX bit 11), the int8 products' instruction
+// (src/kernel/int8_tile_matmul.h). As above, only from an AVX-512 Highway target.
 bool CpuHasAvx512Vnni();
 
 // AMX-TILE and AMX-BF16 (tdpbf16ps): CPUID leaf 7, EDX bits 24 and 22, the OS

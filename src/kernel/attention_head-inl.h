@@ -282,7 +282,7 @@ class QueryStep {
             c < value_head_dim ? keys[TileOffset<T>(offset + c, t, head_dim)] : T();
       }
     }
-    if (PairsRows(sizeof(T)) && depth % 2 == 1) {
+    if (PairsRows<T>() && depth % 2 == 1) {
       for (size_t c = 0; c < layout_.padded_value_head_dim; ++c) {
         value_tile_[TileOffset<T>(depth, c, page_size)] = T();
       }

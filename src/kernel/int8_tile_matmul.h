@@ -48,13 +48,14 @@ constexpr int32_t kProbabilityCodeLimit = 32767;
 static_assert(int64_t{kProbabilityCodeLimit} * 127 * kMaxKeyStep < int64_t{1} << 31);
 
 // Whether the int8 key products of a head_dim run on Int8TileMatMulVnni here: the
-// CPU has AVX512_VNNI and AVX512_VBMI, and head_dim is a whole number of channel
-// pairs. Callers ask only from an AVX-512 Highway target.
+// CPU has AVX512_VNNI, and head_dim is a whole number of channel pairs. Callers ask only
+// from an AVX-512 Highway target.
 bool Int8DotProducts(size_t head_dim);
 
 // B of an integer tile product: `panels` column panels of kPanelWidth int8 columns
 // within [-127, 127] (src/kv/kv_pages.h), each held in chunks of chunk_depth rows
-// (even): panel p's chunk q at chunks[p * chunk_count + q]. A K^T panel is one chunk;
+// (even), rows paired as int8 pages pair them (PairedOffset): panel p's chunk q at
+// chunks[p * chunk_count + q]. A K^T panel is one chunk;
 // a V tile's panel, one chunk per page. As it reads a chunk, the product sends the
 // same bytes from aheads[same index] (null: none) on to L2: what is read a key tile
 // later in its place (a decode step's next tile), so that memory keeps streaming.

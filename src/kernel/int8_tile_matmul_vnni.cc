@@ -1,10 +1,9 @@
 // Int8TileMatMulVnni (int8_tile_matmul.h) on AVX512_VNNI. vpdpwssd sums, per 32-bit
 // lane, two products of 16-bit integers: a lane must hold one column's two
-// consecutive depth rows (a key's two channels; a value channel's two keys), where a
-// panel row holds one depth row of 16 columns. So a 32-byte load takes two panel
-// rows, vpermb (AVX512_VBMI) interleaves them into 16 columns of 2 rows, and
-// vpmovsxbw widens them to 16 bits. 4 x 4 accumulators, 4 key
-// vectors, the permutation and a broadcast fit the 32 registers.
+// consecutive depth rows (a key's two channels; a value channel's two keys), as a
+// panel row pair of int8 pages does (kv_pages.h): vpmovsxbw widens 16 columns of 2
+// rows from 32 bytes. 4 x 4 accumulators, 4 key vectors and a broadcast fit the 32
+// registers.
 #include "src/kernel/int8_tile_matmul.h"
 
 #include <algorithm>
@@ -23,30 +22,17 @@ bool Int8DotProducts(size_t head_dim) { return head_dim % 2 == 0 && CpuHasAvx512
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
-#define MHA_VNNI_TARGET \
-  __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")))
+#define MHA_VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
 
 namespace mha::internal {
 namespace {
 
 constexpr size_t kLaneChannels = 2;  // 16-bit products per 32-bit lane
 constexpr size_t kRowBlock = 4, kPanelBlock = 4;
-// vpermb and vcvtdq2ps in their zero-masking forms, every lane selected: GCC 12's
-// plain intrinsics start from an "undefined" vector that -Werror=uninitialized
-// rejects once inlined here.
-constexpr __mmask32 kAll32 = ~__mmask32{0};
+// vcvtdq2ps in its zero-masking form, every lane selected: GCC 12's plain intrinsic
+// starts from an "undefined" vector that -Werror=uninitialized rejects once inlined
+// here.
 constexpr __mmask16 kAll16 = 0xFFFF;
-
-// vpermb's indices: byte c * 2 + r of the result is row r's column c, byte r * 16 + c
-// of two panel rows.
-MHA_VNNI_TARGET inline __m256i PairIndices() {
-  alignas(32) int8_t indices[32];
-  for (size_t out = 0; out < 32; ++out) {
-    indices[out] =
-        static_cast<int8_t>(out % kLaneChannels * kPanelWidth + out / kLaneChannels);
-  }
-  return _mm256_load_si256(reinterpret_cast<const __m256i*>(indices));
-}
 
 // sums[r][p] += A's kRows rows against `depth` rows of one chunk of each of the
 // strip's kPanels panels (A's columns from `a`); aheads[p] sent on to L2 as chunk p
@@ -58,7 +44,6 @@ MHA_VNNI_TARGET HWY_NOINLINE void AddChunks(size_t depth, const int16_t* a, size
                                             const int8_t* const (&chunks)[kPanels],
                                             const int8_t* const (&aheads)[kPanels],
                                             __m512i (&sums)[kRows][kPanels]) {
-  const __m256i indices = PairIndices();
   __m512i acc[kRows][kPanels];
   HWY_UNROLL(4)
   for (size_t r = 0; r < kRows; ++r) {
@@ -66,17 +51,15 @@ MHA_VNNI_TARGET HWY_NOINLINE void AddChunks(size_t depth, const int16_t* a, size
     for (size_t p = 0; p < kPanels; ++p) acc[r][p] = sums[r][p];
   }
   for (size_t k = 0; k < depth; k += kLaneChannels) {
-    const size_t offset = k * kPanelWidth;  // bytes into a chunk
+    const size_t offset = k * kPanelWidth;  // bytes into a chunk: rows k, k + 1
     __m512i columns[kPanels];
     HWY_UNROLL(4)
     for (size_t p = 0; p < kPanels; ++p) {
       if (aheads[p] && offset % 64 == 0) {  // a line every other step
         _mm_prefetch(reinterpret_cast<const char*>(aheads[p] + offset), _MM_HINT_T1);
       }
-      const __m256i pairs = _mm256_maskz_permutexvar_epi8(
-          kAll32, indices,
+      columns[p] = _mm512_cvtepi8_epi16(
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunks[p] + offset)));
-      columns[p] = _mm512_cvtepi8_epi16(pairs);
     }
     HWY_UNROLL(4)
     for (size_t r = 0; r < kRows; ++r) {

@@ -37,8 +37,8 @@ void QuantizeInt8Channel(const KvPages& pages, int64_t page, const float* rows,
   // In double: a float kInt8Max / max_abs is infinite for channels below 3.7e-37.
   const double inverse = max_abs > 0.0f ? kInt8Max / double{max_abs} : 0.0;
   for (int64_t t = 0; t < pages.page_size; ++t) {
-    codes[PanelOffset(static_cast<size_t>(c), static_cast<size_t>(t),
-                      static_cast<size_t>(head_dim))] =
+    codes[TileOffset<int8_t>(static_cast<size_t>(c), static_cast<size_t>(t),
+                             static_cast<size_t>(head_dim))] =
         coded[t] ? Code(static_cast<float>(rows[t * head_dim + c] * inverse)) : int8_t{0};
   }
 }
@@ -101,7 +101,7 @@ void ReadKey(const KvPages& pages, int64_t position, int64_t length, int64_t hea
     row[c] = kInt4 ? (GetInt4(codes, channel, at, dims) * channel_scales[c] +
                       KeyChannelMins(pages, page)[c]) *
                          token_scale
-                   : static_cast<int8_t>(codes[PanelOffset(channel, at, dims)]) *
+                   : static_cast<int8_t>(codes[TileOffset<int8_t>(channel, at, dims)]) *
                          channel_scales[c] * token_scale;
   }
 }

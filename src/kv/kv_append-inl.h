@@ -135,19 +135,19 @@ struct TokenCodes {
   void Key(const KvPages& pages, const float* key, int64_t page, size_t offset,
            bool /*last*/) const {
     const size_t head_dim = static_cast<size_t>(pages.head_dim);
-    const float scale =
-        Quantize<Code>(key, head_dim, scaled,
-                       reinterpret_cast<typename Code::Type*>(pages.KeyPage(page)),
-                       [&](size_t k) { return PanelOffset(k, offset, head_dim); });
+    const float scale = Quantize<Code>(
+        key, head_dim, scaled,
+        reinterpret_cast<typename Code::Type*>(pages.KeyPage(page)),
+        [&](size_t k) { return TileOffset<typename Code::Type>(k, offset, head_dim); });
     if (scaled) KeyTokenScales(pages, page)[offset] = scale;
   }
   void Value(const KvPages& pages, const float* value, size_t value_head_dim,
              int64_t page, size_t offset) const {
     const size_t page_size = static_cast<size_t>(pages.page_size);
-    const float scale =
-        Quantize<Code>(value, value_head_dim, scaled,
-                       reinterpret_cast<typename Code::Type*>(pages.ValuePage(page)),
-                       [&](size_t k) { return PanelOffset(offset, k, page_size); });
+    const float scale = Quantize<Code>(
+        value, value_head_dim, scaled,
+        reinterpret_cast<typename Code::Type*>(pages.ValuePage(page)),
+        [&](size_t k) { return TileOffset<typename Code::Type>(offset, k, page_size); });
     if (scaled) ValueTokenScales(pages, page)[offset] = scale;
   }
 };

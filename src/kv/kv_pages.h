@@ -19,10 +19,13 @@
 // the kernel makes each page's V tile from its K^T tile (values_in_keys), and the
 // cache holds and decode streams the latent once.
 //
-// bfloat16 tiles pair their rows (PairedOffset): rows 2i and 2i + 1 of a column sit
-// side by side, the layout AVX512_BF16's dot product (vdpbf16ps) reads, where one
-// 32-bit lane holds a column's two rows; a tile of an odd number of rows ends with
-// a zero row. Widened to float, a pair is one load and two bit operations.
+// bfloat16 and int8 tiles pair their rows (PairedOffset): rows 2i and 2i + 1 of a
+// column sit side by side, the layout the dot products read where one 32-bit lane
+// holds a column's two rows: AVX512_BF16's vdpbf16ps, and for int8 codes widened to
+// 16 bits, vpdpwssd and vpmaddwd (src/kernel/int8_tile_matmul.h), which then need
+// no interleave. A tile of an odd number of rows ends with a padding row (zeroed in
+// bfloat16, where stale bits could be a NaN). Widened to float, a pair is one load
+// and two or three bit operations.
 #pragma once
 
 #include <cstddef>
@@ -58,12 +61,17 @@ inline int64_t ValueGroups(int64_t padded_value_head_dim) {
          static_cast<int64_t>(kValueGroup);
 }
 
-// Tiles of 2-byte elements (bfloat16) pair their rows; the others do not.
-constexpr bool PairsRows(size_t element_bytes) { return element_bytes == 2; }
+// Tiles of 2-byte elements (bfloat16) and of int8 codes pair their rows; the others
+// (float, fp8, Int4Pair: its own pairs) do not.
+template <typename T>
+constexpr bool PairsRows() {
+  return sizeof(T) == 2 || std::is_same_v<T, int8_t>;
+}
 
-// Rows a tile stores: paired tiles round up to even.
-constexpr size_t StoredRows(size_t rows, size_t element_bytes) {
-  return PairsRows(element_bytes) ? RoundUp(rows, 2) : rows;
+// Rows a tile of T stores: paired tiles round up to even.
+template <typename T>
+constexpr size_t StoredRows(size_t rows) {
+  return PairsRows<T>() ? RoundUp(rows, 2) : rows;
 }
 
 // Two int4 codes: rows 2i (the low nibble) and 2i + 1 of one column of a tile, one
@@ -84,34 +92,33 @@ inline size_t Int4Offset(size_t row, size_t col, size_t rows) {
 template <typename T>
 size_t TileOffset(size_t row, size_t col, size_t rows) {
   if constexpr (std::is_same_v<T, Int4Pair>) return Int4Offset(row, col, rows);
-  return PairsRows(sizeof(T)) ? PairedOffset(row, col, rows)
-                              : PanelOffset(row, col, rows);
+  return PairsRows<T>() ? PairedOffset(row, col, rows) : PanelOffset(row, col, rows);
 }
 
 // Bytes of a [rows, cols] tile of T (cols a multiple of kPanelWidth).
 template <typename T>
 int64_t TileBytes(int64_t rows, int64_t cols) {
-  const size_t stored =
-      std::is_same_v<T, Int4Pair>
-          ? RoundUp(static_cast<size_t>(rows), 2) / 2
-          : StoredRows(static_cast<size_t>(rows), sizeof(T)) * sizeof(T);
+  const size_t stored = std::is_same_v<T, Int4Pair>
+                            ? RoundUp(static_cast<size_t>(rows), 2) / 2
+                            : StoredRows<T>(static_cast<size_t>(rows)) * sizeof(T);
   return static_cast<int64_t>(stored) * cols;
 }
 
-// Zeroes rows [first_row, end_row) of such a tile of `element_bytes` elements.
-inline void ZeroTileRows(uint8_t* tile, size_t rows, size_t cols, size_t first_row,
-                         size_t end_row, size_t element_bytes) {
+// Zeroes rows [first_row, end_row) of such a tile of T.
+template <typename T>
+void ZeroTileRows(uint8_t* tile, size_t rows, size_t cols, size_t first_row,
+                  size_t end_row) {
   if (end_row <= first_row) return;
-  if (!PairsRows(element_bytes)) {
-    const size_t run = (end_row - first_row) * kPanelWidth * element_bytes;
+  if (!PairsRows<T>()) {
+    const size_t run = (end_row - first_row) * kPanelWidth * sizeof(T);
     for (size_t col = 0; col < cols; col += kPanelWidth) {
-      std::memset(tile + PanelOffset(first_row, col, rows) * element_bytes, 0, run);
+      std::memset(tile + PanelOffset(first_row, col, rows) * sizeof(T), 0, run);
     }
     return;
   }
   for (size_t col = 0; col < cols; ++col) {
     for (size_t row = first_row; row < end_row; ++row) {
-      std::memset(tile + PairedOffset(row, col, rows) * element_bytes, 0, element_bytes);
+      std::memset(tile + PairedOffset(row, col, rows) * sizeof(T), 0, sizeof(T));
     }
   }
 }

@@ -120,7 +120,7 @@ HWY_INLINE void SplitKeysTransposed(D d, const float* HWY_RESTRICT src, size_t s
   HWY_DASSERT(first + rows <= zero_end && block % kWidth == 0);
   HWY_DASSERT(rows == 0 || src_stride >= head_dim);
   const size_t copy_end = first + rows;
-  const size_t stored_dims = internal::StoredRows(head_dim, sizeof(T));
+  const size_t stored_dims = internal::StoredRows<T>(head_dim);
   // One panel of kWidth keys at a time: its rows are contiguous runs of keys.
   for (size_t begin = first; begin < zero_end;) {
     const size_t block_start = begin / block * block;
@@ -142,7 +142,7 @@ HWY_INLINE void SplitKeysTransposed(D d, const float* HWY_RESTRICT src, size_t s
     // row), while the panel's strided stores stay within a few KiB.
     for (; j < end; ++j) {
       const float* key = j < copy_end ? src + (j - first) * src_stride : nullptr;
-      if constexpr (internal::PairsRows(sizeof(T))) {
+      if constexpr (internal::PairsRows<T>()) {
         StorePairedKey(d, key, head_dim, tile + (j - panel_start) * 2);
       } else {
         T* column = tile + (j - panel_start);  // column[dim * kWidth]
@@ -224,7 +224,7 @@ HWY_INLINE void StoreValueRow(const float* HWY_RESTRICT value, size_t col, size_
                               T* HWY_RESTRICT out) {
   constexpr size_t kWidth = internal::kPanelWidth;
   // A paired tile's columns are two elements apart (the other token between them).
-  constexpr size_t kStep = internal::PairsRows(sizeof(T)) ? 2 : 1;
+  constexpr size_t kStep = internal::PairsRows<T>() ? 2 : 1;
   const size_t n = std::min(kWidth, copied > col ? copied - col : 0);
   if (n == kWidth) {  // a fixed count, which the compiler turns into vectors
     for (size_t k = 0; k < kWidth; ++k) StoreAs(value[col + k], out + k * kStep);
@@ -257,7 +257,7 @@ HWY_INLINE void SplitValues(D d, const float* HWY_RESTRICT src, size_t src_strid
     T* tile = pages + page * page_rows * padded_head_dim;
     const float* value = src + (j - first) * src_stride;
     const size_t copied = j < copy_end ? head_dim : 0;
-    if constexpr (internal::PairsRows(sizeof(T))) {
+    if constexpr (internal::PairsRows<T>()) {
       // A whole pair of copied tokens: whole panels a word per column; the rest
       // (a half pair, the last partial panel) element by element.
       if (row % 2 == 0 && j + 1 < copy_end) {

@@ -59,9 +59,9 @@ template <typename T>
 void ClearValueCodes(const KvPages& pages, int64_t page, int64_t first_row,
                      int64_t end_row) {
   if (pages.values_in_keys) return;
-  ZeroTileRows(pages.ValuePage(page), static_cast<size_t>(pages.page_size),
-               static_cast<size_t>(pages.padded_value_head_dim),
-               static_cast<size_t>(first_row), static_cast<size_t>(end_row), sizeof(T));
+  ZeroTileRows<T>(pages.ValuePage(page), static_cast<size_t>(pages.page_size),
+                  static_cast<size_t>(pages.padded_value_head_dim),
+                  static_cast<size_t>(first_row), static_cast<size_t>(end_row));
 }
 
 // Their value scales zeroed: a NaN one would poison 0 x.

@@ -3,7 +3,7 @@
 // one place a KV storage kind meets the products: the kind (src/kv/kinds/) picks
 // one, the products never ask what the codes are. A loader has
 //   Code                  the tile's element (float, bfloat16, int8, fp8, Int4Pair)
-//   kRowsPerLoad          1, or 2 for tiles that pair their rows (bf16, int4)
+//   kRowsPerLoad          1, or 2 for tiles that pair their rows (bf16, int8, int4)
 //   kPanelRowBytes        bytes of one panel row (the prefetches' step)
 //   At(d, tile, column, rows)
 //                         a Column: the vector of columns [column, column + Lanes)
@@ -64,10 +64,17 @@ HWY_INLINE void LoadRowPair(D d, const internal::Int4Pair* HWY_RESTRICT p,
   odd = hn::ConvertTo(d, hn::ShiftRight<4>(pairs));
 }
 
+// Rows k and k + 1 of an int8 tile (paired rows: kv_pages.h): the low and high bytes
+// of 16-bit lanes. Widened with their sign to 32 bits, a lane's high byte is an
+// arithmetic shift away, its low byte a shift left and back.
 template <class D>
-HWY_INLINE hn::Vec<D> LoadRow(D d, const int8_t* HWY_RESTRICT p) {
+HWY_INLINE void LoadRowPair(D d, const int8_t* HWY_RESTRICT p, hn::Vec<D>& even,
+                            hn::Vec<D>& odd) {
   const hn::Rebind<int32_t, D> di32;
-  return hn::ConvertTo(d, hn::PromoteTo(di32, hn::LoadU(hn::Rebind<int8_t, D>(), p)));
+  const auto pairs = hn::PromoteTo(
+      di32, hn::LoadU(hn::Rebind<int16_t, D>(), reinterpret_cast<const int16_t*>(p)));
+  even = hn::ConvertTo(d, hn::ShiftRight<24>(hn::ShiftLeft<24>(pairs)));
+  odd = hn::ConvertTo(d, hn::ShiftRight<8>(pairs));
 }
 template <class D>
 HWY_INLINE hn::Vec<D> LoadRow(D d, const internal::Fp8E4M3* HWY_RESTRICT p) {
@@ -87,7 +94,7 @@ template <typename T>
 struct CodesLoader {
   using Code = T;
   static constexpr bool kInt4 = std::is_same_v<T, internal::Int4Pair>;
-  static constexpr size_t kRowsPerLoad = kInt4 || internal::PairsRows(sizeof(T)) ? 2 : 1;
+  static constexpr size_t kRowsPerLoad = kInt4 || internal::PairsRows<T>() ? 2 : 1;
   static constexpr size_t kPanelRowBytes =
       internal::kPanelWidth * sizeof(T) / (kInt4 ? 2 : 1);
   // Elements of T from one load's rows of a panel to the next.

@@ -59,8 +59,8 @@ HWY_EXPORT(Int8KeyProductForTest);
 namespace {
 
 using mha::internal::kPanelWidth;
-using mha::internal::PanelOffset;
 using mha::internal::QueryCodeLimit;
+using mha::internal::TileOffset;
 
 // One product's operands and its exact result: query codes within the limit, one
 // scale per row, K^T panels each in its own page, and scale * float(integer sum).
@@ -97,7 +97,7 @@ struct Case {
       pages.emplace_back(depth * kPanelWidth);
       for (size_t k = 0; k < depth; ++k) {
         for (size_t j = 0; j < kPanelWidth; ++j) {
-          pages[p][PanelOffset(k, j, depth)] =
+          pages[p][TileOffset<int8_t>(k, j, depth)] =
               static_cast<int8_t>(keys[k * n + p * kPanelWidth + j]);
         }
       }
@@ -164,7 +164,7 @@ void ExpectIntegerKernelSumsExactly(decltype(&mha::internal::Int8TileMatMulAvx2)
 }
 
 TEST(Int8KeyProductsVnni, SumsExactlyAsTheHighwayPath) {
-  if (!mha::internal::CpuHasAvx512Vnni()) GTEST_SKIP() << "no AVX512_VNNI and VBMI";
+  if (!mha::internal::CpuHasAvx512Vnni()) GTEST_SKIP() << "no AVX512_VNNI";
   ExpectIntegerKernelSumsExactly(mha::internal::Int8TileMatMulVnni, "AVX512_VNNI");
 }
 
@@ -221,7 +221,7 @@ struct ValueCase {
         for (size_t k = 0; k < depth; ++k) {
           const auto& chunk = chunks[(j / kPanelWidth) * chunk_count + k / chunk_depth];
           sum += int64_t{codes[i * lda + k]} *
-                 chunk[PanelOffset(k % chunk_depth, j % kPanelWidth, chunk_depth)];
+                 chunk[TileOffset<int8_t>(k % chunk_depth, j % kPanelWidth, chunk_depth)];
         }
         EXPECT_LT(sum < 0 ? -sum : sum, int64_t{1} << 31);
         expected[i * n + j] += static_cast<float>(sum) * scales[i];
@@ -267,7 +267,7 @@ void ExpectValueProductsExact(decltype(&mha::internal::Int8TileMatMulAvx2) kerne
 }
 
 TEST(Int8ValueProductsVnni, SumsChunksExactly) {
-  if (!mha::internal::CpuHasAvx512Vnni()) GTEST_SKIP() << "no AVX512_VNNI and VBMI";
+  if (!mha::internal::CpuHasAvx512Vnni()) GTEST_SKIP() << "no AVX512_VNNI";
   ExpectValueProductsExact(mha::internal::Int8TileMatMulVnni, "AVX512_VNNI");
 }
 

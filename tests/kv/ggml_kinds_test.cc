@@ -23,7 +23,7 @@ namespace {
 using mha::internal::Fp16FromFloat;
 using mha::internal::KvPages;
 using mha::internal::KvStorage;
-using mha::internal::PanelOffset;
+using mha::internal::TileOffset;
 
 constexpr int64_t kPage = 16, kHeadDim = 72, kRows = 21;  // 72: 2 blocks and 8
 
@@ -96,8 +96,8 @@ struct Filled {
 TEST(GgmlKinds, Q8_0HoldsGgmlsBlocks) {
   const Filled cache(KvStorage::kQ8_0);
   const auto* tie = reinterpret_cast<const int8_t*>(cache.p.KeyPage(0));
-  EXPECT_EQ(tie[PanelOffset(1, 9, kHeadDim)], 3);  // roundf: halves away from zero
-  EXPECT_EQ(tie[PanelOffset(2, 9, kHeadDim)], -3);
+  EXPECT_EQ(tie[TileOffset<int8_t>(1, 9, kHeadDim)], 3);  // roundf: halves away from zero
+  EXPECT_EQ(tie[TileOffset<int8_t>(2, 9, kHeadDim)], -3);
   const int64_t padded =
       cache.p.padded_value_head_dim;  // 80: the last block's 8 + 8 zeros
   for (int64_t t = 0; t < kRows; ++t) {
@@ -116,7 +116,7 @@ TEST(GgmlKinds, Q8_0HoldsGgmlsBlocks) {
           ASSERT_EQ(d, key.d) << "key " << t << " block " << b;
         }
         for (int64_t j = 0; j < std::min<int64_t>(32, kHeadDim - first); ++j) {
-          ASSERT_EQ(k[PanelOffset(first + j, slot, kHeadDim)],
+          ASSERT_EQ(k[TileOffset<int8_t>(first + j, slot, kHeadDim)],
                     t == 4 && b == 1 ? 0 : key.qs[j])
               << "key " << t << " channel " << first + j;
         }
@@ -126,7 +126,7 @@ TEST(GgmlKinds, Q8_0HoldsGgmlsBlocks) {
       ASSERT_EQ(mha::internal::ValueGroupScales(cache.p, page)[b * kPage + slot], value.d)
           << "value " << t << " block " << b;
       for (int64_t j = 0; j < 32 && first + j < padded; ++j) {
-        ASSERT_EQ(v[PanelOffset(slot, first + j, kPage)], value.qs[j])
+        ASSERT_EQ(v[TileOffset<int8_t>(slot, first + j, kPage)], value.qs[j])
             << "value " << t << " channel " << first + j;
       }
     }

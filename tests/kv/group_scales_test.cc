@@ -63,7 +63,7 @@ namespace {
 
 using mha::internal::FloatFromFp16;
 using mha::internal::Fp16FromFloat;
-using mha::internal::PanelOffset;
+using mha::internal::TileOffset;
 
 class BlockScales : public hwy::TestWithParamTarget {};
 HWY_TARGET_INSTANTIATE_TEST_SUITE_P(BlockScales);
@@ -116,7 +116,7 @@ TEST_P(BlockScales, TileProductsScaleEachRowByItsBlock) {
             std::memcpy(page.data() + depth * n + (group * kPage + t) * 2, &scale, 2);
             const int8_t code = static_cast<int8_t>((t * 7 + c * 3) % 255 - 127);
             const size_t k = keys ? c : t, j = keys ? t : c;
-            page[PanelOffset(k, j, depth)] = code;
+            page[TileOffset<int8_t>(k, j, depth)] = code;
             b[k * n + j] = code * double{FloatFromFp16(scale)};
           }
         }

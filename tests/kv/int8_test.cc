@@ -40,7 +40,8 @@ void ScaledInt8TileProductForTest(size_t rows, size_t n, size_t depth, const flo
                                   const float* const* row_scales, float* c) {
   const hwy::HWY_NAMESPACE::ScalableTag<float> d;
   constexpr size_t kPage = 16;
-  const size_t count = pages ? n / kPage : 1, tile_bytes = depth * (pages ? kPage : n);
+  const size_t count = pages ? n / kPage : 1,
+               tile_bytes = internal::StoredRows<int8_t>(depth) * (pages ? kPage : n);
   const testing::ScaledPages laid(
       reinterpret_cast<const void* const*>(pages ? pages : &b), count, tile_bytes,
       row_scales, depth);
@@ -76,7 +77,8 @@ HWY_EXPORT(ScaledInt8TileProductForTest);
 
 namespace {
 
-using mha::internal::PanelOffset;
+using mha::internal::StoredRows;
+using mha::internal::TileOffset;
 
 class Int8 : public hwy::TestWithParamTarget {};
 HWY_TARGET_INSTANTIATE_TEST_SUITE_P(Int8);
@@ -121,8 +123,8 @@ TEST_P(Int8, CacheRowsQuantiseWithOneScalePerToken) {
     const auto* k = reinterpret_cast<const int8_t*>(p.KeyPage(page));
     const auto* v = reinterpret_cast<const int8_t*>(p.ValuePage(page));
     for (int64_t d = 0; d < kHeadDim; ++d) {
-      const int8_t key = k[PanelOffset(d, offset, kHeadDim)];
-      const int8_t value = v[PanelOffset(offset, d, kPage)];
+      const int8_t key = k[TileOffset<int8_t>(d, offset, kHeadDim)];
+      const int8_t value = v[TileOffset<int8_t>(offset, d, kPage)];
       if (r == 9) {  // no int8 form: zeros and a NaN scale
         ASSERT_TRUE(std::isnan(key_scale));
         ASSERT_EQ(key, 0);
@@ -145,12 +147,12 @@ TEST_P(Int8, TileProductWidensInt8Pages) {
       for (const size_t depth : {1, 8, 21, 64}) {
         const std::vector<float> a =
             mha::testing::RandomFloats(rows * depth, uint32_t(rows * n + depth));
-        std::vector<int8_t> b(depth * n);
-        std::vector<double> b_float(depth * n);  // row-major
+        std::vector<int8_t> b(StoredRows<int8_t>(depth) * n);  // paired: even rows
+        std::vector<double> b_float(depth * n);                // row-major
         for (size_t k = 0; k < depth; ++k) {
           for (size_t j = 0; j < n; ++j) {
             const auto q = static_cast<int8_t>(int((k * 31 + j * 17) % 255) - 127);
-            b[PanelOffset(k, j, depth)] = q;
+            b[TileOffset<int8_t>(k, j, depth)] = q;
             b_float[k * n + j] = q;
           }
         }
@@ -171,8 +173,8 @@ TEST_P(Int8, TileProductScalesRowsAsTheyLoad) {
           const std::vector<float> a =
               mha::testing::RandomFloats(rows * depth, uint32_t(rows * n + depth));
           const size_t page_cols = paged ? 16 : n, count = n / page_cols;
-          std::vector<std::vector<int8_t>> tiles(count,
-                                                 std::vector<int8_t>(depth * page_cols));
+          std::vector<std::vector<int8_t>> tiles(
+              count, std::vector<int8_t>(StoredRows<int8_t>(depth) * page_cols));
           std::vector<std::vector<float>> scales(count);
           std::vector<const int8_t*> pages;
           std::vector<const float*> row_scales;
@@ -185,7 +187,7 @@ TEST_P(Int8, TileProductScalesRowsAsTheyLoad) {
               for (size_t j = 0; j < page_cols; ++j) {
                 const auto q =
                     static_cast<int8_t>(int((k * 31 + j * 17 + i) % 255) - 127);
-                tiles[i][PanelOffset(k, j, depth)] = q;
+                tiles[i][TileOffset<int8_t>(k, j, depth)] = q;
                 b_float[k * n + i * page_cols + j] =
                     static_cast<double>(q) * scales[i][k];
               }
@@ -238,7 +240,7 @@ class ChannelKeyPages {
       ASSERT_FLOAT_EQ(scale, max_abs / 127.0f) << "page " << page << " channel " << c;
       for (int64_t slot = 0; slot < count; ++slot) {
         const int64_t t = page * kPage + slot;
-        const int8_t code = codes[PanelOffset(c, slot, kHeadDim)];
+        const int8_t code = codes[TileOffset<int8_t>(c, slot, kHeadDim)];
         if (t == nan_row) {
           ASSERT_TRUE(std::isnan(mha::internal::KeyTokenScales(pages_, page)[slot]));
           ASSERT_EQ(code, 0);

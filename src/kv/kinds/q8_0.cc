@@ -74,7 +74,7 @@ struct Q8_0Writer {
     const size_t head_dim = static_cast<size_t>(pages.head_dim);
     QuantizeGroups(
         key, head_dim, head_dim, reinterpret_cast<int8_t*>(pages.KeyPage(page)),
-        [&](size_t c) { return PanelOffset(c, offset, head_dim); },
+        [&](size_t c) { return TileOffset<int8_t>(c, offset, head_dim); },
         KeyGroupScales(pages, page) + offset, static_cast<size_t>(pages.page_size));
   }
   void Value(const KvPages& pages, const float* value, size_t value_head_dim,
@@ -83,7 +83,7 @@ struct Q8_0Writer {
     QuantizeGroups(
         value, value_head_dim, static_cast<size_t>(pages.padded_value_head_dim),
         reinterpret_cast<int8_t*>(pages.ValuePage(page)),
-        [&](size_t c) { return PanelOffset(offset, c, page_size); },
+        [&](size_t c) { return TileOffset<int8_t>(offset, c, page_size); },
         ValueGroupScales(pages, page) + offset, page_size);
   }
 };
