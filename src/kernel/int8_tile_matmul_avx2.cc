@@ -25,44 +25,53 @@ constexpr size_t kLaneChannels = 2;  // 16-bit products per 32-bit lane
 constexpr size_t kRowBlock = 4;
 constexpr size_t kHalf = kPanelWidth / 2;  // keys per vector
 
-// sums[r] += A's kRows rows against `depth` rows of one chunk of a panel (A's columns
-// from `a`); `ahead` sent on to L2 as the chunk is read. Not inlined: inside the loop
-// over chunks GCC 12 kept every accumulator on the stack (a store and a reload per
-// step; as slow as the fp32 products). Out of line, on register copies, it needs no
-// register pin either: an empty asm holding the accumulators made GCC compute each
-// sum in a spare register and copy it back (9 register moves a step; the kernel
-// about 10% slower in cache, Zen 3).
+// sums[r] += A's kRows rows against `depth` rows of panel `panel` of B, chunk by
+// chunk (A's columns from `a`); each chunk's ahead sent on to L2 as the chunk is read
+// when `prefetch`. Not inlined: inlined into its caller, GCC 12 kept every
+// accumulator on the stack (a store and a reload per step; as slow as the fp32
+// products). Out of line, on register copies, it needs no register pin either: an
+// empty asm holding the accumulators made GCC compute each sum in a spare register
+// and copy it back (9 register moves a step; the kernel about 10% slower in cache,
+// Zen 3). One call takes all the panel's chunks: a call per chunk loaded and stored
+// the accumulators every 8 steps over 16-key pages (P V 1.12x as long in cache).
 template <size_t kRows>
-MHA_AVX2_TARGET HWY_NOINLINE void AddChunk(size_t depth, const int16_t* a, size_t lda,
-                                           const int8_t* chunk, const int8_t* ahead,
-                                           __m256i (&sums)[kRows][2]) {
+MHA_AVX2_TARGET HWY_NOINLINE void AddChunks(size_t depth, const int16_t* a, size_t lda,
+                                            const Int8Panels& b, size_t panel,
+                                            bool prefetch, __m256i (&sums)[kRows][2]) {
   __m256i acc[kRows][2];  // a copy the loop keeps in registers (sums stay in memory)
   HWY_UNROLL(4)
   for (size_t r = 0; r < kRows; ++r) acc[r][0] = sums[r][0], acc[r][1] = sums[r][1];
-  for (size_t k = 0; k < depth; k += kLaneChannels) {
-    const size_t offset = k * kPanelWidth;  // bytes into the chunk: rows k, k + 1
-    if (ahead && offset % 64 == 0) {        // a line every other step
-      _mm_prefetch(reinterpret_cast<const char*>(ahead + offset), _MM_HINT_T1);
-    }
-    const __m256i low = _mm256_cvtepi8_epi16(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(chunk + offset)));
-    const __m256i high = _mm256_cvtepi8_epi16(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(chunk + offset + kHalf * 2)));
-    HWY_UNROLL(4)
-    for (size_t r = 0; r < kRows; ++r) {
-      int32_t pair;  // two codes of A, as one lane
-      std::memcpy(&pair, a + r * lda + k, sizeof(pair));
-      const __m256i codes = _mm256_set1_epi32(pair);
-      acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(low, codes));
-      acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(high, codes));
+  const size_t first = panel * b.chunk_count;
+  for (size_t q = 0, begin = 0; begin < depth; ++q, begin += b.chunk_depth) {
+    const int8_t* chunk = b.chunks[first + q];
+    const int8_t* ahead = prefetch ? b.aheads[first + q] : nullptr;
+    const int16_t* a_chunk = a + begin;
+    const size_t rows = std::min(b.chunk_depth, depth - begin);
+    for (size_t k = 0; k < rows; k += kLaneChannels) {
+      const size_t offset = k * kPanelWidth;  // bytes into the chunk: rows k, k + 1
+      if (ahead && offset % 64 == 0) {        // a line every other step
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + offset), _MM_HINT_T1);
+      }
+      const __m256i low = _mm256_cvtepi8_epi16(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(chunk + offset)));
+      const __m256i high = _mm256_cvtepi8_epi16(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(chunk + offset + kHalf * 2)));
+      HWY_UNROLL(4)
+      for (size_t r = 0; r < kRows; ++r) {
+        int32_t pair;  // two codes of A, as one lane
+        std::memcpy(&pair, a_chunk + r * lda + k, sizeof(pair));
+        const __m256i codes = _mm256_set1_epi32(pair);
+        acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(low, codes));
+        acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(high, codes));
+      }
     }
   }
   HWY_UNROLL(4)
   for (size_t r = 0; r < kRows; ++r) sums[r][0] = acc[r][0], sums[r][1] = acc[r][1];
 }
 
-// kRows rows of C against panel `panel` of B, chunk by chunk; the chunks' aheads
-// prefetched when `prefetch`.
+// kRows rows of C against panel `panel` of B; the chunks' aheads prefetched when
+// `prefetch`.
 template <size_t kRows>
 MHA_AVX2_TARGET void MicroTile(size_t depth, const int16_t* a, size_t lda,
                                const float* row_scales, const Int8Panels& b, size_t panel,
@@ -70,11 +79,7 @@ MHA_AVX2_TARGET void MicroTile(size_t depth, const int16_t* a, size_t lda,
   __m256i acc[kRows][2];
   HWY_UNROLL(4)
   for (size_t r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
-  for (size_t q = 0, k = 0; k < depth; ++q, k += b.chunk_depth) {
-    const size_t index = panel * b.chunk_count + q;
-    AddChunk<kRows>(std::min(b.chunk_depth, depth - k), a + k, lda, b.chunks[index],
-                    prefetch ? b.aheads[index] : nullptr, acc);
-  }
+  AddChunks<kRows>(depth, a, lda, b, panel, prefetch, acc);
   HWY_UNROLL(4)
   for (size_t r = 0; r < kRows; ++r) {
     const __m256 scale = _mm256_set1_ps(row_scales[r]);
