@@ -259,8 +259,8 @@ class QueryStep {
   // keys: MLA's latent) the transpose of value_head_dim rows of its K^T tile,
   // in a V page's layout. Logits has just read that K^T tile: it is in cache, so
   // the latent crosses the memory bus once.
-  // Rows past `depth` are never read, but for a bfloat16 pair's second (zeroed: 0 *
-  // a NaN left in memory is NaN).
+  // Rows past `depth` are never read, but for a pair's second (zeroed: in bfloat16,
+  // 0 * a NaN left in memory is NaN).
   const T* Values(int64_t page, size_t depth) {
     if (!params_.values_in_keys) return ValueTile(page);
     const T* keys = KeyTile(page);
