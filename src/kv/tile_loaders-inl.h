@@ -119,7 +119,9 @@ struct CodesLoader {
 };
 
 // Codes times a scale per row: row k of a tile times the float at `scales_at`
-// bytes from the tile's start, plus k (keys per channel: channel_keys.h).
+// bytes from the tile's start, plus k (keys per channel: channel_keys.h). A tile of
+// paired rows has a scale for its padding row too (read with its pair, never used:
+// pages pad their scales to whole panels).
 template <typename T>
 struct RowScaledLoader {
   using Codes = CodesLoader<T>;

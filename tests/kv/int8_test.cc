@@ -44,7 +44,7 @@ void ScaledInt8TileProductForTest(size_t rows, size_t n, size_t depth, const flo
                tile_bytes = internal::StoredRows<int8_t>(depth) * (pages ? kPage : n);
   const testing::ScaledPages laid(
       reinterpret_cast<const void* const*>(pages ? pages : &b), count, tile_bytes,
-      row_scales, depth);
+      row_scales, internal::StoredRows<int8_t>(depth));
   const std::vector<const int8_t*> tiles = laid.Pages<int8_t>();
   const RowScaledLoader<int8_t> loader{static_cast<int64_t>(tile_bytes)};
   if (!pages) {
@@ -180,7 +180,10 @@ TEST_P(Int8, TileProductScalesRowsAsTheyLoad) {
           std::vector<const float*> row_scales;
           std::vector<double> b_float(depth * n);  // row-major, scaled
           for (size_t i = 0; i < count; ++i) {
-            scales[i] = mha::testing::RandomFloats(depth, uint32_t(i + 7), 0.1f);
+            // A scale for a paired tile's padding row too, as pages have (read, not
+            // used: tile_loaders-inl.h).
+            scales[i] = mha::testing::RandomFloats(StoredRows<int8_t>(depth),
+                                                   uint32_t(i + 7), 0.1f);
             pages.push_back(tiles[i].data());
             row_scales.push_back(scales[i].data());
             for (size_t k = 0; k < depth; ++k) {
