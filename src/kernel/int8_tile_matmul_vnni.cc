@@ -34,15 +34,15 @@ constexpr size_t kRowBlock = 4, kPanelBlock = 4;
 // here.
 constexpr __mmask16 kAll16 = 0xFFFF;
 
-// sums[r][p] += A's kRows rows against `depth` rows of one chunk of each of the
-// strip's kPanels panels (A's columns from `a`); aheads[p] sent on to L2 as chunk p
-// is read. Not inlined, its accumulators a local copy, as on AVX2
-// (int8_tile_matmul_avx2.cc): inlined into the loop over chunks, GCC 12 kept them on
-// the stack.
+// sums[r][p] += A's kRows rows against `depth` rows of the strip of kPanels panels
+// from first_panel, chunk by chunk (A's columns from `a`); each chunk's ahead sent
+// on to L2 as the chunk is read when `prefetch`. Not inlined, its accumulators a
+// local copy, and one call for all the strip's chunks, as on AVX2
+// (int8_tile_matmul_avx2.cc): inlined, GCC 12 kept them on the stack.
 template <size_t kRows, size_t kPanels>
 MHA_VNNI_TARGET HWY_NOINLINE void AddChunks(size_t depth, const int16_t* a, size_t lda,
-                                            const int8_t* const (&chunks)[kPanels],
-                                            const int8_t* const (&aheads)[kPanels],
+                                            const Int8Panels& b, size_t first_panel,
+                                            bool prefetch,
                                             __m512i (&sums)[kRows][kPanels]) {
   __m512i acc[kRows][kPanels];
   HWY_UNROLL(4)
@@ -50,25 +50,37 @@ MHA_VNNI_TARGET HWY_NOINLINE void AddChunks(size_t depth, const int16_t* a, size
     HWY_UNROLL(4)
     for (size_t p = 0; p < kPanels; ++p) acc[r][p] = sums[r][p];
   }
-  for (size_t k = 0; k < depth; k += kLaneChannels) {
-    const size_t offset = k * kPanelWidth;  // bytes into a chunk: rows k, k + 1
-    __m512i columns[kPanels];
+  for (size_t q = 0, begin = 0; begin < depth; ++q, begin += b.chunk_depth) {
+    const int8_t* chunks[kPanels];
+    const int8_t* aheads[kPanels];
     HWY_UNROLL(4)
     for (size_t p = 0; p < kPanels; ++p) {
-      if (aheads[p] && offset % 64 == 0) {  // a line every other step
-        _mm_prefetch(reinterpret_cast<const char*>(aheads[p] + offset), _MM_HINT_T1);
-      }
-      columns[p] = _mm512_cvtepi8_epi16(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunks[p] + offset)));
+      const size_t index = (first_panel + p) * b.chunk_count + q;
+      chunks[p] = b.chunks[index];
+      aheads[p] = prefetch ? b.aheads[index] : nullptr;
     }
-    HWY_UNROLL(4)
-    for (size_t r = 0; r < kRows; ++r) {
-      int32_t pair;  // two codes of A, as one lane
-      std::memcpy(&pair, a + r * lda + k, sizeof(pair));
-      const __m512i codes = _mm512_set1_epi32(pair);
+    const int16_t* a_chunk = a + begin;
+    const size_t rows = std::min(b.chunk_depth, depth - begin);
+    for (size_t k = 0; k < rows; k += kLaneChannels) {
+      const size_t offset = k * kPanelWidth;  // bytes into a chunk: rows k, k + 1
+      __m512i columns[kPanels];
       HWY_UNROLL(4)
       for (size_t p = 0; p < kPanels; ++p) {
-        acc[r][p] = _mm512_dpwssd_epi32(acc[r][p], columns[p], codes);
+        if (aheads[p] && offset % 64 == 0) {  // a line every other step
+          _mm_prefetch(reinterpret_cast<const char*>(aheads[p] + offset), _MM_HINT_T1);
+        }
+        columns[p] = _mm512_cvtepi8_epi16(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunks[p] + offset)));
+      }
+      HWY_UNROLL(4)
+      for (size_t r = 0; r < kRows; ++r) {
+        int32_t pair;  // two codes of A, as one lane
+        std::memcpy(&pair, a_chunk + r * lda + k, sizeof(pair));
+        const __m512i codes = _mm512_set1_epi32(pair);
+        HWY_UNROLL(4)
+        for (size_t p = 0; p < kPanels; ++p) {
+          acc[r][p] = _mm512_dpwssd_epi32(acc[r][p], columns[p], codes);
+        }
       }
     }
   }
@@ -79,8 +91,8 @@ MHA_VNNI_TARGET HWY_NOINLINE void AddChunks(size_t depth, const int16_t* a, size
   }
 }
 
-// kRows rows of C against the strip of kPanels panels from `first_panel`, chunk by
-// chunk; the chunks' aheads prefetched when `prefetch`.
+// kRows rows of C against the strip of kPanels panels from `first_panel`; the
+// chunks' aheads prefetched when `prefetch`.
 template <size_t kRows, size_t kPanels>
 MHA_VNNI_TARGET void MicroTile(size_t depth, const int16_t* a, size_t lda,
                                const float* row_scales, const Int8Panels& b,
@@ -92,18 +104,9 @@ MHA_VNNI_TARGET void MicroTile(size_t depth, const int16_t* a, size_t lda,
     HWY_UNROLL(4)
     for (size_t p = 0; p < kPanels; ++p) acc[r][p] = _mm512_setzero_si512();
   }
-  for (size_t q = 0, k = 0; k < depth; ++q, k += b.chunk_depth) {
-    const int8_t* chunks[kPanels];
-    const int8_t* aheads[kPanels];
-    HWY_UNROLL(4)
-    for (size_t p = 0; p < kPanels; ++p) {
-      const size_t index = (first_panel + p) * b.chunk_count + q;
-      chunks[p] = b.chunks[index];
-      aheads[p] = prefetch ? b.aheads[index] : nullptr;
-    }
-    AddChunks<kRows, kPanels>(std::min(b.chunk_depth, depth - k), a + k, lda, chunks,
-                              aheads, acc);
-  }
+  AddChunks<kRows, kPanels>(depth, a, lda, b, first_panel, prefetch, acc);
+  // The scale and the add: two roundings, as on AVX2 (this file builds without FP
+  // contraction: src/CMakeLists.txt).
   HWY_UNROLL(4)
   for (size_t r = 0; r < kRows; ++r) {
     const __m512 scale = _mm512_set1_ps(row_scales[r]);
