@@ -377,26 +377,47 @@ class QueryStep {
   // every K^T panel of its pages in one product. Each panel sends on to L2 the
   // matching panel of the next key tile, or after the last, a V page of this one: a
   // whole tile ahead: a paged cache's pages are scattered, beyond the prefetchers.
+  // Keys with group scales (a kind's kKeyGroup) are read a group of channels per
+  // chunk, each chunk with its keys' scales.
   void Int8Scores(int64_t first_key, size_t padded) {
     const size_t head_dim = static_cast<size_t>(params_.head_dim);
     const int64_t next_key = NextKeyStep(first_key), key_limit = KeyEnd(rows_ - 1);
-    const int8_t* panels[kMaxKeyStep / kPanelWidth];
-    const int8_t* aheads[kMaxKeyStep / kPanelWidth];
+    constexpr size_t kGroup = Kind::kKeyGroup;
+    const size_t chunk_depth = kGroup > 0 ? kGroup : head_dim;
+    const size_t chunk_count = (head_dim + chunk_depth - 1) / chunk_depth;
+    constexpr size_t kMaxChunks =
+        kMaxKeyStep / kPanelWidth *
+        (kGroup > 0 ? (kMaxQueryCodesHeadDim + kGroup - 1) / kGroup : 1);
+    HWY_DASSERT(padded / kPanelWidth * chunk_count <= kMaxChunks);
+    const int8_t* chunks[kMaxChunks];
+    const int8_t* aheads[kMaxChunks];
+    const uint16_t* scales[kMaxChunks];
     for (size_t p = 0; p < padded / kPanelWidth; ++p) {
       const int64_t key = first_key + static_cast<int64_t>(p * kPanelWidth);
       const int64_t later = next_key + static_cast<int64_t>(p * kPanelWidth);
-      panels[p] = KeyPanel(key);
+      const int64_t page = key / pages_.page_size;
+      const size_t column = static_cast<size_t>(key % pages_.page_size);
       // A V page is about as many bytes as its K^T panels: panel j sends the j-th.
-      const auto* values =
-          reinterpret_cast<const int8_t*>(ValueTile(key / pages_.page_size));
-      aheads[p] = later < key_limit
-                      ? KeyPanel(later)
-                      : values + static_cast<size_t>(key % pages_.page_size) * head_dim;
+      const int8_t* ahead =
+          later < key_limit
+              ? KeyPanel(later)
+              : reinterpret_cast<const int8_t*>(ValueTile(page)) + column * head_dim;
+      for (size_t q = 0; q < chunk_count; ++q) {
+        const size_t offset = q * chunk_depth * kPanelWidth;  // rows q * chunk_depth on
+        chunks[p * chunk_count + q] = KeyPanel(key) + offset;
+        aheads[p * chunk_count + q] = ahead + offset;
+        if constexpr (kGroup > 0) {
+          scales[p * chunk_count + q] = Kind::KeyGroupScales(pages_, page) +
+                                        q * static_cast<size_t>(pages_.page_size) +
+                                        column;
+        }
+      }
     }
-    Int8Product(head_dim)(rows_, padded / kPanelWidth, head_dim, query_codes_,
-                          layout_.padded_head_dim, query_scales_,
-                          {panels, aheads, head_dim, 1}, scores_, layout_.key_step,
-                          /*accumulate=*/false);
+    Int8Product(head_dim)(
+        rows_, padded / kPanelWidth, head_dim, query_codes_, layout_.padded_head_dim,
+        query_scales_,
+        {chunks, aheads, chunk_depth, chunk_count, kGroup > 0 ? scales : nullptr},
+        scores_, layout_.key_step, /*accumulate=*/false);
   }
   // The K^T panel of an int8 page that holds `key` (a multiple of kPanelWidth).
   const int8_t* KeyPanel(int64_t key) const {

@@ -40,6 +40,9 @@ constexpr int32_t kMinQueryCodeLimit = 512;
 constexpr bool QueryCodesFor(size_t head_dim) {
   return QueryCodeLimit(head_dim) >= kMinQueryCodeLimit;
 }
+constexpr size_t kMaxQueryCodesHeadDim = 258;
+static_assert(QueryCodesFor(kMaxQueryCodesHeadDim) &&
+              !QueryCodesFor(kMaxQueryCodesHeadDim + 1));
 
 // The largest code of a key tile's weights (probability x value scale) in P V: each
 // row's within [0, limit], a step of 1/32767 of the row's largest weight in the tile.
@@ -55,22 +58,27 @@ bool Int8DotProducts(size_t head_dim);
 // B of an integer tile product: `panels` column panels of kPanelWidth int8 columns
 // within [-127, 127] (src/kv/kv_pages.h), each held in chunks of chunk_depth rows
 // (even), rows paired as int8 pages pair them (PairedOffset): panel p's chunk q at
-// chunks[p * chunk_count + q]. A K^T panel is one chunk;
-// a V tile's panel, one chunk per page. As it reads a chunk, the product sends the
-// same bytes from aheads[same index] (null: none) on to L2: what is read a key tile
-// later in its place (a decode step's next tile), so that memory keeps streaming.
+// chunks[p * chunk_count + q]. A K^T panel is one chunk (or one per group of
+// channels: q8_0); a V tile's panel, one chunk per page. As it reads a chunk, the
+// product sends the same bytes from aheads[same index] (null: none) on to L2: what is
+// read a key tile later in its place (a decode step's next tile), so that memory
+// keeps streaming. chunk_scales (null: none) gives each chunk's column scales, fp16
+// (a q8_0 group's scale per key), at the same index: the chunk's integer sums are
+// then scaled apiece and summed in float.
 struct Int8Panels {
   const int8_t* const* chunks;
   const int8_t* const* aheads;
   size_t chunk_depth, chunk_count;
+  const uint16_t* const* chunk_scales = nullptr;
 };
 
 // C[rows, panels * kPanelWidth] (+)= row_scales[i] * float(A[rows, depth] B[depth, ...]),
 // the integer sums converted, times the scale, then added (no fused multiply-add: the
-// same bits on every path): A 16-bit codes, rows lda apart, with sums that fit int32
-// (the query's within QueryCodeLimit(depth), the probabilities' within
-// kProbabilityCodeLimit); depth even (P V: its keys rounded up to a pair, the padding
-// key's code 0).
+// same bits on every path); with chunk scales, row_scales[i] * f, where f sums
+// float(chunk q's integer sum) * its column scale in chunk order from 0: A 16-bit codes,
+// rows lda apart, with sums that fit int32 (the query's within QueryCodeLimit(depth), the
+// probabilities' within kProbabilityCodeLimit); depth even (P V: its keys rounded up to a
+// pair, the padding key's code 0).
 void Int8TileMatMulVnni(size_t rows, size_t panels, size_t depth, const int16_t* a,
                         size_t lda, const float* row_scales, const Int8Panels& b,
                         float* c, size_t ldc, bool accumulate);

@@ -16,7 +16,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
-#define MHA_AVX2_TARGET __attribute__((target("avx2")))
+#define MHA_AVX2_TARGET __attribute__((target("avx2,f16c")))  // Highway's AVX2 has F16C
 
 namespace mha::internal {
 namespace {
@@ -25,26 +25,28 @@ constexpr size_t kLaneChannels = 2;  // 16-bit products per 32-bit lane
 constexpr size_t kRowBlock = 4;
 constexpr size_t kHalf = kPanelWidth / 2;  // keys per vector
 
-// sums[r] += A's kRows rows against `depth` rows of panel `panel` of B, chunk by
-// chunk (A's columns from `a`); each chunk's ahead sent on to L2 as the chunk is read
-// when `prefetch`. Not inlined: inlined into its caller, GCC 12 kept every
-// accumulator on the stack (a store and a reload per step; as slow as the fp32
+// sums[r] += A's kRows rows against chunks [first, end) of panel `panel` of B (A's
+// columns from `a`, B's rows to `depth`); each chunk's ahead sent on to L2 as the
+// chunk is read when `prefetch`. Not inlined: inlined into its caller, GCC 12 kept
+// every accumulator on the stack (a store and a reload per step; as slow as the fp32
 // products). Out of line, on register copies, it needs no register pin either: an
 // empty asm holding the accumulators made GCC compute each sum in a spare register
 // and copy it back (9 register moves a step; the kernel about 10% slower in cache,
-// Zen 3). One call takes all the panel's chunks: a call per chunk loaded and stored
-// the accumulators every 8 steps over 16-key pages (P V 1.12x as long in cache).
+// Zen 3). One call takes all the panel's chunks when they are unscaled: a call per
+// chunk loaded and stored the accumulators every 8 steps over 16-key pages (P V 1.12x
+// as long in cache).
 template <size_t kRows>
 MHA_AVX2_TARGET HWY_NOINLINE void AddChunks(size_t depth, const int16_t* a, size_t lda,
                                             const Int8Panels& b, size_t panel,
-                                            bool prefetch, __m256i (&sums)[kRows][2]) {
+                                            size_t first, size_t end, bool prefetch,
+                                            __m256i (&sums)[kRows][2]) {
   __m256i acc[kRows][2];  // a copy the loop keeps in registers (sums stay in memory)
   HWY_UNROLL(4)
   for (size_t r = 0; r < kRows; ++r) acc[r][0] = sums[r][0], acc[r][1] = sums[r][1];
-  const size_t first = panel * b.chunk_count;
-  for (size_t q = 0, begin = 0; begin < depth; ++q, begin += b.chunk_depth) {
-    const int8_t* chunk = b.chunks[first + q];
-    const int8_t* ahead = prefetch ? b.aheads[first + q] : nullptr;
+  for (size_t q = first; q < end; ++q) {
+    const size_t index = panel * b.chunk_count + q, begin = q * b.chunk_depth;
+    const int8_t* chunk = b.chunks[index];
+    const int8_t* ahead = prefetch ? b.aheads[index] : nullptr;
     const int16_t* a_chunk = a + begin;
     const size_t rows = std::min(b.chunk_depth, depth - begin);
     for (size_t k = 0; k < rows; k += kLaneChannels) {
@@ -70,24 +72,63 @@ MHA_AVX2_TARGET HWY_NOINLINE void AddChunks(size_t depth, const int16_t* a, size
   for (size_t r = 0; r < kRows; ++r) sums[r][0] = acc[r][0], sums[r][1] = acc[r][1];
 }
 
+// The float sums of kRows rows against panel `panel` of B: the integer sums
+// converted, or with chunk scales, each chunk's converted and scaled, added in chunk
+// order (two roundings each: this file builds without FP contraction).
+template <size_t kRows>
+MHA_AVX2_TARGET void PanelSums(size_t depth, const int16_t* a, size_t lda,
+                               const Int8Panels& b, size_t panel, bool prefetch,
+                               __m256 (&sums)[kRows][2]) {
+  const size_t chunks = (depth + b.chunk_depth - 1) / b.chunk_depth;
+  __m256i acc[kRows][2];
+  HWY_UNROLL(4)
+  for (size_t r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+  if (!b.chunk_scales) {
+    AddChunks<kRows>(depth, a, lda, b, panel, 0, chunks, prefetch, acc);
+    HWY_UNROLL(4)
+    for (size_t r = 0; r < kRows; ++r) {
+      sums[r][0] = _mm256_cvtepi32_ps(acc[r][0]);
+      sums[r][1] = _mm256_cvtepi32_ps(acc[r][1]);
+    }
+    return;
+  }
+  HWY_UNROLL(4)
+  for (size_t r = 0; r < kRows; ++r) sums[r][0] = sums[r][1] = _mm256_setzero_ps();
+  for (size_t q = 0; q < chunks; ++q) {
+    AddChunks<kRows>(depth, a, lda, b, panel, q, q + 1, prefetch, acc);
+    const uint16_t* scales = b.chunk_scales[panel * b.chunk_count + q];
+    __m256 scale[2];
+    for (size_t half = 0; half < 2; ++half) {
+      scale[half] = _mm256_cvtph_ps(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + half * kHalf)));
+    }
+    HWY_UNROLL(4)
+    for (size_t r = 0; r < kRows; ++r) {
+      for (size_t half = 0; half < 2; ++half) {
+        sums[r][half] = _mm256_add_ps(
+            sums[r][half], _mm256_mul_ps(_mm256_cvtepi32_ps(acc[r][half]), scale[half]));
+        acc[r][half] = _mm256_setzero_si256();
+      }
+    }
+  }
+}
+
 // kRows rows of C against panel `panel` of B; the chunks' aheads prefetched when
 // `prefetch`.
 template <size_t kRows>
 MHA_AVX2_TARGET void MicroTile(size_t depth, const int16_t* a, size_t lda,
                                const float* row_scales, const Int8Panels& b, size_t panel,
                                bool prefetch, float* c, size_t ldc, bool accumulate) {
-  __m256i acc[kRows][2];
-  HWY_UNROLL(4)
-  for (size_t r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
-  AddChunks<kRows>(depth, a, lda, b, panel, prefetch, acc);
+  __m256 sums[kRows][2];
+  PanelSums<kRows>(depth, a, lda, b, panel, prefetch, sums);
   HWY_UNROLL(4)
   for (size_t r = 0; r < kRows; ++r) {
     const __m256 scale = _mm256_set1_ps(row_scales[r]);
     for (size_t half = 0; half < 2; ++half) {
       float* out = c + r * ldc + half * kHalf;
-      const __m256 sums = _mm256_mul_ps(_mm256_cvtepi32_ps(acc[r][half]), scale);
+      const __m256 scaled = _mm256_mul_ps(sums[r][half], scale);
       _mm256_storeu_ps(out,
-                       accumulate ? _mm256_add_ps(_mm256_loadu_ps(out), sums) : sums);
+                       accumulate ? _mm256_add_ps(_mm256_loadu_ps(out), scaled) : scaled);
     }
   }
 }

@@ -29,20 +29,20 @@ namespace {
 
 constexpr size_t kLaneChannels = 2;  // 16-bit products per 32-bit lane
 constexpr size_t kRowBlock = 4, kPanelBlock = 4;
-// vcvtdq2ps in its zero-masking form, every lane selected: GCC 12's plain intrinsic
-// starts from an "undefined" vector that -Werror=uninitialized rejects once inlined
-// here.
+// vcvtdq2ps and vcvtph2ps in their zero-masking form, every lane selected: GCC 12's
+// plain intrinsics start from an "undefined" vector that -Werror=uninitialized
+// rejects once inlined here.
 constexpr __mmask16 kAll16 = 0xFFFF;
 
-// sums[r][p] += A's kRows rows against `depth` rows of the strip of kPanels panels
-// from first_panel, chunk by chunk (A's columns from `a`); each chunk's ahead sent
-// on to L2 as the chunk is read when `prefetch`. Not inlined, its accumulators a
-// local copy, and one call for all the strip's chunks, as on AVX2
-// (int8_tile_matmul_avx2.cc): inlined, GCC 12 kept them on the stack.
+// sums[r][p] += A's kRows rows against chunks [first, end) of the strip of kPanels
+// panels from first_panel (A's columns from `a`, B's rows to `depth`); each chunk's
+// ahead sent on to L2 as the chunk is read when `prefetch`. Not inlined, its
+// accumulators a local copy, and one call for all the strip's unscaled chunks, as on
+// AVX2 (int8_tile_matmul_avx2.cc): inlined, GCC 12 kept them on the stack.
 template <size_t kRows, size_t kPanels>
 MHA_VNNI_TARGET HWY_NOINLINE void AddChunks(size_t depth, const int16_t* a, size_t lda,
                                             const Int8Panels& b, size_t first_panel,
-                                            bool prefetch,
+                                            size_t first, size_t end, bool prefetch,
                                             __m512i (&sums)[kRows][kPanels]) {
   __m512i acc[kRows][kPanels];
   HWY_UNROLL(4)
@@ -50,7 +50,8 @@ MHA_VNNI_TARGET HWY_NOINLINE void AddChunks(size_t depth, const int16_t* a, size
     HWY_UNROLL(4)
     for (size_t p = 0; p < kPanels; ++p) acc[r][p] = sums[r][p];
   }
-  for (size_t q = 0, begin = 0; begin < depth; ++q, begin += b.chunk_depth) {
+  for (size_t q = first; q < end; ++q) {
+    const size_t begin = q * b.chunk_depth;
     const int8_t* chunks[kPanels];
     const int8_t* aheads[kPanels];
     HWY_UNROLL(4)
@@ -91,6 +92,54 @@ MHA_VNNI_TARGET HWY_NOINLINE void AddChunks(size_t depth, const int16_t* a, size
   }
 }
 
+// The float sums of kRows rows against the strip of kPanels panels from first_panel:
+// the integer sums converted, or with chunk scales, each chunk's converted and
+// scaled, added in chunk order (two roundings each, as on AVX2: this file builds
+// without FP contraction).
+template <size_t kRows, size_t kPanels>
+MHA_VNNI_TARGET void StripSums(size_t depth, const int16_t* a, size_t lda,
+                               const Int8Panels& b, size_t first_panel, bool prefetch,
+                               __m512 (&sums)[kRows][kPanels]) {
+  const size_t chunks = (depth + b.chunk_depth - 1) / b.chunk_depth;
+  __m512i acc[kRows][kPanels];
+  HWY_UNROLL(4)
+  for (size_t r = 0; r < kRows; ++r) {
+    HWY_UNROLL(4)
+    for (size_t p = 0; p < kPanels; ++p) acc[r][p] = _mm512_setzero_si512();
+  }
+  if (!b.chunk_scales) {
+    AddChunks<kRows, kPanels>(depth, a, lda, b, first_panel, 0, chunks, prefetch, acc);
+    HWY_UNROLL(4)
+    for (size_t r = 0; r < kRows; ++r) {
+      HWY_UNROLL(4)
+      for (size_t p = 0; p < kPanels; ++p)
+        sums[r][p] = _mm512_maskz_cvtepi32_ps(kAll16, acc[r][p]);
+    }
+    return;
+  }
+  HWY_UNROLL(4)
+  for (size_t r = 0; r < kRows; ++r) {
+    HWY_UNROLL(4)
+    for (size_t p = 0; p < kPanels; ++p) sums[r][p] = _mm512_setzero_ps();
+  }
+  for (size_t q = 0; q < chunks; ++q) {
+    AddChunks<kRows, kPanels>(depth, a, lda, b, first_panel, q, q + 1, prefetch, acc);
+    HWY_UNROLL(4)
+    for (size_t p = 0; p < kPanels; ++p) {
+      const __m512 scale = _mm512_maskz_cvtph_ps(
+          kAll16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                      b.chunk_scales[(first_panel + p) * b.chunk_count + q])));
+      HWY_UNROLL(4)
+      for (size_t r = 0; r < kRows; ++r) {
+        sums[r][p] = _mm512_add_ps(
+            sums[r][p],
+            _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(kAll16, acc[r][p]), scale));
+        acc[r][p] = _mm512_setzero_si512();
+      }
+    }
+  }
+}
+
 // kRows rows of C against the strip of kPanels panels from `first_panel`; the
 // chunks' aheads prefetched when `prefetch`.
 template <size_t kRows, size_t kPanels>
@@ -98,25 +147,18 @@ MHA_VNNI_TARGET void MicroTile(size_t depth, const int16_t* a, size_t lda,
                                const float* row_scales, const Int8Panels& b,
                                size_t first_panel, bool prefetch, float* c, size_t ldc,
                                bool accumulate) {
-  __m512i acc[kRows][kPanels];
-  HWY_UNROLL(4)
-  for (size_t r = 0; r < kRows; ++r) {
-    HWY_UNROLL(4)
-    for (size_t p = 0; p < kPanels; ++p) acc[r][p] = _mm512_setzero_si512();
-  }
-  AddChunks<kRows, kPanels>(depth, a, lda, b, first_panel, prefetch, acc);
-  // The scale and the add: two roundings, as on AVX2 (this file builds without FP
-  // contraction: src/CMakeLists.txt).
+  __m512 sums[kRows][kPanels];
+  StripSums<kRows, kPanels>(depth, a, lda, b, first_panel, prefetch, sums);
+  // The scale and the add: two roundings, as on AVX2.
   HWY_UNROLL(4)
   for (size_t r = 0; r < kRows; ++r) {
     const __m512 scale = _mm512_set1_ps(row_scales[r]);
     HWY_UNROLL(4)
     for (size_t p = 0; p < kPanels; ++p) {
       float* out = c + r * ldc + p * kPanelWidth;
-      const __m512 sums =
-          _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(kAll16, acc[r][p]), scale);
+      const __m512 scaled = _mm512_mul_ps(sums[r][p], scale);
       _mm512_storeu_ps(out,
-                       accumulate ? _mm512_add_ps(_mm512_loadu_ps(out), sums) : sums);
+                       accumulate ? _mm512_add_ps(_mm512_loadu_ps(out), scaled) : scaled);
     }
   }
 }

@@ -49,6 +49,7 @@ HWY_AFTER_NAMESPACE();
 
 #include "hwy/tests/hwy_gtest.h"
 #include "src/base/cpu_features.h"
+#include "src/base/fp16.h"
 #include "src/kernel/int8_tile_matmul.h"
 #include "src/kv/kv_pages.h"
 
@@ -274,6 +275,85 @@ TEST(Int8ValueProductsVnni, SumsChunksExactly) {
 TEST(Int8ValueProductsAvx2, SumsChunksExactly) {
   if (!(hwy::SupportedTargets() & HWY_AVX2)) GTEST_SKIP() << "no AVX2";
   ExpectValueProductsExact(mha::internal::Int8TileMatMulAvx2, "AVX2");
+}
+
+// K^T in groups of channels with a fp16 scale per (group, key) (q8_0): each chunk's
+// integer sum converted, times its column's scale, summed in float in chunk order
+// from 0, then times the row scale, bit for bit; a partial last group, a NaN scale
+// (a non-finite group) reaching its column, and the largest query codes.
+void ExpectChunkScalesApplied(decltype(&mha::internal::Int8TileMatMulAvx2) kernel,
+                              const char* path) {
+  uint32_t seed = 500;
+  for (const size_t rows : {1, 3, 4, 5}) {
+    for (const size_t panels : {1, 3, 4, 5}) {
+      for (const size_t depth : {2, 32, 80, 128}) {
+        std::mt19937 rng(++seed);
+        const int32_t limit = QueryCodeLimit(depth);
+        std::uniform_int_distribution<int32_t> code(-limit, limit), value(-127, 127);
+        std::uniform_real_distribution<float> real(0.01f, 2.0f);
+        const size_t chunk_depth = 32, count = (depth + chunk_depth - 1) / chunk_depth;
+        std::vector<int16_t> a(rows * depth);
+        for (int16_t& x : a) x = static_cast<int16_t>(rows == 5 ? limit : code(rng));
+        std::vector<float> row_scales(rows);
+        for (float& x : row_scales) x = real(rng);
+        std::vector<std::vector<int8_t>> chunks(panels * count);
+        std::vector<std::vector<uint16_t>> scales(panels * count);
+        std::vector<const int8_t*> chunk_pointers, aheads(panels * count, nullptr);
+        std::vector<const uint16_t*> scale_pointers;
+        for (size_t i = 0; i < panels * count; ++i) {
+          chunks[i].resize(chunk_depth * kPanelWidth);
+          for (int8_t& v : chunks[i]) v = static_cast<int8_t>(value(rng));
+          for (size_t j = 0; j < kPanelWidth; ++j)
+            scales[i].push_back(mha::internal::Fp16FromFloat(real(rng)));
+          chunk_pointers.push_back(chunks[i].data());
+          scale_pointers.push_back(scales[i].data());
+        }
+        scales[0][3] = mha::internal::Fp16FromFloat(NAN);
+        const size_t n = panels * kPanelWidth;
+        std::vector<float> expected(rows * n), got(rows * n);
+        for (size_t i = 0; i < rows; ++i) {
+          for (size_t j = 0; j < n; ++j) {
+            float sum = 0.0f;
+            for (size_t q = 0; q < count; ++q) {
+              const size_t index = (j / kPanelWidth) * count + q;
+              int32_t dot = 0;
+              for (size_t k = q * chunk_depth; k < std::min(depth, (q + 1) * chunk_depth);
+                   ++k) {
+                dot += int32_t{a[i * depth + k]} *
+                       chunks[index][TileOffset<int8_t>(k % chunk_depth, j % kPanelWidth,
+                                                        chunk_depth)];
+              }
+              const float scaled =
+                  static_cast<float>(dot) *
+                  mha::internal::FloatFromFp16(scales[index][j % kPanelWidth]);
+              sum = sum + scaled;
+            }
+            expected[i * n + j] = sum * row_scales[i];
+          }
+        }
+        kernel(rows, panels, depth, a.data(), depth, row_scales.data(),
+               {chunk_pointers.data(), aheads.data(), chunk_depth, count,
+                scale_pointers.data()},
+               got.data(), n, /*accumulate=*/false);
+        EXPECT_TRUE(std::isnan(got[3])) << path;
+        for (size_t i = 0; i < got.size(); ++i) {
+          ASSERT_EQ(std::memcmp(&got[i], &expected[i], sizeof(float)), 0)
+              << path << ": rows " << rows << " panels " << panels << " depth " << depth
+              << " element " << i << ": " << got[i] << " against " << expected[i];
+        }
+      }
+    }
+  }
+}
+
+TEST(Int8KeyProductsVnni, ScalesEachChunkApiece) {
+  if (!mha::internal::CpuHasAvx512Vnni()) GTEST_SKIP() << "no AVX512_VNNI";
+  ExpectChunkScalesApplied(mha::internal::Int8TileMatMulVnni, "AVX512_VNNI");
+}
+
+TEST(Int8KeyProductsAvx2, ScalesEachChunkApiece) {
+  if (!(hwy::SupportedTargets() & HWY_AVX2)) GTEST_SKIP() << "no AVX2";
+  ExpectChunkScalesApplied(mha::internal::Int8TileMatMulAvx2, "AVX2");
 }
 
 TEST(Int8KeyProductsVnni, CodeLimitKeepsSumsBelowTwoToThe24) {

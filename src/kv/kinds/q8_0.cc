@@ -26,7 +26,15 @@ namespace mha::internal::HWY_NAMESPACE {
 
 using Q8Codes = mha::HWY_NAMESPACE::CodesLoader<int8_t>;
 
+// Keys meet the query quantised to integers, as int8's do, each group's integer sum
+// times its scale; the fp32 path (no integer kernel here) reads them through the
+// group loader.
 struct Q8_0Traits : CodesKind<int8_t> {
+  static constexpr bool kInt8KeyProducts = true;
+  static constexpr size_t kKeyGroup = kScaleGroup;
+  static const uint16_t* KeyGroupScales(const KvPages& pages, int64_t page) {
+    return internal::KeyGroupScales(pages, page);
+  }
   using KeyLoader = mha::HWY_NAMESPACE::KeyGroupLoader<Q8Codes>;
   using ValueLoader = mha::HWY_NAMESPACE::ValueGroupLoader<Q8Codes>;
   static KeyLoader Keys(const KvPages& pages) {
