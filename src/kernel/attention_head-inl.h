@@ -377,12 +377,12 @@ class QueryStep {
   // every K^T panel of its pages in one product. Each panel sends on to L2 the
   // matching panel of the next key tile, or after the last, a V page of this one: a
   // whole tile ahead: a paged cache's pages are scattered, beyond the prefetchers.
-  // Keys with group scales (a kind's kKeyGroup) are read a group of channels per
+  // Keys with group scales (a kind's kKeyScaleGroup) are read a group of channels per
   // chunk, each chunk with its keys' scales.
   void Int8Scores(int64_t first_key, size_t padded) {
     const size_t head_dim = static_cast<size_t>(params_.head_dim);
     const int64_t next_key = NextKeyStep(first_key), key_limit = KeyEnd(rows_ - 1);
-    constexpr size_t kGroup = Kind::kKeyGroup;
+    constexpr size_t kGroup = Kind::kKeyScaleGroup;
     const size_t chunk_depth = kGroup > 0 ? kGroup : head_dim;
     const size_t chunk_count = (head_dim + chunk_depth - 1) / chunk_depth;
     constexpr size_t kMaxChunks =
@@ -557,41 +557,87 @@ class QueryStep {
   // context += P V over a key tile's int8 V pages in integers: each row's weights
   // (probability x value scale) quantised to codes within kProbabilityCodeLimit, then
   // one product per strip of kInt8StripPanels panels over every page, the padding
-  // keys past `count` (codes 0) read to a whole pair. Each page's panels send on to
-  // L2 the page a key tile ahead in its place.
+  // keys past `count` (codes 0) read to a whole pair. Values with group scales (a
+  // kind's kValueScaleGroup) are weighed and quantised per group of channels, whose
+  // panels are the strip. Each page's panels send on to L2 the page a key tile ahead in
+  // its place.
   template <class D>
   void Int8Context(D d, int64_t first_key, size_t count, size_t padded) {
-    const size_t dim = layout_.padded_value_head_dim, stride = layout_.key_step;
+    const size_t panels = layout_.padded_value_head_dim / kPanelWidth;
     const size_t page_size = static_cast<size_t>(pages_.page_size);
-    for (size_t i = 0; i < rows_; ++i) {
-      float* row = scores_ + i * stride;
-      probability_scales_[i] = QuantizeQueryRow(d, row, padded, kProbabilityCodeLimit,
-                                                row, probability_codes_ + i * stride);
-    }
-    constexpr size_t kMaxPages = kMaxKeyStep / kPanelWidth;
-    const int8_t* tiles[kMaxPages];
-    const int8_t* tiles_ahead[kMaxPages];
-    const size_t pages = (padded + page_size - 1) / page_size;
+    ValuePages tile;
+    tile.count = (padded + page_size - 1) / page_size;
     ForEachPage(first_key, padded, [&](int64_t page, size_t column, size_t) {
-      tiles[column / page_size] = reinterpret_cast<const int8_t*>(ValueTile(page));
-      tiles_ahead[column / page_size] =
+      tile.pages[column / page_size] = page;
+      tile.codes[column / page_size] = reinterpret_cast<const int8_t*>(ValueTile(page));
+      tile.aheads[column / page_size] =
           reinterpret_cast<const int8_t*>(ValueTileAhead(first_key, column));
     });
-    const auto product = Int8Product(kPanelWidth);
-    for (size_t first = 0; first < dim / kPanelWidth; first += kInt8StripPanels) {
-      const size_t panels = std::min(kInt8StripPanels, dim / kPanelWidth - first);
-      const int8_t* chunks[kInt8StripPanels * kMaxPages];
-      const int8_t* aheads[kInt8StripPanels * kMaxPages];
-      for (size_t p = 0; p < panels; ++p) {
-        const size_t offset = TileOffset<int8_t>(0, (first + p) * kPanelWidth, page_size);
-        for (size_t q = 0; q < pages; ++q) {
-          chunks[p * pages + q] = tiles[q] + offset;
-          aheads[p * pages + q] = tiles_ahead[q] ? tiles_ahead[q] + offset : nullptr;
-        }
+    constexpr size_t kGroup = Kind::kValueScaleGroup;
+    if constexpr (kGroup == 0) {
+      for (size_t i = 0; i < rows_; ++i) {
+        float* row = scores_ + i * layout_.key_step;
+        probability_scales_[i] =
+            QuantizeQueryRow(d, row, padded, kProbabilityCodeLimit, row,
+                             probability_codes_ + i * layout_.key_step);
       }
-      product(rows_, panels, RoundUp(count, 2), probability_codes_, stride,
-              probability_scales_, {chunks, aheads, page_size, pages},
-              context_ + first * kPanelWidth, dim, /*accumulate=*/true);
+      for (size_t first = 0; first < panels; first += kInt8StripPanels)
+        ContextStrip(tile, first, std::min(kInt8StripPanels, panels - first), count);
+    } else {
+      static_assert(kGroup % kPanelWidth == 0 &&
+                    kGroup / kPanelWidth <= kInt8StripPanels);
+      constexpr size_t kGroupPanels = kGroup / kPanelWidth;
+      for (size_t first = 0; first < panels; first += kGroupPanels) {
+        QuantizeGroupWeights(d, tile, first / kGroupPanels, count, padded);
+        ContextStrip(tile, first, std::min(kGroupPanels, panels - first), count);
+      }
+    }
+  }
+  // A key tile's V pages: their numbers, codes and the pages a tile ahead (or null).
+  struct ValuePages {
+    static constexpr size_t kMax = kMaxKeyStep / kPanelWidth;
+    int64_t pages[kMax];
+    const int8_t* codes[kMax];
+    const int8_t* aheads[kMax];
+    size_t count;
+  };
+  // context's panels [first, first + panels) += the weights' codes times those panels
+  // of the V pages, in one integer product.
+  void ContextStrip(const ValuePages& tile, size_t first, size_t panels, size_t count) {
+    const size_t page_size = static_cast<size_t>(pages_.page_size);
+    const int8_t* chunks[kInt8StripPanels * ValuePages::kMax];
+    const int8_t* aheads[kInt8StripPanels * ValuePages::kMax];
+    for (size_t p = 0; p < panels; ++p) {
+      const size_t offset = TileOffset<int8_t>(0, (first + p) * kPanelWidth, page_size);
+      for (size_t q = 0; q < tile.count; ++q) {
+        chunks[p * tile.count + q] = tile.codes[q] + offset;
+        aheads[p * tile.count + q] = tile.aheads[q] ? tile.aheads[q] + offset : nullptr;
+      }
+    }
+    Int8Product(kPanelWidth)(rows_, panels, RoundUp(count, 2), probability_codes_,
+                             layout_.key_step, probability_scales_,
+                             {chunks, aheads, page_size, tile.count},
+                             context_ + first * kPanelWidth,
+                             layout_.padded_value_head_dim, /*accumulate=*/true);
+  }
+  // Each row's weights for the values' group of channels `group`: its probabilities
+  // times their keys' scales for the group (the kind's GroupWeights), 0 past `count`
+  // (padding keys are never read, whatever scale their page holds), quantised.
+  template <class D>
+  void QuantizeGroupWeights(D d, const ValuePages& tile, size_t group, size_t count,
+                            size_t padded) {
+    const size_t page_size = static_cast<size_t>(pages_.page_size);
+    HWY_ALIGN float weights[kMaxKeyStep];
+    for (size_t i = 0; i < rows_; ++i) {
+      const float* row = scores_ + i * layout_.key_step;
+      for (size_t q = 0, column = 0; column < count; ++q, column += page_size) {
+        Kind::GroupWeights(d, pages_, tile.pages[q], group, row + column,
+                           std::min(page_size, count - column), weights + column);
+      }
+      std::fill(weights + count, weights + padded, 0.0f);
+      probability_scales_[i] =
+          QuantizeQueryRow(d, weights, padded, kProbabilityCodeLimit, weights,
+                           probability_codes_ + i * layout_.key_step);
     }
   }
 

@@ -7,13 +7,17 @@
 //   kBf16Products        bfloat16 dot products where the CPU has them
 //   kInt8KeyProducts     int8 keys meet the query quantised to integers, in exact
 //                        integer dot products (src/kernel/int8_tile_matmul.h)
-//   kKeyGroup            with kInt8KeyProducts, non-zero: the keys carry a fp16
-//                        scale per (group of kKeyGroup channels, key), which the
+//   kKeyScaleGroup       with kInt8KeyProducts, non-zero: the keys carry a fp16
+//                        scale per (group of that many channels, key), which the
 //                        integer products apply to each group's sums;
-//                        KeyGroupScales(pages, page) gives a page's, group b's
-//                        at b x page_size (q8_0's: group_scales.h)
+//                        KeyGroupScales(pages, page) gives a page's, group b's at
+//                        b x page_size (q8_0's: group_scales.h)
 //   kInt8ValueProducts   int8 values (a scale per token) meet the weights quantised
 //                        to integers, in integer products (x86)
+//   kValueScaleGroup     with kInt8ValueProducts, non-zero: the values carry a scale
+//                        per (group of that many channels, token) instead;
+//                        GroupWeights(d, pages, page, group, probabilities, keys,
+//                        weights) gives the probabilities times a group's scales
 //   kScoreTerms          FinishScores(d, pages, page, query, query_stride, rows,
 //                        scores, stride, keys): after Q K^T of one page (token scales,
 //                        zero points)
@@ -54,7 +58,7 @@ struct CodesKind {
   using ValueLoader = CodesLoader<T>;
   static constexpr bool kBf16Products = false, kInt8KeyProducts = false,
                         kInt8ValueProducts = false;
-  static constexpr size_t kKeyGroup = 0;
+  static constexpr size_t kKeyScaleGroup = 0, kValueScaleGroup = 0;
   static constexpr bool kScoreTerms = false, kProbabilityTerms = false,
                         kContextTerms = false;
   static KeyLoader Keys(const KvPages&) { return {}; }

@@ -188,15 +188,15 @@ TEST(KvCache, ResetSequenceStartsOver) {
 // ones before it are untouched (found by the C API fuzzer: the cast to int8 was
 // undefined, and the NaN then came out as zeros). Truncated away, it leaves nothing
 // behind: later steps match, bit for bit, a cache whose fifth token was finite.
-TEST(KvCache, NonFiniteTokensInAnInt8CacheBecomeNaNAndTruncateAway) {
+void ExpectNonFiniteTokensBecomeNaNAndTruncateAway(KvScales scales) {
   const OwnedLayer layer = DecoderLayer(2);
   const MultiheadAttention attention(layer.config, layer.weights);
   std::vector<float> x = RandomFloats(6 * kEmbed, 12);
   const std::vector<float> clean = x;
   x[4 * kEmbed + 3] = std::numeric_limits<float>::infinity();
   x[4 * kEmbed + 5] = std::numeric_limits<float>::quiet_NaN();
-  KvCache poisoned(layer.config, 1, 8, DType::kInt8),
-      fresh(layer.config, 1, 8, DType::kInt8);
+  KvCache poisoned(layer.config, 1, 8, DType::kInt8, scales),
+      fresh(layer.config, 1, 8, DType::kInt8, scales);
   std::vector<float> out(5 * kEmbed), expected(6 * kEmbed);
   attention.ForwardWithCache(TensorView(x.data(), Shape{5, kEmbed}), {}, poisoned,
                              MutableTensorView(out.data(), Shape{5, kEmbed}));
@@ -212,6 +212,16 @@ TEST(KvCache, NonFiniteTokensInAnInt8CacheBecomeNaNAndTruncateAway) {
   attention.ForwardWithCache(TensorView(clean.data() + 4 * kEmbed, Shape{2, kEmbed}), {},
                              fresh, MutableTensorView(expected.data(), Shape{2, kEmbed}));
   for (int64_t k = 0; k < 2 * kEmbed; ++k) ASSERT_EQ(out[k], expected[k]) << k;
+}
+
+TEST(KvCache, NonFiniteTokensInAnInt8CacheBecomeNaNAndTruncateAway) {
+  ExpectNonFiniteTokensBecomeNaNAndTruncateAway(KvScales::kPerToken);
+}
+
+// q8_0: a NaN group scale reaches the rows that attend its token, not the earlier
+// rows of the same step (a weight of 0 stays 0, as int8's token scales do).
+TEST(KvCache, NonFiniteTokensInAQ8_0CacheBecomeNaNAndTruncateAway) {
+  ExpectNonFiniteTokensBecomeNaNAndTruncateAway(KvScales::kPerGroup);
 }
 
 TEST(KvCache, FailedAppendLeavesCacheAndOutputAsTheyWere) {
