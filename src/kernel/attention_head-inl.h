@@ -402,9 +402,10 @@ class QueryStep {
           later < key_limit
               ? KeyPanel(later)
               : reinterpret_cast<const int8_t*>(ValueTile(page)) + column * head_dim;
+      const int8_t* panel = KeyPanel(key);
       for (size_t q = 0; q < chunk_count; ++q) {
         const size_t offset = q * chunk_depth * kPanelWidth;  // rows q * chunk_depth on
-        chunks[p * chunk_count + q] = KeyPanel(key) + offset;
+        chunks[p * chunk_count + q] = panel + offset;
         aheads[p * chunk_count + q] = ahead + offset;
         if constexpr (kGroup > 0) {
           scales[p * chunk_count + q] = Kind::KeyGroupScales(pages_, page) +
@@ -621,8 +622,8 @@ class QueryStep {
                              layout_.padded_value_head_dim, /*accumulate=*/true);
   }
   // Each row's weights for the values' group of channels `group`: its probabilities
-  // times their keys' scales for the group (the kind's GroupWeights), 0 past `count`
-  // (padding keys are never read, whatever scale their page holds), quantised.
+  // times their tokens' value scales for the group (the kind's GroupWeights), 0 past
+  // `count` (padding keys are never read, whatever scale their page holds), quantised.
   template <class D>
   void QuantizeGroupWeights(D d, const ValuePages& tile, size_t group, size_t count,
                             size_t padded) {
