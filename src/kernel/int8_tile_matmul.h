@@ -64,13 +64,24 @@ bool Int8DotProducts(size_t head_dim);
 // read a key tile later in its place (a decode step's next tile), so that memory
 // keeps streaming. chunk_scales (null: none) gives each chunk's column scales, fp16
 // (a q8_0 group's scale per key), at the same index: the chunk's integer sums are
-// then scaled apiece and summed in float.
+// then scaled apiece and summed in float. With `nibbles`, the chunks hold 4-bit codes
+// as int4 pages do (Int4Offset: a byte holds a column's rows 2i, the low nibble, and
+// 2i + 1; a panel row pair is 16 bytes, not 32), each standing for code - nibble_zero
+// (q4_0's 8; int4's 0, its zero points added apart): the kernels spread them to the
+// same 16-bit pairs int8 codes widen to.
 struct Int8Panels {
   const int8_t* const* chunks;
   const int8_t* const* aheads;
   size_t chunk_depth, chunk_count;
   const uint16_t* const* chunk_scales = nullptr;
+  bool nibbles = false;
+  int16_t nibble_zero = 0;
 };
+
+// Bytes of a chunk's panel row pair (a column's two rows, kPanelWidth columns).
+constexpr size_t PanelPairBytes(bool nibbles) {
+  return nibbles ? kPanelWidth : 2 * kPanelWidth;
+}
 
 // C[rows, panels * kPanelWidth] (+)= row_scales[i] * float(A[rows, depth] B[depth, ...]),
 // the integer sums converted, times the scale, then added (no fused multiply-add: the

@@ -5,6 +5,8 @@
 // of int8 pages does (kv_pages.h): vpmovsxbw widens 8 columns of 2 rows from
 // memory. (Pages of one depth row per panel row cost two interleaves a step more:
 // 1.34x the kernel's time in cache, Zen 3.)
+// 4-bit codes (int8_tile_matmul.h) widen to the same pairs: a byte per column
+// zero-extended to its 32-bit lane, the high nibble moved to the upper 16 bits.
 // 4 x 2 accumulators, 2 column vectors and a broadcast fit the 16 registers.
 #include <algorithm>
 #include <cstring>
@@ -25,6 +27,34 @@ constexpr size_t kLaneChannels = 2;  // 16-bit products per 32-bit lane
 constexpr size_t kRowBlock = 4;
 constexpr size_t kHalf = kPanelWidth / 2;  // keys per vector
 
+// 8 columns' 4-bit pairs from 8 bytes: each byte b zero-extended to its 32-bit lane,
+// spread to the lane's two halves, (b | b << 12) & 0x000F000F, less their zero.
+MHA_AVX2_TARGET HWY_INLINE __m256i SpreadNibbles(const int8_t* at, __m256i zero) {
+  const __m256i bytes =
+      _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(at)));
+  const __m256i pairs =
+      _mm256_and_si256(_mm256_or_si256(bytes, _mm256_slli_epi32(bytes, 12)),
+                       _mm256_set1_epi32(0x000F000F));
+  return _mm256_sub_epi16(pairs, zero);
+}
+
+// A chunk's rows k and k + 1 (k even) as 16-bit pairs, a column to a 32-bit lane:
+// columns [0, 8) to low, [8, 16) to high; int8 codes sign-extended.
+template <bool kNibbles>
+MHA_AVX2_TARGET HWY_INLINE void LoadPairs(const int8_t* chunk, size_t k, __m256i zero,
+                                          __m256i& low, __m256i& high) {
+  const int8_t* at = chunk + k / 2 * PanelPairBytes(kNibbles);
+  if constexpr (kNibbles) {
+    low = SpreadNibbles(at, zero);
+    high = SpreadNibbles(at + kHalf, zero);
+  } else {
+    (void)zero;
+    low = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at)));
+    high = _mm256_cvtepi8_epi16(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(at + kHalf * kLaneChannels)));
+  }
+}
+
 // sums[r] += A's kRows rows against chunks [first, end) of panel `panel` of B (A's
 // columns from `a`, B's rows to `depth`); each chunk's ahead sent on to L2 as the
 // chunk is read when `prefetch`. Not inlined: inlined into its caller, GCC 12 kept
@@ -35,12 +65,13 @@ constexpr size_t kHalf = kPanelWidth / 2;  // keys per vector
 // Zen 3). One call takes all the panel's chunks when they are unscaled: a call per
 // chunk loaded and stored the accumulators every 8 steps over 16-key pages (P V 1.12x
 // as long in cache).
-template <size_t kRows>
+template <size_t kRows, bool kNibbles>
 MHA_AVX2_TARGET HWY_NOINLINE void AddChunks(size_t depth, const int16_t* a, size_t lda,
                                             const Int8Panels& b, size_t panel,
                                             size_t first, size_t end, bool prefetch,
                                             __m256i (&sums)[kRows][2]) {
   __m256i acc[kRows][2];  // a copy the loop keeps in registers (sums stay in memory)
+  const __m256i zero = _mm256_set1_epi16(b.nibble_zero);
   HWY_UNROLL(4)
   for (size_t r = 0; r < kRows; ++r) acc[r][0] = sums[r][0], acc[r][1] = sums[r][1];
   for (size_t q = first; q < end; ++q) {
@@ -50,14 +81,12 @@ MHA_AVX2_TARGET HWY_NOINLINE void AddChunks(size_t depth, const int16_t* a, size
     const int16_t* a_chunk = a + begin;
     const size_t rows = std::min(b.chunk_depth, depth - begin);
     for (size_t k = 0; k < rows; k += kLaneChannels) {
-      const size_t offset = k * kPanelWidth;  // bytes into the chunk: rows k, k + 1
-      if (ahead && offset % 64 == 0) {        // a line every other step
+      const size_t offset = k / 2 * PanelPairBytes(kNibbles);  // bytes into the chunk
+      if (ahead && offset % 64 == 0) {                         // a line every 64 bytes
         _mm_prefetch(reinterpret_cast<const char*>(ahead + offset), _MM_HINT_T1);
       }
-      const __m256i low = _mm256_cvtepi8_epi16(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(chunk + offset)));
-      const __m256i high = _mm256_cvtepi8_epi16(_mm_loadu_si128(
-          reinterpret_cast<const __m128i*>(chunk + offset + kHalf * kLaneChannels)));
+      __m256i low, high;
+      LoadPairs<kNibbles>(chunk, k, zero, low, high);
       HWY_UNROLL(4)
       for (size_t r = 0; r < kRows; ++r) {
         int32_t pair;  // two codes of A, as one lane
@@ -72,6 +101,18 @@ MHA_AVX2_TARGET HWY_NOINLINE void AddChunks(size_t depth, const int16_t* a, size
   for (size_t r = 0; r < kRows; ++r) sums[r][0] = acc[r][0], sums[r][1] = acc[r][1];
 }
 
+// AddChunks for B's codes.
+template <size_t kRows>
+MHA_AVX2_TARGET void AddCodes(size_t depth, const int16_t* a, size_t lda,
+                              const Int8Panels& b, size_t panel, size_t first, size_t end,
+                              bool prefetch, __m256i (&sums)[kRows][2]) {
+  if (b.nibbles) {
+    AddChunks<kRows, true>(depth, a, lda, b, panel, first, end, prefetch, sums);
+  } else {
+    AddChunks<kRows, false>(depth, a, lda, b, panel, first, end, prefetch, sums);
+  }
+}
+
 // The float sums of kRows rows against panel `panel` of B: the integer sums
 // converted, or with chunk scales, each chunk's converted and scaled, added in chunk
 // order (two roundings each: this file builds without FP contraction).
@@ -84,7 +125,7 @@ MHA_AVX2_TARGET void PanelSums(size_t depth, const int16_t* a, size_t lda,
   HWY_UNROLL(4)
   for (size_t r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
   if (!b.chunk_scales) {
-    AddChunks<kRows>(depth, a, lda, b, panel, 0, chunks, prefetch, acc);
+    AddCodes<kRows>(depth, a, lda, b, panel, 0, chunks, prefetch, acc);
     HWY_UNROLL(4)
     for (size_t r = 0; r < kRows; ++r) {
       sums[r][0] = _mm256_cvtepi32_ps(acc[r][0]);
@@ -95,7 +136,7 @@ MHA_AVX2_TARGET void PanelSums(size_t depth, const int16_t* a, size_t lda,
   HWY_UNROLL(4)
   for (size_t r = 0; r < kRows; ++r) sums[r][0] = sums[r][1] = _mm256_setzero_ps();
   for (size_t q = 0; q < chunks; ++q) {
-    AddChunks<kRows>(depth, a, lda, b, panel, q, q + 1, prefetch, acc);
+    AddCodes<kRows>(depth, a, lda, b, panel, q, q + 1, prefetch, acc);
     const uint16_t* scales = b.chunk_scales[panel * b.chunk_count + q];
     __m256 scale[2];
     for (size_t half = 0; half < 2; ++half) {

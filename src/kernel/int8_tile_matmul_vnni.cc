@@ -2,7 +2,9 @@
 // lane, two products of 16-bit integers: a lane must hold one column's two
 // consecutive depth rows (a key's two channels; a value channel's two keys), as a
 // panel row pair of int8 pages does (kv_pages.h): vpmovsxbw widens 16 columns of 2
-// rows from 32 bytes. 4 x 4 accumulators, 4 key vectors and a broadcast fit the 32
+// rows from 32 bytes; 4-bit codes (int8_tile_matmul.h) widen to the same pairs, a
+// byte per column zero-extended to its lane, the high nibble moved to the upper 16
+// bits (one vpternlogd). 4 x 4 accumulators, 4 key vectors and a broadcast fit the 32
 // registers.
 #include "src/kernel/int8_tile_matmul.h"
 
@@ -29,22 +31,43 @@ namespace {
 
 constexpr size_t kLaneChannels = 2;  // 16-bit products per 32-bit lane
 constexpr size_t kRowBlock = 4, kPanelBlock = 4;
-// vcvtdq2ps and vcvtph2ps in their zero-masking form, every lane selected: GCC 12's
-// plain intrinsics start from an "undefined" vector that -Werror=uninitialized
-// rejects once inlined here.
+// vcvtdq2ps, vcvtph2ps, vpmovzxbd and vpslld in their zero-masking form, every lane
+// selected: GCC 12's plain intrinsics start from an "undefined" vector that
+// -Werror=uninitialized rejects once inlined here.
 constexpr __mmask16 kAll16 = 0xFFFF;
+
+// A chunk's rows k and k + 1 (k even) as 16-bit pairs, a column to a 32-bit lane:
+// int8 codes sign-extended; 4-bit codes (a byte per column b) spread to the lane's
+// two halves, (b | b << 12) & 0x000F000F, less their zero.
+template <bool kNibbles>
+MHA_VNNI_TARGET HWY_INLINE __m512i LoadPairs(const int8_t* chunk, size_t k,
+                                             __m512i zero) {
+  const int8_t* at = chunk + k / 2 * PanelPairBytes(kNibbles);
+  if constexpr (kNibbles) {
+    const __m512i bytes = _mm512_maskz_cvtepu8_epi32(
+        kAll16, _mm_loadu_si128(reinterpret_cast<const __m128i*>(at)));
+    const __m512i pairs = _mm512_ternarylogic_epi32(  // (a | b) & c
+        bytes, _mm512_maskz_slli_epi32(kAll16, bytes, 12), _mm512_set1_epi32(0x000F000F),
+        0xA8);
+    return _mm512_sub_epi16(pairs, zero);
+  } else {
+    (void)zero;
+    return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at)));
+  }
+}
 
 // sums[r][p] += A's kRows rows against chunks [first, end) of the strip of kPanels
 // panels from first_panel (A's columns from `a`, B's rows to `depth`); each chunk's
 // ahead sent on to L2 as the chunk is read when `prefetch`. Not inlined, its
 // accumulators a local copy, and one call for all the strip's unscaled chunks, as on
 // AVX2 (int8_tile_matmul_avx2.cc): inlined, GCC 12 kept them on the stack.
-template <size_t kRows, size_t kPanels>
+template <size_t kRows, size_t kPanels, bool kNibbles>
 MHA_VNNI_TARGET HWY_NOINLINE void AddChunks(size_t depth, const int16_t* a, size_t lda,
                                             const Int8Panels& b, size_t first_panel,
                                             size_t first, size_t end, bool prefetch,
                                             __m512i (&sums)[kRows][kPanels]) {
   __m512i acc[kRows][kPanels];
+  const __m512i zero = _mm512_set1_epi16(b.nibble_zero);
   HWY_UNROLL(4)
   for (size_t r = 0; r < kRows; ++r) {
     HWY_UNROLL(4)
@@ -63,15 +86,14 @@ MHA_VNNI_TARGET HWY_NOINLINE void AddChunks(size_t depth, const int16_t* a, size
     const int16_t* a_chunk = a + begin;
     const size_t rows = std::min(b.chunk_depth, depth - begin);
     for (size_t k = 0; k < rows; k += kLaneChannels) {
-      const size_t offset = k * kPanelWidth;  // bytes into a chunk: rows k, k + 1
+      const size_t offset = k / 2 * PanelPairBytes(kNibbles);  // bytes into a chunk
       __m512i columns[kPanels];
       HWY_UNROLL(4)
       for (size_t p = 0; p < kPanels; ++p) {
-        if (aheads[p] && offset % 64 == 0) {  // a line every other step
+        if (aheads[p] && offset % 64 == 0) {  // a line every 64 bytes
           _mm_prefetch(reinterpret_cast<const char*>(aheads[p] + offset), _MM_HINT_T1);
         }
-        columns[p] = _mm512_cvtepi8_epi16(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunks[p] + offset)));
+        columns[p] = LoadPairs<kNibbles>(chunks[p], k, zero);
       }
       HWY_UNROLL(4)
       for (size_t r = 0; r < kRows; ++r) {
@@ -92,6 +114,21 @@ MHA_VNNI_TARGET HWY_NOINLINE void AddChunks(size_t depth, const int16_t* a, size
   }
 }
 
+// AddChunks for B's codes.
+template <size_t kRows, size_t kPanels>
+MHA_VNNI_TARGET void AddCodes(size_t depth, const int16_t* a, size_t lda,
+                              const Int8Panels& b, size_t first_panel, size_t first,
+                              size_t end, bool prefetch,
+                              __m512i (&sums)[kRows][kPanels]) {
+  if (b.nibbles) {
+    AddChunks<kRows, kPanels, true>(depth, a, lda, b, first_panel, first, end, prefetch,
+                                    sums);
+  } else {
+    AddChunks<kRows, kPanels, false>(depth, a, lda, b, first_panel, first, end, prefetch,
+                                     sums);
+  }
+}
+
 // The float sums of kRows rows against the strip of kPanels panels from first_panel:
 // the integer sums converted, or with chunk scales, each chunk's converted and
 // scaled, added in chunk order (two roundings each, as on AVX2: this file builds
@@ -108,7 +145,7 @@ MHA_VNNI_TARGET void StripSums(size_t depth, const int16_t* a, size_t lda,
     for (size_t p = 0; p < kPanels; ++p) acc[r][p] = _mm512_setzero_si512();
   }
   if (!b.chunk_scales) {
-    AddChunks<kRows, kPanels>(depth, a, lda, b, first_panel, 0, chunks, prefetch, acc);
+    AddCodes<kRows, kPanels>(depth, a, lda, b, first_panel, 0, chunks, prefetch, acc);
     HWY_UNROLL(4)
     for (size_t r = 0; r < kRows; ++r) {
       HWY_UNROLL(4)
@@ -123,7 +160,7 @@ MHA_VNNI_TARGET void StripSums(size_t depth, const int16_t* a, size_t lda,
     for (size_t p = 0; p < kPanels; ++p) sums[r][p] = _mm512_setzero_ps();
   }
   for (size_t q = 0; q < chunks; ++q) {
-    AddChunks<kRows, kPanels>(depth, a, lda, b, first_panel, q, q + 1, prefetch, acc);
+    AddCodes<kRows, kPanels>(depth, a, lda, b, first_panel, q, q + 1, prefetch, acc);
     HWY_UNROLL(4)
     for (size_t p = 0; p < kPanels; ++p) {
       const __m512 scale = _mm512_maskz_cvtph_ps(

@@ -277,72 +277,127 @@ TEST(Int8ValueProductsAvx2, SumsChunksExactly) {
   ExpectValueProductsExact(mha::internal::Int8TileMatMulAvx2, "AVX2");
 }
 
-// K^T in groups of channels with a fp16 scale per (group, key) (q8_0): each chunk's
-// integer sum converted, times its column's scale, summed in float in chunk order
-// from 0, then times the row scale, bit for bit; a partial last group, a NaN scale
-// (a non-finite group) reaching its column, and the largest query codes.
-void ExpectChunkScalesApplied(decltype(&mha::internal::Int8TileMatMulAvx2) kernel,
-                              const char* path) {
+// B's codes as a kind stores them: int8 (int8, q8_0) or 4-bit pairs less a zero
+// (q4_0's 8, int4's 0), and whether each chunk's columns carry fp16 scales (q8_0, q4_0).
+struct CodeForm {
+  bool nibbles;
+  int16_t zero;
+  bool scaled;
+};
+
+// A chunk of chunk_depth rows x kPanelWidth codes `values` (row-major) in its form's
+// layout: int8 pairs (PairedOffset) or 4-bit pairs (Int4Offset).
+std::vector<int8_t> PackChunk(const std::vector<int32_t>& values, size_t chunk_depth,
+                              const CodeForm& form) {
+  std::vector<int8_t> chunk(chunk_depth * mha::internal::PanelPairBytes(form.nibbles) /
+                            2);
+  for (size_t k = 0; k < chunk_depth; ++k) {
+    for (size_t j = 0; j < kPanelWidth; ++j) {
+      const int32_t v = values[k * kPanelWidth + j];
+      if (!form.nibbles) {
+        chunk[TileOffset<int8_t>(k, j, chunk_depth)] = static_cast<int8_t>(v);
+        continue;
+      }
+      auto& pair =
+          reinterpret_cast<uint8_t&>(chunk[mha::internal::Int4Offset(k, j, chunk_depth)]);
+      pair = static_cast<uint8_t>(pair | (v << (k % 2 * 4)));
+    }
+  }
+  return chunk;
+}
+
+// K^T in groups of channels, in each code form: the exact integer sum of each chunk
+// (codes less their zero), with scales converted, times its column's fp16 scale,
+// summed in float in chunk order from 0, then times the row scale, bit for bit; a
+// partial last group, a NaN scale (a non-finite group) reaching its column, and the
+// largest query codes.
+void ExpectChunksSummed(decltype(&mha::internal::Int8TileMatMulAvx2) kernel,
+                        const CodeForm& form, const char* path) {
   uint32_t seed = 500;
   for (const size_t rows : {1, 3, 4, 5}) {
     for (const size_t panels : {1, 3, 4, 5}) {
       for (const size_t depth : {2, 32, 80, 128}) {
         std::mt19937 rng(++seed);
         const int32_t limit = QueryCodeLimit(depth);
-        std::uniform_int_distribution<int32_t> code(-limit, limit), value(-127, 127);
+        std::uniform_int_distribution<int32_t> code(-limit, limit);
+        std::uniform_int_distribution<int32_t> value(form.nibbles ? 0 : -127,
+                                                     form.nibbles ? 15 : 127);
         std::uniform_real_distribution<float> real(0.01f, 2.0f);
         const size_t chunk_depth = 32, count = (depth + chunk_depth - 1) / chunk_depth;
         std::vector<int16_t> a(rows * depth);
         for (int16_t& x : a) x = static_cast<int16_t>(rows == 5 ? limit : code(rng));
         std::vector<float> row_scales(rows);
         for (float& x : row_scales) x = real(rng);
-        std::vector<std::vector<int8_t>> chunks(panels * count);
+        std::vector<std::vector<int32_t>> values(panels * count);
+        std::vector<std::vector<int8_t>> chunks;
         std::vector<std::vector<uint16_t>> scales(panels * count);
         std::vector<const int8_t*> chunk_pointers, aheads(panels * count, nullptr);
         std::vector<const uint16_t*> scale_pointers;
         for (size_t i = 0; i < panels * count; ++i) {
-          chunks[i].resize(chunk_depth * kPanelWidth);
-          for (int8_t& v : chunks[i]) v = static_cast<int8_t>(value(rng));
+          for (size_t e = 0; e < chunk_depth * kPanelWidth; ++e)
+            values[i].push_back(value(rng));
+          chunks.push_back(PackChunk(values[i], chunk_depth, form));
           for (size_t j = 0; j < kPanelWidth; ++j)
             scales[i].push_back(mha::internal::Fp16FromFloat(real(rng)));
+        }
+        if (form.scaled) scales[0][3] = mha::internal::Fp16FromFloat(NAN);
+        for (size_t i = 0; i < panels * count; ++i) {
           chunk_pointers.push_back(chunks[i].data());
           scale_pointers.push_back(scales[i].data());
         }
-        scales[0][3] = mha::internal::Fp16FromFloat(NAN);
         const size_t n = panels * kPanelWidth;
         std::vector<float> expected(rows * n), got(rows * n);
         for (size_t i = 0; i < rows; ++i) {
           for (size_t j = 0; j < n; ++j) {
             float sum = 0.0f;
+            int32_t whole = 0;
             for (size_t q = 0; q < count; ++q) {
               const size_t index = (j / kPanelWidth) * count + q;
               int32_t dot = 0;
               for (size_t k = q * chunk_depth; k < std::min(depth, (q + 1) * chunk_depth);
                    ++k) {
                 dot += int32_t{a[i * depth + k]} *
-                       chunks[index][TileOffset<int8_t>(k % chunk_depth, j % kPanelWidth,
-                                                        chunk_depth)];
+                       (values[index][(k % chunk_depth) * kPanelWidth + j % kPanelWidth] -
+                        form.zero);
               }
+              whole += dot;
               const float scaled =
                   static_cast<float>(dot) *
                   mha::internal::FloatFromFp16(scales[index][j % kPanelWidth]);
               sum = sum + scaled;
             }
-            expected[i * n + j] = sum * row_scales[i];
+            expected[i * n + j] =
+                (form.scaled ? sum : static_cast<float>(whole)) * row_scales[i];
           }
         }
         kernel(rows, panels, depth, a.data(), depth, row_scales.data(),
                {chunk_pointers.data(), aheads.data(), chunk_depth, count,
-                scale_pointers.data()},
+                form.scaled ? scale_pointers.data() : nullptr, form.nibbles, form.zero},
                got.data(), n, /*accumulate=*/false);
-        EXPECT_TRUE(std::isnan(got[3])) << path;
+        EXPECT_EQ(std::isnan(got[3]), form.scaled) << path;
         for (size_t i = 0; i < got.size(); ++i) {
           ASSERT_EQ(std::memcmp(&got[i], &expected[i], sizeof(float)), 0)
-              << path << ": rows " << rows << " panels " << panels << " depth " << depth
-              << " element " << i << ": " << got[i] << " against " << expected[i];
+              << path << ": nibbles " << form.nibbles << " zero " << form.zero
+              << " scaled " << form.scaled << ": rows " << rows << " panels " << panels
+              << " depth " << depth << " element " << i << ": " << got[i] << " against "
+              << expected[i];
         }
       }
     }
+  }
+}
+
+void ExpectChunkScalesApplied(decltype(&mha::internal::Int8TileMatMulAvx2) kernel,
+                              const char* path) {
+  ExpectChunksSummed(kernel, {false, 0, true}, path);
+}
+
+// 4-bit codes (q4_0's less 8, int4's as they are), scaled per chunk or not.
+void ExpectNibblesSummed(decltype(&mha::internal::Int8TileMatMulAvx2) kernel,
+                         const char* path) {
+  for (const int16_t zero : {8, 0}) {
+    for (const bool scaled : {true, false})
+      ExpectChunksSummed(kernel, {true, zero, scaled}, path);
   }
 }
 
@@ -354,6 +409,16 @@ TEST(Int8KeyProductsVnni, ScalesEachChunkApiece) {
 TEST(Int8KeyProductsAvx2, ScalesEachChunkApiece) {
   if (!(hwy::SupportedTargets() & HWY_AVX2)) GTEST_SKIP() << "no AVX2";
   ExpectChunkScalesApplied(mha::internal::Int8TileMatMulAvx2, "AVX2");
+}
+
+TEST(Int8KeyProductsVnni, ReadsFourBitCodes) {
+  if (!mha::internal::CpuHasAvx512Vnni()) GTEST_SKIP() << "no AVX512_VNNI";
+  ExpectNibblesSummed(mha::internal::Int8TileMatMulVnni, "AVX512_VNNI");
+}
+
+TEST(Int8KeyProductsAvx2, ReadsFourBitCodes) {
+  if (!(hwy::SupportedTargets() & HWY_AVX2)) GTEST_SKIP() << "no AVX2";
+  ExpectNibblesSummed(mha::internal::Int8TileMatMulAvx2, "AVX2");
 }
 
 TEST(Int8KeyProductsVnni, CodeLimitKeepsSumsBelowTwoToThe24) {
