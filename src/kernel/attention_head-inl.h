@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "hwy/highway.h"
 #include "src/base/cpu_features.h"
@@ -101,6 +102,8 @@ inline auto Int8Product(size_t depth) {
 template <class Kind>
 class QueryStep {
   using T = typename Kind::Code;
+  // Integer products read 4-bit codes as nibbles (int8_tile_matmul.h).
+  static constexpr bool kNibbles = std::is_same_v<T, Int4Pair>;
 
  public:
   QueryStep(const AttentionParams& params, const CoreTask& task,
@@ -399,12 +402,12 @@ class QueryStep {
       const size_t column = static_cast<size_t>(key % pages_.page_size);
       // A V page is about as many bytes as its K^T panels: panel j sends the j-th.
       const int8_t* ahead =
-          later < key_limit
-              ? KeyPanel(later)
-              : reinterpret_cast<const int8_t*>(ValueTile(page)) + column * head_dim;
+          later < key_limit ? KeyPanel(later)
+                            : reinterpret_cast<const int8_t*>(
+                                  ValueTile(page) + TileOffset<T>(0, column, head_dim));
       const int8_t* panel = KeyPanel(key);
       for (size_t q = 0; q < chunk_count; ++q) {
-        const size_t offset = q * chunk_depth * kPanelWidth;  // rows q * chunk_depth on
+        const size_t offset = TileOffset<T>(q * chunk_depth, 0, head_dim);
         chunks[p * chunk_count + q] = panel + offset;
         aheads[p * chunk_count + q] = ahead + offset;
         if constexpr (kGroup > 0) {
@@ -414,17 +417,18 @@ class QueryStep {
         }
       }
     }
-    Int8Product(head_dim)(
-        rows_, padded / kPanelWidth, head_dim, query_codes_, layout_.padded_head_dim,
-        query_scales_,
-        {chunks, aheads, chunk_depth, chunk_count, kGroup > 0 ? scales : nullptr},
-        scores_, layout_.key_step, /*accumulate=*/false);
+    Int8Product(head_dim)(rows_, padded / kPanelWidth, head_dim, query_codes_,
+                          layout_.padded_head_dim, query_scales_,
+                          {chunks, aheads, chunk_depth, chunk_count,
+                           kGroup > 0 ? scales : nullptr, kNibbles, Kind::kZeroCode},
+                          scores_, layout_.key_step, /*accumulate=*/false);
   }
-  // The K^T panel of an int8 page that holds `key` (a multiple of kPanelWidth).
+  // The K^T panel of an integer page that holds `key` (a multiple of kPanelWidth).
   const int8_t* KeyPanel(int64_t key) const {
     const size_t column = static_cast<size_t>(key % pages_.page_size);
-    return reinterpret_cast<const int8_t*>(KeyTile(key / pages_.page_size)) +
-           TileOffset<int8_t>(0, column, static_cast<size_t>(params_.head_dim));
+    return reinterpret_cast<const int8_t*>(
+        KeyTile(key / pages_.page_size) +
+        TileOffset<T>(0, column, static_cast<size_t>(params_.head_dim)));
   }
 
   // The page the next key tile reads in place of the page at `column` of the tile at
@@ -555,7 +559,7 @@ class QueryStep {
     }
   }
 
-  // context += P V over a key tile's int8 V pages in integers: each row's weights
+  // context += P V over a key tile's integer V pages: each row's weights
   // (probability x value scale) quantised to codes within kProbabilityCodeLimit, then
   // one product per strip of kInt8StripPanels panels over every page, the padding
   // keys past `count` (codes 0) read to a whole pair. Values with group scales (a
@@ -609,17 +613,18 @@ class QueryStep {
     const int8_t* chunks[kInt8StripPanels * ValuePages::kMax];
     const int8_t* aheads[kInt8StripPanels * ValuePages::kMax];
     for (size_t p = 0; p < panels; ++p) {
-      const size_t offset = TileOffset<int8_t>(0, (first + p) * kPanelWidth, page_size);
+      const size_t offset = TileOffset<T>(0, (first + p) * kPanelWidth, page_size);
       for (size_t q = 0; q < tile.count; ++q) {
         chunks[p * tile.count + q] = tile.codes[q] + offset;
         aheads[p * tile.count + q] = tile.aheads[q] ? tile.aheads[q] + offset : nullptr;
       }
     }
-    Int8Product(kPanelWidth)(rows_, panels, RoundUp(count, 2), probability_codes_,
-                             layout_.key_step, probability_scales_,
-                             {chunks, aheads, page_size, tile.count},
-                             context_ + first * kPanelWidth,
-                             layout_.padded_value_head_dim, /*accumulate=*/true);
+    Int8Product(kPanelWidth)(
+        rows_, panels, RoundUp(count, 2), probability_codes_, layout_.key_step,
+        probability_scales_,
+        {chunks, aheads, page_size, tile.count, nullptr, kNibbles, Kind::kZeroCode},
+        context_ + first * kPanelWidth, layout_.padded_value_head_dim,
+        /*accumulate=*/true);
   }
   // Each row's weights for the values' group of channels `group`: its probabilities
   // times their tokens' value scales for the group (the kind's GroupWeights), 0 past

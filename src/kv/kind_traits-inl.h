@@ -14,10 +14,13 @@
 //                        b x page_size (q8_0's: group_scales.h)
 //   kInt8ValueProducts   int8 values (a scale per token) meet the weights quantised
 //                        to integers, in integer products (x86)
+//                        (with either: 4-bit codes, Int4Pair, read as nibbles less
+//                        kZeroCode, the code standing for 0)
 //   kValueScaleGroup     with kInt8ValueProducts, non-zero: the values carry a scale
 //                        per (group of that many channels, token) instead;
 //                        GroupWeights(d, pages, page, group, probabilities, keys,
 //                        weights) gives the probabilities times a group's scales
+//                        (ggml's block kinds: group_scaled_kind-inl.h)
 //   kScoreTerms          FinishScores(d, pages, page, query, query_stride, rows,
 //                        scores, stride, keys): after Q K^T of one page (token scales,
 //                        zero points)
@@ -59,6 +62,7 @@ struct CodesKind {
   static constexpr bool kBf16Products = false, kInt8KeyProducts = false,
                         kInt8ValueProducts = false;
   static constexpr size_t kKeyScaleGroup = 0, kValueScaleGroup = 0;
+  static constexpr int16_t kZeroCode = 0;
   static constexpr bool kScoreTerms = false, kProbabilityTerms = false,
                         kContextTerms = false;
   static KeyLoader Keys(const KvPages&) { return {}; }

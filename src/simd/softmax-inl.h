@@ -127,17 +127,20 @@ HWY_INLINE void MulRow(D d, float* HWY_RESTRICT row, const float* HWY_RESTRICT f
   }
 }
 
-// Probabilities times per-key factors (an int8 cache's value scales), where a
+// Probabilities times per-key factors (a cache's value scales), where a
 // probability of exactly 0 (a masked key) stays 0 even when its factor is NaN (a
-// token with no int8 form): masked keys affect no output.
+// token with no scaled form): masked keys affect no output.
+template <class D>
+HWY_INLINE hn::Vec<D> WeighProbabilities(D d, hn::Vec<D> p, hn::Vec<D> factors) {
+  return hn::IfThenZeroElse(hn::Eq(p, hn::Zero(d)), hn::Mul(p, factors));
+}
+// The same in place over a row (an int8 cache's value scales per token).
 template <class D>
 HWY_INLINE void ScaleProbabilities(D d, float* HWY_RESTRICT row,
                                    const float* HWY_RESTRICT factors, size_t n) {
-  const auto zero = hn::Zero(d);
   for (size_t i = 0; i < n; i += hn::Lanes(d)) {
-    const auto p = hn::LoadU(d, row + i);
-    hn::StoreU(hn::IfThenZeroElse(hn::Eq(p, zero), hn::Mul(p, hn::LoadU(d, factors + i))),
-               d, row + i);
+    hn::StoreU(WeighProbabilities(d, hn::LoadU(d, row + i), hn::LoadU(d, factors + i)), d,
+               row + i);
   }
 }
 

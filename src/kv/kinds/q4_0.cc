@@ -17,9 +17,8 @@
 
 #include "hwy/highway.h"
 #include "src/kernel/attention_head-inl.h"
-#include "src/kv/group_scales-inl.h"
+#include "src/kv/group_scaled_kind-inl.h"
 #include "src/kv/int4_codes.h"
-#include "src/kv/kind_traits-inl.h"
 #include "src/kv/kinds/kind_entry_points.h"
 #include "src/kv/kv_append-inl.h"
 
@@ -48,16 +47,8 @@ struct Q4Codes {
   }
 };
 
-struct Q4_0Traits : CodesKind<Int4Pair> {
-  using KeyLoader = mha::HWY_NAMESPACE::KeyGroupLoader<Q4Codes>;
-  using ValueLoader = mha::HWY_NAMESPACE::ValueGroupLoader<Q4Codes>;
-  static KeyLoader Keys(const KvPages& pages) {
-    return {pages.key_codes_bytes, static_cast<size_t>(pages.page_size)};
-  }
-  static ValueLoader Values(const KvPages& pages) {
-    return {pages.value_codes_bytes, static_cast<size_t>(pages.page_size)};
-  }
-};
+// The integer kernels read the codes as nibbles less 8 (int8_tile_matmul.h).
+using Q4_0Traits = GroupScaledKind<Q4Codes, 8>;
 
 MHA_KV_KIND_ATTEND(Q4_0, Q4_0Traits)
 

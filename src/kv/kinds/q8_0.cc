@@ -15,8 +15,7 @@
 
 #include "hwy/highway.h"
 #include "src/kernel/attention_head-inl.h"
-#include "src/kv/group_scales-inl.h"
-#include "src/kv/kind_traits-inl.h"
+#include "src/kv/group_scaled_kind-inl.h"
 #include "src/kv/kinds/kind_entry_points.h"
 #include "src/kv/kv_append-inl.h"
 #include "src/kv/kv_token_copy.h"
@@ -24,46 +23,8 @@
 HWY_BEFORE_NAMESPACE();
 namespace mha::internal::HWY_NAMESPACE {
 
-using Q8Codes = mha::HWY_NAMESPACE::CodesLoader<int8_t>;
-
-// Keys meet the query quantised to integers and values the weights quantised to
-// integers, as int8's do, each group's integer sums times its scales; the fp32 path
-// (no integer kernel here) reads both through the group loaders.
-struct Q8_0Traits : CodesKind<int8_t> {
-  static constexpr bool kInt8KeyProducts = true, kInt8ValueProducts = true;
-  static constexpr size_t kKeyScaleGroup = kScaleGroup, kValueScaleGroup = kScaleGroup;
-  static const uint16_t* KeyGroupScales(const KvPages& pages, int64_t page) {
-    return internal::KeyGroupScales(pages, page);
-  }
-  template <class D>
-  static void GroupWeights(D d, const KvPages& pages, int64_t page, size_t group,
-                           const float* probabilities, size_t keys, float* weights) {
-    namespace hn = hwy::HWY_NAMESPACE;
-    const uint16_t* scales =
-        ValueGroupScales(pages, page) + group * static_cast<size_t>(pages.page_size);
-    const size_t lanes = hn::Lanes(d);
-    size_t t = 0;
-    for (; t + lanes <= keys; t += lanes) {
-      const auto p = hn::LoadU(d, probabilities + t);
-      hn::StoreU(
-          hn::IfThenZeroElse(hn::Eq(p, hn::Zero(d)),
-                             hn::Mul(p, mha::HWY_NAMESPACE::LoadFp16(d, scales + t))),
-          d, weights + t);
-    }
-    for (; t < keys; ++t) {
-      weights[t] =
-          probabilities[t] == 0.0f ? 0.0f : probabilities[t] * FloatFromFp16(scales[t]);
-    }
-  }
-  using KeyLoader = mha::HWY_NAMESPACE::KeyGroupLoader<Q8Codes>;
-  using ValueLoader = mha::HWY_NAMESPACE::ValueGroupLoader<Q8Codes>;
-  static KeyLoader Keys(const KvPages& pages) {
-    return {pages.key_codes_bytes, static_cast<size_t>(pages.page_size)};
-  }
-  static ValueLoader Values(const KvPages& pages) {
-    return {pages.value_codes_bytes, static_cast<size_t>(pages.page_size)};
-  }
-};
+// Codes as they are, meeting the integer kernels as int8's do.
+using Q8_0Traits = GroupScaledKind<mha::HWY_NAMESPACE::CodesLoader<int8_t>, 0>;
 
 MHA_KV_KIND_ATTEND(Q8_0, Q8_0Traits)
 
