@@ -49,15 +49,12 @@ struct GroupScaledKind : CodesKind<typename Codes::Code> {
   template <class D>
   static void GroupWeights(D d, const KvPages& pages, int64_t page, size_t group,
                            const float* probabilities, size_t keys, float* weights) {
-    namespace hn = hwy::HWY_NAMESPACE;
     const uint16_t* scales =
         ValueGroupScales(pages, page) + group * static_cast<size_t>(pages.page_size);
-    for (size_t t = 0; t < keys; t += hn::Lanes(d)) {
-      hn::StoreU(mha::HWY_NAMESPACE::WeighProbabilities(
-                     d, hn::LoadU(d, probabilities + t),
-                     mha::HWY_NAMESPACE::LoadFp16(d, scales + t)),
-                 d, weights + t);
-    }
+    mha::HWY_NAMESPACE::WeighRow(
+        d, probabilities, keys,
+        [scales](D d, size_t t) { return mha::HWY_NAMESPACE::LoadFp16(d, scales + t); },
+        weights);
   }
 };
 
