@@ -11,7 +11,7 @@
 // VNNI. All give the same bits; the kernel takes the integer ones for speed.
 // The same kernels sum int8 values against a key tile's probabilities quantised per
 // row (P V), in int32: x86 only, no float path to match (serving.md, "int8 values
-// meet integer probabilities").
+// meet integer probabilities"). Both products read 4-bit codes as well (q4_0).
 #pragma once
 
 #include <algorithm>
@@ -66,16 +66,15 @@ bool Int8DotProducts(size_t head_dim);
 // (a q8_0 group's scale per key), at the same index: the chunk's integer sums are
 // then scaled apiece and summed in float. With `nibbles`, the chunks hold 4-bit codes
 // as int4 pages do (Int4Offset: a byte holds a column's rows 2i, the low nibble, and
-// 2i + 1; a panel row pair is 16 bytes, not 32), each standing for code - nibble_zero
-// (q4_0's 8; int4's 0, its zero points added apart): the kernels spread them to the
-// same 16-bit pairs int8 codes widen to.
+// 2i + 1; a panel row pair is 16 bytes, not 32), each standing for code - zero_code
+// (q4_0's 8): the kernels spread them to the same 16-bit pairs int8 codes widen to.
 struct Int8Panels {
   const int8_t* const* chunks;
   const int8_t* const* aheads;
   size_t chunk_depth, chunk_count;
   const uint16_t* const* chunk_scales = nullptr;
   bool nibbles = false;
-  int16_t nibble_zero = 0;
+  int16_t zero_code = 0;
 };
 
 // Bytes of a chunk's panel row pair (a column's two rows, kPanelWidth columns).

@@ -71,7 +71,7 @@ MHA_AVX2_TARGET HWY_NOINLINE void AddChunks(size_t depth, const int16_t* a, size
                                             size_t first, size_t end, bool prefetch,
                                             __m256i (&sums)[kRows][2]) {
   __m256i acc[kRows][2];  // a copy the loop keeps in registers (sums stay in memory)
-  const __m256i zero = _mm256_set1_epi16(b.nibble_zero);
+  const __m256i zero = _mm256_set1_epi16(b.zero_code);
   HWY_UNROLL(4)
   for (size_t r = 0; r < kRows; ++r) acc[r][0] = sums[r][0], acc[r][1] = sums[r][1];
   for (size_t q = first; q < end; ++q) {

@@ -67,7 +67,7 @@ MHA_VNNI_TARGET HWY_NOINLINE void AddChunks(size_t depth, const int16_t* a, size
                                             size_t first, size_t end, bool prefetch,
                                             __m512i (&sums)[kRows][kPanels]) {
   __m512i acc[kRows][kPanels];
-  const __m512i zero = _mm512_set1_epi16(b.nibble_zero);
+  const __m512i zero = _mm512_set1_epi16(b.zero_code);
   HWY_UNROLL(4)
   for (size_t r = 0; r < kRows; ++r) {
     HWY_UNROLL(4)
