@@ -506,6 +506,9 @@ class QueryStep {
       if (int8_values_)
         return Int8Context(d, first_key, static_cast<size_t>(count), padded);
     }
+    if constexpr (Kind::kValueScaleGroup > 0) {
+      return GroupContext(d, first_key, static_cast<size_t>(count));
+    }
     if (!bf16_dot_ && !params_.values_in_keys) {
       return PagedContext(d, first_key, static_cast<size_t>(count), padded, next_keys);
     }
@@ -556,6 +559,42 @@ class QueryStep {
     if constexpr (Kind::kContextTerms) {
       Kind::FinishContext(d, pages_, first_key / pages_.page_size, rows_, scores_, stride,
                           padded, context_, dim);
+    }
+  }
+
+  // context += P V in fp32 for values with group scales (a kind's kValueScaleGroup)
+  // where the integer kernels do not run: a group of channels at a time, each row's
+  // weights for the group (GroupWeights: a weight of 0 stays 0, so a NaN group reaches
+  // only the rows that attend its token) against the group's panels of the V pages'
+  // codes (the kind's value loader reads codes alone), one row at a time.
+  template <class D>
+  void GroupContext(D d, int64_t first_key, size_t count) {
+    constexpr size_t kGroup = Kind::kValueScaleGroup;
+    const size_t page_size = static_cast<size_t>(pages_.page_size);
+    const size_t dim = layout_.padded_value_head_dim;
+    int64_t pages[kKeyStep / kPanelWidth];
+    const T* tiles[kKeyStep / kPanelWidth];
+    const T* group_tiles[kKeyStep / kPanelWidth];
+    const size_t count_pages = (count + page_size - 1) / page_size;
+    ForEachPage(first_key, count, [&](int64_t page, size_t column, size_t) {
+      pages[column / page_size] = page;
+      tiles[column / page_size] = ValueTile(page);
+    });
+    HWY_ALIGN float weights[kMaxKeyStep];
+    for (size_t first = 0; first < dim; first += kGroup) {
+      const size_t offset = TileOffset<T>(0, first, page_size);
+      for (size_t q = 0; q < count_pages; ++q) group_tiles[q] = tiles[q] + offset;
+      for (size_t i = 0; i < rows_; ++i) {
+        const float* row = scores_ + i * layout_.key_step;
+        for (size_t q = 0, column = 0; column < count; ++q, column += page_size) {
+          Kind::GroupWeights(d, pages_, pages[q], first / kGroup, row + column,
+                             std::min(page_size, count - column), weights + column);
+        }
+        TileDepthPagesMatMul(d, value_loader_, 1, std::min(kGroup, dim - first), count,
+                             weights, kMaxKeyStep, group_tiles, page_size,
+                             context_ + i * dim + first, dim, /*accumulate=*/true,
+                             static_cast<const T*>(nullptr));
+      }
     }
   }
 

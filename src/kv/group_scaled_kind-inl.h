@@ -1,8 +1,9 @@
 // The traits ggml's block kinds (src/kv/kinds/q8_0.cc, q4_0.cc) share: codes in
 // groups of kScaleGroup channels with a fp16 scale per (group, token), keys and
 // values alike (group_scales.h). On x86 keys meet the query's codes and values the
-// weights' codes in the integer kernels, each group's sums times its scales; the fp32
-// path (no integer kernel) reads both through the group loaders.
+// weights' codes in the integer kernels, each group's sums times its scales. The fp32
+// path (no integer kernel) reads keys through the group loader, and values as codes
+// against each group's fp32 weights: either way a weight of 0 stays 0.
 
 #if defined(MHA_KV_GROUP_SCALED_KIND_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef MHA_KV_GROUP_SCALED_KIND_INL_H_
@@ -34,13 +35,11 @@ struct GroupScaledKind : CodesKind<typename Codes::Code> {
   static constexpr int16_t kZeroCode = kZero;
   static constexpr size_t kKeyScaleGroup = kScaleGroup, kValueScaleGroup = kScaleGroup;
   using KeyLoader = mha::HWY_NAMESPACE::KeyGroupLoader<Codes>;
-  using ValueLoader = mha::HWY_NAMESPACE::ValueGroupLoader<Codes>;
+  using ValueLoader = Codes;  // the scales go into the weights (GroupWeights)
   static KeyLoader Keys(const KvPages& pages) {
     return {pages.key_codes_bytes, static_cast<size_t>(pages.page_size)};
   }
-  static ValueLoader Values(const KvPages& pages) {
-    return {pages.value_codes_bytes, static_cast<size_t>(pages.page_size)};
-  }
+  static ValueLoader Values(const KvPages&) { return {}; }
   static const uint16_t* KeyGroupScales(const KvPages& pages, int64_t page) {
     return internal::KeyGroupScales(pages, page);
   }

@@ -1,7 +1,7 @@
 // Per-target loaders of pages scaled per group (group_scales.h): a K^T row (a
-// channel) times the fp16 scales of its group for the vector's tokens, a V row (a
-// token) times its group's scale. Codes: a loader of the codes as numbers
-// (tile_loaders-inl.h; a kind subtracts its offset there).
+// channel) times the fp16 scales of its group for the vector's tokens. Codes: a
+// loader of the codes as numbers (tile_loaders-inl.h; a kind subtracts its offset
+// there). Values take their scales in the weights instead (group_scaled_kind-inl.h).
 
 #if defined(MHA_KV_GROUP_SCALES_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef MHA_KV_GROUP_SCALES_INL_H_
@@ -44,18 +44,6 @@ HWY_INLINE hn::Vec<D> LoadFp16(D d, const uint16_t* HWY_RESTRICT p) {
 #endif
 }
 
-// The fp16 value at p in every lane: F16C's one conversion where the target has it (a
-// scalar decode per V row was half of a q4_0 decode's V products).
-template <class D>
-HWY_INLINE hn::Vec<D> BroadcastFp16(D d, const uint16_t* HWY_RESTRICT p) {
-#if HWY_TARGET <= HWY_AVX2
-  const hn::CappedTag<float, 1> d1;
-  return hn::Set(d, hn::GetLane(LoadFp16(d1, p)));
-#else
-  return hn::Set(d, internal::FloatFromFp16(*p));
-#endif
-}
-
 // K^T tiles: row k of column c times scales[k / kScaleGroup x page_size + c], the
 // scales `scales_at` bytes from the tile's start.
 template <class Codes>
@@ -93,37 +81,6 @@ struct KeyGroupLoader {
                                               scales_at) +
                 column,
             page_size};
-  }
-};
-
-// V tiles: row k (a token) of column c times scales[c / kScaleGroup x page_size + k].
-template <class Codes>
-struct ValueGroupLoader {
-  using Code = typename Codes::Code;
-  static constexpr size_t kRowsPerLoad = Codes::kRowsPerLoad;
-  static constexpr size_t kPanelRowBytes = Codes::kPanelRowBytes;
-  int64_t scales_at = 0;
-  size_t page_size = 0;
-
-  struct Column : Codes::Column {
-    const uint16_t* scales;  // the column's group's
-    template <class D>
-    HWY_INLINE hn::Vec<D> Load(D d, size_t k) const {
-      return hn::Mul(Codes::Column::Load(d, k), BroadcastFp16(d, scales + k));
-    }
-    template <class D>
-    HWY_INLINE void Load(D d, size_t k, hn::Vec<D>& even, hn::Vec<D>& odd) const {
-      Codes::Column::Load(d, k, even, odd);
-      even = hn::Mul(even, BroadcastFp16(d, scales + k));
-      odd = hn::Mul(odd, BroadcastFp16(d, scales + k + 1));
-    }
-  };
-  template <class D>
-  HWY_INLINE Column At(D d, const Code* tile, size_t column, size_t rows) const {
-    return {Codes().At(d, tile, column, rows),
-            reinterpret_cast<const uint16_t*>(reinterpret_cast<const uint8_t*>(tile) +
-                                              scales_at) +
-                column / internal::kScaleGroup * page_size};
   }
 };
 

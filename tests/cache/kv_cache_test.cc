@@ -9,7 +9,6 @@
 #include <numeric>
 #include <string>
 
-#include "src/base/isa_cap.h"
 #include "tests/test_util.h"
 
 namespace mha::testing {
@@ -221,15 +220,8 @@ TEST(KvCache, NonFiniteTokensInAnInt8CacheBecomeNaNAndTruncateAway) {
 
 // ggml's q8_0 and q4_0: a NaN group scale reaches the rows that attend its token, not
 // the earlier rows of the same step (a weight of 0 stays 0, as int8's token scales
-// do). Only where their values meet the integer kernels (x86 from AVX2): the fp32
-// path's group loader still makes 0 x a NaN scale NaN there (a known defect:
-// docs/serving.md, "Non-finite rows").
+// do), on every path: the integer kernels (x86 from AVX2) and the fp32 one.
 TEST(KvCache, NonFiniteTokensInGgmlBlockCachesBecomeNaNAndTruncateAway) {
-  mha::internal::ApplyIsaCap();
-  const std::string target = mha::internal::SimdTargetName();
-  if (target != "AVX2" && target.rfind("AVX3", 0) != 0) {
-    GTEST_SKIP() << "q8_0 and q4_0 values run the fp32 path on " << target;
-  }
   for (const DType storage : {DType::kInt8, DType::kInt4}) {
     SCOPED_TRACE(storage == DType::kInt8 ? "q8_0" : "q4_0");
     ExpectNonFiniteTokensBecomeNaNAndTruncateAway(storage, KvScales::kPerGroup);

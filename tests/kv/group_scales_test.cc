@@ -2,8 +2,8 @@
 // target this CPU supports: fp16 scales coded with round-to-nearest-even and decoded
 // exactly (every one of the 65536 codes, scalar and vector), and the tile product
 // reading int8 K^T pages through KeyGroupLoader (rows times their group's scale per
-// token) and V pages through ValueGroupLoader (rows times their group's scale),
-// against the same products in double.
+// token), against the same products in double. (Values take their group scales in
+// the weights: kv_cache_test's non-finite tokens and kv_storage_accuracy_test.)
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "tests/kv/group_scales_test.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -30,19 +30,13 @@ void WidenAllFp16ForTest(const uint16_t* codes, float* out) {
   }
 }
 
-// C[rows, n] = A B over one page of `page` tokens: keys (B = the K^T tile, depth
-// head_dim) or values (B = the V tile, depth page), the page's codes then its scales.
-void BlockProductForTest(bool keys, size_t rows, size_t n, size_t depth, size_t page,
-                         const float* a, const int8_t* page_bytes, int64_t scales_at,
-                         float* c) {
+// C[rows, page] = A B over one page of `page` keys (B = the K^T tile, depth
+// head_dim), the page's codes then its scales.
+void BlockProductForTest(size_t rows, size_t page, size_t head_dim, const float* a,
+                         const int8_t* page_bytes, int64_t scales_at, float* c) {
   const hwy::HWY_NAMESPACE::ScalableTag<float> d;
-  if (keys) {
-    const KeyGroupLoader<CodesLoader<int8_t>> loader{scales_at, page};
-    return TileMatMul(d, loader, rows, n, depth, a, depth, page_bytes, depth, c, n,
-                      /*accumulate=*/false);
-  }
-  const ValueGroupLoader<CodesLoader<int8_t>> loader{scales_at, page};
-  TileMatMul(d, loader, rows, n, depth, a, depth, page_bytes, page, c, n,
+  const KeyGroupLoader<CodesLoader<int8_t>> loader{scales_at, page};
+  TileMatMul(d, loader, rows, page, head_dim, a, head_dim, page_bytes, head_dim, c, page,
              /*accumulate=*/false);
 }
 
@@ -96,36 +90,33 @@ TEST_P(BlockScales, Fp16CodesRoundTripAndRoundToNearestEven) {
   EXPECT_EQ(Fp16FromFloat(-1e30f), 0xFC00);
 }
 
-TEST_P(BlockScales, TileProductsScaleEachRowByItsBlock) {
+TEST_P(BlockScales, KeyProductsScaleEachRowByItsBlock) {
   constexpr size_t kPage = 16;
-  for (const bool keys : {true, false}) {
-    for (const size_t rows : {1, 5, 7}) {
-      for (const size_t head_dim : {16, 48, 64, 96}) {  // 48: a partial last group
-        const size_t depth = keys ? head_dim : kPage, n = keys ? kPage : head_dim;
-        const size_t groups = (head_dim + 31) / 32;
-        const std::vector<float> a =
-            mha::testing::RandomFloats(rows * depth, uint32_t(rows + head_dim));
-        const std::vector<float> scales =
-            mha::testing::RandomFloats(groups * kPage, uint32_t(head_dim), 0.5f);
-        std::vector<int8_t> page(depth * n + groups * kPage * 2);
-        std::vector<double> b(depth * n);
-        for (size_t t = 0; t < kPage; ++t) {
-          for (size_t c = 0; c < head_dim; ++c) {
-            const size_t group = c / 32;
-            const uint16_t scale = Fp16FromFloat(scales[group * kPage + t]);
-            std::memcpy(page.data() + depth * n + (group * kPage + t) * 2, &scale, 2);
-            const int8_t code = static_cast<int8_t>((t * 7 + c * 3) % 255 - 127);
-            const size_t k = keys ? c : t, j = keys ? t : c;
-            page[TileOffset<int8_t>(k, j, depth)] = code;
-            b[k * n + j] = code * double{FloatFromFp16(scale)};
-          }
+  for (const size_t rows : {1, 5, 7}) {
+    for (const size_t head_dim : {16, 48, 64, 96}) {  // 48: a partial last group
+      const size_t groups = (head_dim + 31) / 32;
+      const std::vector<float> a =
+          mha::testing::RandomFloats(rows * head_dim, uint32_t(rows + head_dim));
+      const std::vector<float> scales =
+          mha::testing::RandomFloats(groups * kPage, uint32_t(head_dim), 0.5f);
+      std::vector<int8_t> page(head_dim * kPage + groups * kPage * 2);
+      std::vector<double> b(head_dim * kPage);
+      for (size_t t = 0; t < kPage; ++t) {
+        for (size_t c = 0; c < head_dim; ++c) {
+          const size_t group = c / 32;
+          const uint16_t scale = Fp16FromFloat(scales[group * kPage + t]);
+          std::memcpy(page.data() + head_dim * kPage + (group * kPage + t) * 2, &scale,
+                      2);
+          const int8_t code = static_cast<int8_t>((t * 7 + c * 3) % 255 - 127);
+          page[TileOffset<int8_t>(c, t, head_dim)] = code;
+          b[c * kPage + t] = code * double{FloatFromFp16(scale)};
         }
-        std::vector<float> c(rows * n);
-        HWY_DYNAMIC_DISPATCH(mha::BlockProductForTest)
-        (keys, rows, n, depth, kPage, a.data(), page.data(),
-         static_cast<int64_t>(depth * n), c.data());
-        mha::testing::ExpectTileProduct(a, b, c, rows, n, depth);
       }
+      std::vector<float> c(rows * kPage);
+      HWY_DYNAMIC_DISPATCH(mha::BlockProductForTest)
+      (rows, kPage, head_dim, a.data(), page.data(),
+       static_cast<int64_t>(head_dim * kPage), c.data());
+      mha::testing::ExpectTileProduct(a, b, c, rows, kPage, head_dim);
     }
   }
 }
