@@ -16,11 +16,13 @@
 //                        to integers, in integer products (x86)
 //                        (with either: 4-bit codes, Int4Pair, read as nibbles less
 //                        kZeroCode, the code standing for 0)
-//   kValueScaleGroup     with kInt8ValueProducts, non-zero: the values carry a scale
-//                        per (group of that many channels, token) instead;
-//                        GroupWeights(d, pages, page, group, probabilities, keys,
-//                        weights) gives the probabilities times a group's scales
-//                        (ggml's block kinds: group_scaled_kind-inl.h)
+//   kValueScaleGroup     non-zero: the values carry a scale per (group of that many
+//                        channels, token) instead; GroupWeights(d, pages, page,
+//                        group, probabilities, keys, weights) gives the
+//                        probabilities times a group's scales, which meet the
+//                        ValueLoader's codes group by group, in the integer kernels
+//                        (with kInt8ValueProducts) or in fp32 (ggml's block kinds:
+//                        group_scaled_kind-inl.h)
 //   kScoreTerms          FinishScores(d, pages, page, query, query_stride, rows,
 //                        scores, stride, keys): after Q K^T of one page (token scales,
 //                        zero points)
