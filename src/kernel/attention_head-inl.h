@@ -566,33 +566,32 @@ class QueryStep {
   // where the integer kernels do not run: a group of channels at a time, each row's
   // weights for the group (GroupWeights: a weight of 0 stays 0, so a NaN group reaches
   // only the rows that attend its token) against the group's panels of the V pages'
-  // codes (the kind's value loader reads codes alone), one row at a time.
+  // codes (the kind's value loader reads codes alone), a micro-tile of rows per
+  // product so that each code is widened once per kTileRows rows.
   template <class D>
   void GroupContext(D d, int64_t first_key, size_t count) {
     constexpr size_t kGroup = Kind::kValueScaleGroup;
     const size_t page_size = static_cast<size_t>(pages_.page_size);
     const size_t dim = layout_.padded_value_head_dim;
-    int64_t pages[kKeyStep / kPanelWidth];
-    const T* tiles[kKeyStep / kPanelWidth];
-    const T* group_tiles[kKeyStep / kPanelWidth];
-    const size_t count_pages = (count + page_size - 1) / page_size;
-    ForEachPage(first_key, count, [&](int64_t page, size_t column, size_t) {
-      pages[column / page_size] = page;
-      tiles[column / page_size] = ValueTile(page);
-    });
-    HWY_ALIGN float weights[kMaxKeyStep];
+    const ValuePages tile = GatherValuePages(first_key, count);
+    const T* group_tiles[ValuePages::kMax];
+    HWY_ALIGN float weights[kTileRows * kMaxKeyStep];
     for (size_t first = 0; first < dim; first += kGroup) {
       const size_t offset = TileOffset<T>(0, first, page_size);
-      for (size_t q = 0; q < count_pages; ++q) group_tiles[q] = tiles[q] + offset;
-      for (size_t i = 0; i < rows_; ++i) {
-        const float* row = scores_ + i * layout_.key_step;
-        for (size_t q = 0, column = 0; column < count; ++q, column += page_size) {
-          Kind::GroupWeights(d, pages_, pages[q], first / kGroup, row + column,
-                             std::min(page_size, count - column), weights + column);
+      for (size_t q = 0; q < tile.count; ++q) group_tiles[q] = tile.tiles[q] + offset;
+      for (size_t top = 0; top < rows_; top += kTileRows) {
+        const size_t rows = std::min(kTileRows, rows_ - top);
+        for (size_t i = 0; i < rows; ++i) {
+          const float* row = scores_ + (top + i) * layout_.key_step;
+          for (size_t q = 0, column = 0; column < count; ++q, column += page_size) {
+            Kind::GroupWeights(d, pages_, tile.pages[q], first / kGroup, row + column,
+                               std::min(page_size, count - column),
+                               weights + i * kMaxKeyStep + column);
+          }
         }
-        TileDepthPagesMatMul(d, value_loader_, 1, std::min(kGroup, dim - first), count,
+        TileDepthPagesMatMul(d, value_loader_, rows, std::min(kGroup, dim - first), count,
                              weights, kMaxKeyStep, group_tiles, page_size,
-                             context_ + i * dim + first, dim, /*accumulate=*/true,
+                             context_ + top * dim + first, dim, /*accumulate=*/true,
                              static_cast<const T*>(nullptr));
       }
     }
@@ -608,15 +607,7 @@ class QueryStep {
   template <class D>
   void Int8Context(D d, int64_t first_key, size_t count, size_t padded) {
     const size_t panels = layout_.padded_value_head_dim / kPanelWidth;
-    const size_t page_size = static_cast<size_t>(pages_.page_size);
-    ValuePages tile;
-    tile.count = (padded + page_size - 1) / page_size;
-    ForEachPage(first_key, padded, [&](int64_t page, size_t column, size_t) {
-      tile.pages[column / page_size] = page;
-      tile.codes[column / page_size] = reinterpret_cast<const int8_t*>(ValueTile(page));
-      tile.aheads[column / page_size] =
-          reinterpret_cast<const int8_t*>(ValueTileAhead(first_key, column));
-    });
+    const ValuePages tile = GatherValuePages(first_key, padded);
     constexpr size_t kGroup = Kind::kValueScaleGroup;
     if constexpr (kGroup == 0) {
       for (size_t i = 0; i < rows_; ++i) {
@@ -637,14 +628,26 @@ class QueryStep {
       }
     }
   }
-  // A key tile's V pages: their numbers, codes and the pages a tile ahead (or null).
+  // A key tile's V pages: their numbers, tiles and the pages a tile ahead (or null).
   struct ValuePages {
     static constexpr size_t kMax = kMaxKeyStep / kPanelWidth;
     int64_t pages[kMax];
-    const int8_t* codes[kMax];
-    const int8_t* aheads[kMax];
+    const T* tiles[kMax];
+    const T* aheads[kMax];
     size_t count;
   };
+  // The V pages of the key tile at first_key that hold its first `keys` keys.
+  ValuePages GatherValuePages(int64_t first_key, size_t keys) const {
+    const size_t page_size = static_cast<size_t>(pages_.page_size);
+    ValuePages tile;
+    tile.count = (keys + page_size - 1) / page_size;
+    ForEachPage(first_key, keys, [&](int64_t page, size_t column, size_t) {
+      tile.pages[column / page_size] = page;
+      tile.tiles[column / page_size] = ValueTile(page);
+      tile.aheads[column / page_size] = ValueTileAhead(first_key, column);
+    });
+    return tile;
+  }
   // context's panels [first, first + panels) += the weights' codes times those panels
   // of the V pages, in one integer product.
   void ContextStrip(const ValuePages& tile, size_t first, size_t panels, size_t count) {
@@ -654,8 +657,11 @@ class QueryStep {
     for (size_t p = 0; p < panels; ++p) {
       const size_t offset = TileOffset<T>(0, (first + p) * kPanelWidth, page_size);
       for (size_t q = 0; q < tile.count; ++q) {
-        chunks[p * tile.count + q] = tile.codes[q] + offset;
-        aheads[p * tile.count + q] = tile.aheads[q] ? tile.aheads[q] + offset : nullptr;
+        chunks[p * tile.count + q] =
+            reinterpret_cast<const int8_t*>(tile.tiles[q] + offset);
+        aheads[p * tile.count + q] =
+            tile.aheads[q] ? reinterpret_cast<const int8_t*>(tile.aheads[q] + offset)
+                           : nullptr;
       }
     }
     Int8Product(kPanelWidth)(
