@@ -41,6 +41,7 @@ using mha::HWY_NAMESPACE::MaskOutside;
 using mha::HWY_NAMESPACE::NormRotateRow;
 using mha::HWY_NAMESPACE::OnlineSoftmaxStep;
 using mha::HWY_NAMESPACE::QuantizeQueryRow;
+using mha::HWY_NAMESPACE::QuantizeWeightRow;
 using mha::HWY_NAMESPACE::RowMax;
 using mha::HWY_NAMESPACE::ScaleRow;
 using mha::HWY_NAMESPACE::SoftCap;
@@ -613,8 +614,8 @@ class QueryStep {
       for (size_t i = 0; i < rows_; ++i) {
         float* row = scores_ + i * layout_.key_step;
         probability_scales_[i] =
-            QuantizeQueryRow(d, row, padded, kProbabilityCodeLimit, row,
-                             probability_codes_ + i * layout_.key_step);
+            QuantizeWeightRow(d, row, padded, kProbabilityCodeLimit,
+                              probability_codes_ + i * layout_.key_step);
       }
       for (size_t first = 0; first < panels; first += kInt8StripPanels)
         ContextStrip(tile, first, std::min(kInt8StripPanels, panels - first), count);
@@ -687,8 +688,8 @@ class QueryStep {
       }
       std::fill(weights + count, weights + padded, 0.0f);
       probability_scales_[i] =
-          QuantizeQueryRow(d, weights, padded, kProbabilityCodeLimit, weights,
-                           probability_codes_ + i * layout_.key_step);
+          QuantizeWeightRow(d, weights, padded, kProbabilityCodeLimit,
+                            probability_codes_ + i * layout_.key_step);
     }
   }
 

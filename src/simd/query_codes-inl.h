@@ -4,7 +4,8 @@
 // q * (127 / max |q|) rounded to nearest (ties to even), within [-127, 127]; the
 // logit is then scale * (sum of code products) * key scale. A row of zeros has scale
 // 0; a row with an infinity or a NaN has codes 0 and a NaN scale, so that its scores,
-// and the row, are NaN as they were before quantisation.
+// and the row, are NaN as they were before quantisation. The same for the integer
+// P V's weights (QuantizeWeightRow), which are never negative.
 
 #if defined(MHA_SIMD_QUERY_CODES_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef MHA_SIMD_QUERY_CODES_INL_H_
@@ -75,6 +76,41 @@ HWY_INLINE float QuantizeQueryRow(D d, const float* in, size_t count, int32_t li
     const float q = std::clamp(std::nearbyint(x), -top, top);
     code_values[i] = q;
     codes[i] = static_cast<int16_t>(q);
+  }
+  return max / top;
+}
+
+// Quantises weights in[0, count) (each >= 0, or NaN: probabilities times their
+// values' scales) into `codes` within [0, limit], 0 < limit <= 32767, for the integer
+// kernels alone: no float codes, and one multiply per vector, code = w x (limit / max)
+// rounded to nearest (ties to even; max x (limit / max) rounds to limit at most).
+// Where limit / max overflows (max near the smallest normal), w / max x limit as
+// QuantizeQueryRow. Returns the row's scale, max / limit: 0 for a row of zeros, NaN
+// (codes 0) for a row with a NaN or an infinity.
+template <class D>
+HWY_INLINE float QuantizeWeightRow(D d, const float* in, size_t count, int32_t limit,
+                                   int16_t* HWY_RESTRICT codes) {
+  const float max = FiniteMaxAbs(d, in, count);
+  const float top = static_cast<float>(limit);
+  const hn::Rebind<int32_t, D> di32;
+  const hn::Rebind<int16_t, D> di16;
+  const size_t lanes = hn::Lanes(d);
+  if (std::isnan(max) || max == 0.0f) {
+    std::fill(codes, codes + count, int16_t{0});
+    return max / top;
+  }
+  const float factor = top / max;
+  const bool divide = std::isinf(factor);
+  const auto f = hn::Set(d, factor), divisor = hn::Set(d, max), full = hn::Set(d, top);
+  size_t i = 0;
+  for (; i + lanes <= count; i += lanes) {
+    const auto w = hn::LoadU(d, in + i);
+    const auto x = divide ? hn::Mul(hn::Div(w, divisor), full) : hn::Mul(w, f);
+    hn::StoreU(hn::DemoteTo(di16, hn::ConvertTo(di32, hn::Round(x))), di16, codes + i);
+  }
+  for (; i < count; ++i) {
+    const float x = divide ? in[i] / max * top : in[i] * factor;
+    codes[i] = static_cast<int16_t>(std::nearbyint(x));
   }
   return max / top;
 }

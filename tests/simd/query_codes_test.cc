@@ -3,7 +3,7 @@
 // kernel uses (int8's 127 to 16 bits), ties (to even), the row's largest entry on
 // its limit, quantising in place, rows of zeros, rows whose largest entry is
 // near the smallest normal float, and rows with an infinity or a NaN (codes 0, scale
-// NaN).
+// NaN); and the weights' codes (QuantizeWeightRow) against their own plain loop.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "tests/simd/query_codes_test.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -27,6 +27,12 @@ float QuantizeQueryRowForTest(const float* in, size_t count, int32_t limit,
                           code_values, codes);
 }
 
+float QuantizeWeightRowForTest(const float* in, size_t count, int32_t limit,
+                               int16_t* codes) {
+  return QuantizeWeightRow(hwy::HWY_NAMESPACE::ScalableTag<float>(), in, count, limit,
+                           codes);
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace mha
 HWY_AFTER_NAMESPACE();
@@ -38,6 +44,7 @@ HWY_AFTER_NAMESPACE();
 
 namespace mha {
 HWY_EXPORT(QuantizeQueryRowForTest);
+HWY_EXPORT(QuantizeWeightRowForTest);
 }  // namespace mha
 
 namespace {
@@ -152,6 +159,71 @@ TEST_P(QueryCodes, ZerosTinyAndNonFiniteRows) {
         EXPECT_TRUE(std::isnan(q.scale)) << bad << " at " << at;
         for (size_t i = 0; i < count; ++i) ASSERT_EQ(q.codes[i], 0) << bad << " " << i;
       }
+    }
+  }
+}
+
+// Weights (probabilities times value scales: >= 0) to codes, one value at a time:
+// w x (limit / max) rounded to nearest, or w / max x limit where limit / max
+// overflows; 99 past the row stays.
+void ExpectWeightCodes(const std::vector<float>& weights, int32_t limit) {
+  std::vector<int16_t> codes(weights.size() + 1, 99);
+  const float scale = HWY_DYNAMIC_DISPATCH(mha::QuantizeWeightRowForTest)(
+      weights.data(), weights.size(), limit, codes.data());
+  const float max = *std::max_element(weights.begin(), weights.end());
+  const float top = static_cast<float>(limit), factor = top / max;
+  EXPECT_EQ(scale, max / top);
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const float x = std::isinf(factor) ? weights[i] / max * top : weights[i] * factor;
+    const int16_t expected = static_cast<int16_t>(std::nearbyint(x));
+    ASSERT_GE(expected, 0);
+    ASSERT_LE(expected, limit);
+    ASSERT_EQ(codes[i], expected) << "limit " << limit << " weight " << i << " of "
+                                  << weights.size() << ": " << weights[i];
+  }
+  EXPECT_EQ(codes[weights.size()], 99) << "wrote past the row";
+}
+
+TEST_P(QueryCodes, WeightCodesSpanTheLimit) {
+  uint32_t seed = 40;
+  for (const int32_t limit : {int32_t{127}, mha::internal::kProbabilityCodeLimit}) {
+    for (const size_t count : {1, 7, 16, 33, 256}) {
+      std::vector<float> weights = mha::testing::RandomFloats(count, ++seed);
+      for (float& w : weights) w = std::fabs(w) * 3.0f;
+      weights[count / 2] = 0.0f;  // a masked key
+      ExpectWeightCodes(weights, limit);
+      // A largest weight near the smallest normal float: limit / max overflows.
+      for (float& w : weights) w *= 1e-38f;
+      ExpectWeightCodes(weights, limit);
+    }
+  }
+  // Ties: w x factor exactly k + 0.5 rounds to the even k.
+  std::vector<int16_t> codes(4);
+  const float ties[] = {2.5f, 3.5f, 0.5f, 127.0f};  // max 127, limit 127: factor 1
+  HWY_DYNAMIC_DISPATCH(mha::QuantizeWeightRowForTest)(ties, 4, 127, codes.data());
+  EXPECT_EQ(codes[0], 2);
+  EXPECT_EQ(codes[1], 4);
+  EXPECT_EQ(codes[2], 0);
+  EXPECT_EQ(codes[3], 127);
+}
+
+TEST_P(QueryCodes, WeightRowsOfZerosOrNaN) {
+  for (const size_t count : {5, 16, 40}) {
+    std::vector<int16_t> codes(count, 99);
+    const std::vector<float> zeros(count, 0.0f);
+    EXPECT_EQ(HWY_DYNAMIC_DISPATCH(mha::QuantizeWeightRowForTest)(zeros.data(), count,
+                                                                  32767, codes.data()),
+              0.0f);
+    for (size_t i = 0; i < count; ++i) ASSERT_EQ(codes[i], 0);
+    for (const float bad : {std::numeric_limits<float>::quiet_NaN(),
+                            std::numeric_limits<float>::infinity()}) {
+      std::vector<float> weights(count, 0.25f);
+      weights[count - 1] = bad;
+      std::fill(codes.begin(), codes.end(), int16_t{99});
+      EXPECT_TRUE(std::isnan(HWY_DYNAMIC_DISPATCH(mha::QuantizeWeightRowForTest)(
+          weights.data(), count, 32767, codes.data())))
+          << bad;
+      for (size_t i = 0; i < count; ++i) ASSERT_EQ(codes[i], 0) << bad << " " << i;
     }
   }
 }
