@@ -612,7 +612,7 @@ class QueryStep {
     constexpr size_t kGroup = Kind::kValueScaleGroup;
     if constexpr (kGroup == 0) {
       for (size_t i = 0; i < rows_; ++i) {
-        float* row = scores_ + i * layout_.key_step;
+        const float* row = scores_ + i * layout_.key_step;
         probability_scales_[i] =
             QuantizeWeightRow(d, row, padded, kProbabilityCodeLimit,
                               probability_codes_ + i * layout_.key_step);
