@@ -503,6 +503,19 @@ class QueryStep {
         Kind::ScaleProbabilities(d, pages_, page, rows_, scores_ + column, stride, keys);
       });
     }
+    ValueProducts(d, first_key, count, padded, next_keys);
+    // What the kind adds apart over the whole tile (int4: the value groups' minimums).
+    if constexpr (Kind::kContextTerms) {
+      Kind::FinishContext(d, pages_, first_key / pages_.page_size, rows_, scores_, stride,
+                          padded, context_, dim);
+    }
+  }
+
+  // context += P V of the key tile at first_key, on the kind's product path.
+  template <class D>
+  void ValueProducts(D d, int64_t first_key, int64_t count, size_t padded,
+                     const T* next_keys) {
+    const size_t dim = layout_.padded_value_head_dim, stride = layout_.key_step;
     if constexpr (Kind::kInt8ValueProducts) {
       if (int8_values_)
         return Int8Context(d, first_key, static_cast<size_t>(count), padded);
@@ -541,8 +554,7 @@ class QueryStep {
 
   // context += P V over a key tile's V pages in one product: its accumulators stay
   // in registers from page to page (TileDepthPagesMatMul). The padding keys after
-  // the tile's last (probability 0) are not read. Then what the kind adds apart over
-  // the whole tile (int4: the value groups' minimums).
+  // the tile's last (probability 0) are not read.
   template <class D>
   void PagedContext(D d, int64_t first_key, size_t count, size_t padded,
                     const T* next_keys) {
@@ -557,10 +569,6 @@ class QueryStep {
     TileDepthPagesMatMul(d, value_loader_, rows_, dim, count, scores_, stride, tiles,
                          page_size, context_, dim, /*accumulate=*/true, next_keys,
                          aheads);
-    if constexpr (Kind::kContextTerms) {
-      Kind::FinishContext(d, pages_, first_key / pages_.page_size, rows_, scores_, stride,
-                          padded, context_, dim);
-    }
   }
 
   // context += P V in fp32 for values with group scales (a kind's kValueScaleGroup)

@@ -11,9 +11,8 @@
 //                         start, where the kind finds the page's scales), whose
 //                         `codes` is row 0's first element and whose Load(d, k)
 //                         (or Load(d, k, even, odd)) gives row k (and k + 1).
-// Here: codes widened as they are (CodesLoader), times a scale per row (keys per
-// channel: RowScaledLoader) or per row and group of columns (int4 values:
-// GroupScaledLoader).
+// Here: codes widened as they are (CodesLoader), or times a scale per row (keys per
+// channel: RowScaledLoader).
 
 #if defined(MHA_KERNELS_TILE_LOADERS_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef MHA_KERNELS_TILE_LOADERS_INL_H_
@@ -149,28 +148,6 @@ struct RowScaledLoader {
     return {Codes().At(d, tile, column, rows),
             reinterpret_cast<const float*>(reinterpret_cast<const uint8_t*>(tile) +
                                            scales_at)};
-  }
-};
-
-// Codes times a scale per row and group of group_cols columns: row k of column c
-// times the float at `scales_at` bytes from the tile's start, plus
-// c / group_cols * group_stride + k (int4 values in groups: value_groups.h).
-template <typename T>
-struct GroupScaledLoader {
-  using Codes = CodesLoader<T>;
-  using Code = T;
-  static constexpr size_t kRowsPerLoad = Codes::kRowsPerLoad;
-  static constexpr size_t kPanelRowBytes = Codes::kPanelRowBytes;
-  int64_t scales_at = 0;
-  size_t group_cols = 1, group_stride = 0;
-
-  using Column = typename RowScaledLoader<T>::Column;
-  template <class D>
-  HWY_INLINE Column At(D d, const T* tile, size_t column, size_t rows) const {
-    return {Codes().At(d, tile, column, rows),
-            reinterpret_cast<const float*>(reinterpret_cast<const uint8_t*>(tile) +
-                                           scales_at) +
-                column / group_cols * group_stride};
   }
 };
 

@@ -59,25 +59,6 @@ void ScaledInt4ProductForTest(size_t rows, size_t n, size_t depth, const float* 
   }
 }
 
-// C[rows, n] = A[rows, depth] B, B as 16-row pages one below the other, page i's row
-// k of column group g times scales[i][g * 16 + k] (16: the page's rows).
-void GroupScaledProductForTest(size_t rows, size_t n, size_t depth, const float* a,
-                               const Int4Pair* const* pages, const float* const* scales,
-                               float* c) {
-  constexpr size_t kPage = 16;
-  const size_t tile_bytes = kPage / 2 * n,
-               groups = (n + internal::kValueGroup - 1) / internal::kValueGroup;
-  const testing::ScaledPages laid(reinterpret_cast<const void* const*>(pages),
-                                  (depth + kPage - 1) / kPage, tile_bytes, scales,
-                                  groups * kPage);
-  const std::vector<const Int4Pair*> tiles = laid.Pages<Int4Pair>();
-  const GroupScaledLoader<Int4Pair> loader{static_cast<int64_t>(tile_bytes),
-                                           internal::kValueGroup, kPage};
-  TileDepthPagesMatMul(hwy::HWY_NAMESPACE::ScalableTag<float>(), loader, rows, n, depth,
-                       a, depth, tiles.data(), kPage, c, n, /*accumulate=*/false,
-                       static_cast<const Int4Pair*>(nullptr));
-}
-
 void KeyZeroPointsForTest(const float* query, size_t query_stride, size_t rows,
                           const float* mins, size_t head_dim, float* scores,
                           size_t stride, size_t n) {
@@ -103,7 +84,6 @@ HWY_AFTER_NAMESPACE();
 
 namespace mha {
 HWY_EXPORT(ScaledInt4ProductForTest);
-HWY_EXPORT(GroupScaledProductForTest);
 HWY_EXPORT(KeyZeroPointsForTest);
 HWY_EXPORT(ValueZeroPointsForTest);
 }  // namespace mha
@@ -154,42 +134,6 @@ TEST_P(Int4, TileProductWidensPairsScalingRows) {
            row_scales.data(), c.data());
           mha::testing::ExpectTileProduct(a, b, c, rows, n, depth);
         }
-      }
-    }
-  }
-}
-
-TEST_P(Int4, DepthPagesScaledPerRowAndColumnGroup) {
-  constexpr size_t kPage = 16, kGroup = mha::internal::kValueGroup;
-  for (const size_t rows : {1, 4, 7}) {
-    for (const size_t n : {16, 48, 128}) {
-      for (const size_t depth : {5, 16, 40, 64}) {
-        const size_t count = (depth + kPage - 1) / kPage,
-                     groups = (n + kGroup - 1) / kGroup;
-        const std::vector<float> a =
-            mha::testing::RandomFloats(rows * depth, uint32_t(rows * n + depth));
-        std::vector<std::vector<uint8_t>> tiles(count,
-                                                std::vector<uint8_t>(kPage / 2 * n));
-        std::vector<std::vector<float>> scales(count);
-        std::vector<const Int4Pair*> pages;
-        std::vector<const float*> page_scales;
-        std::vector<double> b(depth * n);  // row-major, scaled
-        for (size_t i = 0; i < count; ++i) {
-          scales[i] = mha::testing::RandomFloats(groups * kPage, uint32_t(i + 9), 0.2f);
-          pages.push_back(reinterpret_cast<const Int4Pair*>(tiles[i].data()));
-          page_scales.push_back(scales[i].data());
-          for (size_t k = 0; k < kPage && i * kPage + k < depth; ++k) {
-            for (size_t j = 0; j < n; ++j) {
-              SetInt4(tiles[i].data(), k, j, kPage, TestCode(k, j, i));
-              b[(i * kPage + k) * n + j] =
-                  TestCode(k, j, i) * double{scales[i][j / kGroup * kPage + k]};
-            }
-          }
-        }
-        std::vector<float> c(rows * n);
-        HWY_DYNAMIC_DISPATCH(mha::GroupScaledProductForTest)
-        (rows, n, depth, a.data(), pages.data(), page_scales.data(), c.data());
-        mha::testing::ExpectTileProduct(a, b, c, rows, n, depth);
       }
     }
   }

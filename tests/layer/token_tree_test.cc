@@ -118,13 +118,15 @@ TEST_P(TokenTree, VerifiesEveryBranchThenKeepsTheAcceptedPath) {
               "after KeepTokens", bound);
   // Against a paged cache given the path directly: the same blocks, so the same
   // bits up to the order of the packed step's sums (keys per channel too: the path's
-  // block is requantised from fp32 keys in both).
+  // block is requantised from fp32 keys in both), and where P V meets integer weights
+  // (x86), a weight that order moves across a rounding boundary: one step of its code,
+  // 2^-15 of its row's largest weight (1.07e-6 measured for int4 capped at avx2).
   PagedKvCache direct(layer.config, options);
   direct.AddSequence(0);
   AppendAndForward(attention, direct, {{0, prefix}});
   AppendAndForward(attention, direct, {{0, PathTokens(draft, accepted)}});
   ExpectClose(AppendAndForward(attention, direct, {{0, next}})[0], after[0],
-              "after KeepTokens, against the path appended", 1e-6);
+              "after KeepTokens, against the path appended", 1e-5);
 }
 
 // Every kind of the list.

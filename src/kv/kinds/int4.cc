@@ -22,14 +22,25 @@
 HWY_BEFORE_NAMESPACE();
 namespace mha::internal::HWY_NAMESPACE {
 
+// Values as q8_0's and q4_0's (group_scaled_kind-inl.h): codes alone, each group's
+// scales in the weights, in the integer kernels on x86 (4-bit codes, 0 standing for 0).
 struct Int4Traits : TokenScaledKind<Int4Pair> {
   using KeyLoader = mha::HWY_NAMESPACE::RowScaledLoader<Int4Pair>;
-  using ValueLoader = mha::HWY_NAMESPACE::GroupScaledLoader<Int4Pair>;
-  static constexpr bool kContextTerms = true;
+  using ValueLoader = mha::HWY_NAMESPACE::CodesLoader<Int4Pair>;
+  static constexpr bool kInt8ValueProducts = true, kContextTerms = true;
+  static constexpr size_t kValueScaleGroup = kValueGroup;
 
   static KeyLoader Keys(const KvPages& pages) { return {KeyChannelScalesAt(pages)}; }
-  static ValueLoader Values(const KvPages& pages) {
-    return {ValueGroupScalesAt(pages), kValueGroup, static_cast<size_t>(pages.page_size)};
+  // p_t times the token's scale for the group, to a whole vector past `keys`.
+  template <class D>
+  static void GroupWeights(D d, const KvPages& pages, int64_t page, size_t group,
+                           const float* probabilities, size_t keys, float* weights) {
+    const float* scales =
+        ValueGroupScales(pages, page) + group * static_cast<size_t>(pages.page_size);
+    mha::HWY_NAMESPACE::WeighRow(
+        d, probabilities, keys,
+        [scales](D d, size_t t) { return hwy::HWY_NAMESPACE::LoadU(d, scales + t); },
+        weights);
   }
   // q . k_t = sum_c q_c s_c code_ct + q . mins, then the token scale (1 or NaN).
   template <class D>
