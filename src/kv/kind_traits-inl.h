@@ -22,7 +22,7 @@
 //                        probabilities times a group's scales, which meet the
 //                        ValueLoader's codes group by group, in the integer kernels
 //                        (with kInt8ValueProducts) or in fp32 (ggml's block kinds:
-//                        group_scaled_kind-inl.h)
+//                        group_scaled_kind-inl.h; int4's values)
 //   kScoreTerms          FinishScores(d, pages, page, query, query_stride, rows,
 //                        scores, stride, keys): after Q K^T of one page (token scales,
 //                        zero points)
