@@ -145,12 +145,20 @@ HWY_INLINE void WeighRow(D d, const float* probabilities, size_t n,
                out + i);
   }
 }
-// The same in place over a row (an int8 cache's value scales per token).
+// The same with fp32 factors (int4's value group scales), into out or in place over
+// a row (an int8 cache's value scales per token).
+template <class D>
+HWY_INLINE void ScaleProbabilities(D d, const float* probabilities,
+                                   const float* HWY_RESTRICT factors, size_t n,
+                                   float* out) {
+  WeighRow(
+      d, probabilities, n, [factors](D d, size_t i) { return hn::LoadU(d, factors + i); },
+      out);
+}
 template <class D>
 HWY_INLINE void ScaleProbabilities(D d, float* HWY_RESTRICT row,
                                    const float* HWY_RESTRICT factors, size_t n) {
-  WeighRow(
-      d, row, n, [factors](D d, size_t i) { return hn::LoadU(d, factors + i); }, row);
+  ScaleProbabilities(d, row, factors, n, row);
 }
 
 // Turns one step of masked scores into unnormalised probabilities against the

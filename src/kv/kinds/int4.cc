@@ -35,12 +35,10 @@ struct Int4Traits : TokenScaledKind<Int4Pair> {
   template <class D>
   static void GroupWeights(D d, const KvPages& pages, int64_t page, size_t group,
                            const float* probabilities, size_t keys, float* weights) {
-    const float* scales =
-        ValueGroupScales(pages, page) + group * static_cast<size_t>(pages.page_size);
-    mha::HWY_NAMESPACE::WeighRow(
-        d, probabilities, keys,
-        [scales](D d, size_t t) { return hwy::HWY_NAMESPACE::LoadU(d, scales + t); },
-        weights);
+    mha::HWY_NAMESPACE::ScaleProbabilities(
+        d, probabilities,
+        ValueGroupScales(pages, page) + group * static_cast<size_t>(pages.page_size),
+        keys, weights);
   }
   // q . k_t = sum_c q_c s_c code_ct + q . mins, then the token scale (1 or NaN).
   template <class D>
