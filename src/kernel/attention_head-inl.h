@@ -43,6 +43,7 @@ using mha::HWY_NAMESPACE::OnlineSoftmaxStep;
 using mha::HWY_NAMESPACE::QuantizeQueryRow;
 using mha::HWY_NAMESPACE::QuantizeWeightRow;
 using mha::HWY_NAMESPACE::RowMax;
+using mha::HWY_NAMESPACE::ScaleProbabilities;
 using mha::HWY_NAMESPACE::ScaleRow;
 using mha::HWY_NAMESPACE::SoftCap;
 using mha::HWY_NAMESPACE::StripColumns;
@@ -86,6 +87,8 @@ inline bool Int8DotProductsRun(size_t head_dim) {
 // The integer kernel for a depth (where Int8DotProductsRun), and the panels P V gives
 // it at a time (the AVX512_VNNI kernel's strip).
 constexpr size_t kInt8StripPanels = 4;
+// Value groups whose scales P V loads in one pass (LoadGroupScales).
+constexpr size_t kScaleBatch = 4;
 inline auto Int8Product(size_t depth) {
   return Int8VnniRuns(depth) ? Int8TileMatMulVnni : Int8TileMatMulAvx2;
 }
@@ -573,8 +576,9 @@ class QueryStep {
 
   // context += P V in fp32 for values with group scales (a kind's kValueScaleGroup)
   // where the integer kernels do not run: a group of channels at a time, each row's
-  // weights for the group (GroupWeights: a weight of 0 stays 0, so a NaN group reaches
-  // only the rows that attend its token) against the group's panels of the V pages'
+  // weights for the group (its probabilities times the group's scales, LoadGroupScales:
+  // a weight of 0 stays 0, so a NaN group reaches only the rows that attend its token)
+  // against the group's panels of the V pages'
   // codes (the kind's value loader reads codes alone), a micro-tile of rows per
   // product so that each code is widened once per kTileRows rows.
   template <class D>
@@ -585,18 +589,19 @@ class QueryStep {
     const ValuePages tile = GatherValuePages(first_key, count);
     const T* group_tiles[ValuePages::kMax];
     HWY_ALIGN float weights[kTileRows * kMaxKeyStep];
+    HWY_ALIGN float scales[kScaleBatch * kMaxKeyStep];
     for (size_t first = 0; first < dim; first += kGroup) {
+      const size_t group = first / kGroup;
+      if (group % kScaleBatch == 0)
+        LoadGroupScales(d, tile, group, (dim + kGroup - 1) / kGroup, count, scales);
+      const float* group_scales = scales + group % kScaleBatch * kMaxKeyStep;
       const size_t offset = TileOffset<T>(0, first, page_size);
       for (size_t q = 0; q < tile.count; ++q) group_tiles[q] = tile.tiles[q] + offset;
       for (size_t top = 0; top < rows_; top += kTileRows) {
         const size_t rows = std::min(kTileRows, rows_ - top);
         for (size_t i = 0; i < rows; ++i) {
-          const float* row = scores_ + (top + i) * layout_.key_step;
-          for (size_t q = 0, column = 0; column < count; ++q, column += page_size) {
-            Kind::GroupWeights(d, pages_, tile.pages[q], first / kGroup, row + column,
-                               std::min(page_size, count - column),
-                               weights + i * kMaxKeyStep + column);
-          }
+          ScaleProbabilities(d, scores_ + (top + i) * layout_.key_step, group_scales,
+                             count, weights + i * kMaxKeyStep);
         }
         TileDepthPagesMatMul(d, value_loader_, rows, std::min(kGroup, dim - first), count,
                              weights, kMaxKeyStep, group_tiles, page_size,
@@ -631,8 +636,15 @@ class QueryStep {
       static_assert(kGroup % kPanelWidth == 0 &&
                     kGroup / kPanelWidth <= kInt8StripPanels);
       constexpr size_t kGroupPanels = kGroup / kPanelWidth;
+      HWY_ALIGN float scales[kScaleBatch * kMaxKeyStep];
       for (size_t first = 0; first < panels; first += kGroupPanels) {
-        QuantizeGroupWeights(d, tile, first / kGroupPanels, count, padded);
+        const size_t group = first / kGroupPanels;
+        if (group % kScaleBatch == 0) {
+          LoadGroupScales(d, tile, group, (panels + kGroupPanels - 1) / kGroupPanels,
+                          count, scales);
+        }
+        QuantizeGroupWeights(d, scales + group % kScaleBatch * kMaxKeyStep, count,
+                             padded);
         ContextStrip(tile, first, std::min(kGroupPanels, panels - first), count);
       }
     }
@@ -680,20 +692,32 @@ class QueryStep {
         context_ + first * kPanelWidth, layout_.padded_value_head_dim,
         /*accumulate=*/true);
   }
-  // Each row's weights for the values' group of channels `group`: its probabilities
-  // times their tokens' value scales for the group (the kind's GroupWeights), 0 past
-  // `count` (padding keys are never read, whatever scale their page holds), quantised.
+  // The value scales of groups [group, group + kScaleBatch) (below `groups`) of a key
+  // tile's first `count` keys, each group's kMaxKeyStep floats apart in `scales`, in
+  // one pass: their lines then miss together, not one group's at a time between
+  // products (a stall on every group's first row: 17% of q8_0's kernel samples).
   template <class D>
-  void QuantizeGroupWeights(D d, const ValuePages& tile, size_t group, size_t count,
-                            size_t padded) {
+  void LoadGroupScales(D d, const ValuePages& tile, size_t group, size_t groups,
+                       size_t count, float* scales) const {
     const size_t page_size = static_cast<size_t>(pages_.page_size);
+    for (size_t b = 0; b < kScaleBatch && group + b < groups; ++b) {
+      for (size_t q = 0, column = 0; column < count; ++q, column += page_size) {
+        Kind::GroupScales(d, pages_, tile.pages[q], group + b,
+                          std::min(page_size, count - column),
+                          scales + b * kMaxKeyStep + column);
+      }
+    }
+  }
+  // Each row's weights for a group of the values' channels: its probabilities times
+  // their tokens' scales for the group (`scales`: LoadGroupScales), a weight of 0
+  // staying 0, then 0 past `count` (padding keys are never read, whatever scale their
+  // page holds), quantised.
+  template <class D>
+  void QuantizeGroupWeights(D d, const float* scales, size_t count, size_t padded) {
     HWY_ALIGN float weights[kMaxKeyStep];
     for (size_t i = 0; i < rows_; ++i) {
       const float* row = scores_ + i * layout_.key_step;
-      for (size_t q = 0, column = 0; column < count; ++q, column += page_size) {
-        Kind::GroupWeights(d, pages_, tile.pages[q], group, row + column,
-                           std::min(page_size, count - column), weights + column);
-      }
+      ScaleProbabilities(d, row, scales, count, weights);
       std::fill(weights + count, weights + padded, 0.0f);
       probability_scales_[i] =
           QuantizeWeightRow(d, weights, padded, kProbabilityCodeLimit,

@@ -35,7 +35,7 @@ struct GroupScaledKind : CodesKind<typename Codes::Code> {
   static constexpr int16_t kZeroCode = kZero;
   static constexpr size_t kKeyScaleGroup = kScaleGroup, kValueScaleGroup = kScaleGroup;
   using KeyLoader = mha::HWY_NAMESPACE::KeyGroupLoader<Codes>;
-  using ValueLoader = Codes;  // the scales go into the weights (GroupWeights)
+  using ValueLoader = Codes;  // the scales go into the weights (GroupScales)
   static KeyLoader Keys(const KvPages& pages) {
     return {pages.key_codes_bytes, static_cast<size_t>(pages.page_size)};
   }
@@ -43,17 +43,16 @@ struct GroupScaledKind : CodesKind<typename Codes::Code> {
   static const uint16_t* KeyGroupScales(const KvPages& pages, int64_t page) {
     return internal::KeyGroupScales(pages, page);
   }
-  // To a whole vector past `keys`: a page's scales and a score row run to page_size,
-  // and the caller zeroes the weights past its keys.
+  // To a whole vector past `keys`: a page's scales run to page_size.
   template <class D>
-  static void GroupWeights(D d, const KvPages& pages, int64_t page, size_t group,
-                           const float* probabilities, size_t keys, float* weights) {
-    const uint16_t* scales =
+  static void GroupScales(D d, const KvPages& pages, int64_t page, size_t group,
+                          size_t keys, float* scales) {
+    const uint16_t* from =
         ValueGroupScales(pages, page) + group * static_cast<size_t>(pages.page_size);
-    mha::HWY_NAMESPACE::WeighRow(
-        d, probabilities, keys,
-        [scales](D d, size_t t) { return mha::HWY_NAMESPACE::LoadFp16(d, scales + t); },
-        weights);
+    for (size_t t = 0; t < keys; t += hwy::HWY_NAMESPACE::Lanes(d)) {
+      hwy::HWY_NAMESPACE::StoreU(mha::HWY_NAMESPACE::LoadFp16(d, from + t), d,
+                                 scales + t);
+    }
   }
 };
 

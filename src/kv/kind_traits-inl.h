@@ -17,10 +17,11 @@
 //                        (with either: 4-bit codes, Int4Pair, read as nibbles less
 //                        kZeroCode, the code standing for 0)
 //   kValueScaleGroup     non-zero: the values carry a scale per (group of that many
-//                        channels, token) instead; GroupWeights(d, pages, page,
-//                        group, probabilities, keys, weights) gives the
-//                        probabilities times a group's scales, which meet the
-//                        ValueLoader's codes group by group, in the integer kernels
+//                        channels, token) instead; GroupScales(d, pages, page,
+//                        group, keys, scales) gives a group's scales of a page's
+//                        keys as floats, which the kernel multiplies into the
+//                        probabilities to meet the ValueLoader's codes group by
+//                        group, in the integer kernels
 //                        (with kInt8ValueProducts) or in fp32 (ggml's block kinds:
 //                        group_scaled_kind-inl.h; int4's values)
 //   kScoreTerms          FinishScores(d, pages, page, query, query_stride, rows,

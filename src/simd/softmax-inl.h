@@ -134,26 +134,18 @@ template <class D>
 HWY_INLINE hn::Vec<D> WeighProbabilities(D d, hn::Vec<D> p, hn::Vec<D> factors) {
   return hn::IfThenZeroElse(hn::Eq(p, hn::Zero(d)), hn::Mul(p, factors));
 }
-// out[i] = probabilities[i] x factor i, the same rule, to a whole vector past n:
-// factors(d, i) gives the factors of the lanes from i (a group's fp32 or fp16 value
-// scales). out may be probabilities.
-template <class D, class Factors>
-HWY_INLINE void WeighRow(D d, const float* probabilities, size_t n,
-                         const Factors& factors, float* out) {
-  for (size_t i = 0; i < n; i += hn::Lanes(d)) {
-    hn::StoreU(WeighProbabilities(d, hn::LoadU(d, probabilities + i), factors(d, i)), d,
-               out + i);
-  }
-}
-// The same with fp32 factors (int4's value group scales), into out or in place over
-// a row (an int8 cache's value scales per token).
+// out[i] = probabilities[i] x factors[i], the same rule, to a whole vector past n
+// (a value group's scales), into out or in place over a row (an int8 cache's value
+// scales per token).
 template <class D>
 HWY_INLINE void ScaleProbabilities(D d, const float* probabilities,
                                    const float* HWY_RESTRICT factors, size_t n,
                                    float* out) {
-  WeighRow(
-      d, probabilities, n, [factors](D d, size_t i) { return hn::LoadU(d, factors + i); },
-      out);
+  for (size_t i = 0; i < n; i += hn::Lanes(d)) {
+    hn::StoreU(WeighProbabilities(d, hn::LoadU(d, probabilities + i),
+                                  hn::LoadU(d, factors + i)),
+               d, out + i);
+  }
 }
 template <class D>
 HWY_INLINE void ScaleProbabilities(D d, float* HWY_RESTRICT row,

@@ -31,14 +31,15 @@ struct Int4Traits : TokenScaledKind<Int4Pair> {
   static constexpr size_t kValueScaleGroup = kValueGroup;
 
   static KeyLoader Keys(const KvPages& pages) { return {KeyChannelScalesAt(pages)}; }
-  // p_t times the token's scale for the group, to a whole vector past `keys`.
+  // The tokens' scales for the group, to a whole vector past `keys`.
   template <class D>
-  static void GroupWeights(D d, const KvPages& pages, int64_t page, size_t group,
-                           const float* probabilities, size_t keys, float* weights) {
-    mha::HWY_NAMESPACE::ScaleProbabilities(
-        d, probabilities,
-        ValueGroupScales(pages, page) + group * static_cast<size_t>(pages.page_size),
-        keys, weights);
+  static void GroupScales(D d, const KvPages& pages, int64_t page, size_t group,
+                          size_t keys, float* scales) {
+    const float* from =
+        ValueGroupScales(pages, page) + group * static_cast<size_t>(pages.page_size);
+    for (size_t t = 0; t < keys; t += hn::Lanes(d)) {
+      hn::StoreU(hn::LoadU(d, from + t), d, scales + t);
+    }
   }
   // q . k_t = sum_c q_c s_c code_ct + q . mins, then the token scale (1 or NaN).
   template <class D>
