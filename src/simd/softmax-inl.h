@@ -142,9 +142,9 @@ HWY_INLINE void ScaleProbabilities(D d, const float* probabilities,
                                    const float* HWY_RESTRICT factors, size_t n,
                                    float* out) {
   for (size_t i = 0; i < n; i += hn::Lanes(d)) {
-    hn::StoreU(WeighProbabilities(d, hn::LoadU(d, probabilities + i),
-                                  hn::LoadU(d, factors + i)),
-               d, out + i);
+    hn::StoreU(
+        WeighProbabilities(d, hn::LoadU(d, probabilities + i), hn::LoadU(d, factors + i)),
+        d, out + i);
   }
 }
 template <class D>
