@@ -578,9 +578,9 @@ class QueryStep {
   // where the integer kernels do not run: a group of channels at a time, each row's
   // weights for the group (its probabilities times the group's scales, LoadGroupScales:
   // a weight of 0 stays 0, so a NaN group reaches only the rows that attend its token)
-  // against the group's panels of the V pages'
-  // codes (the kind's value loader reads codes alone), a micro-tile of rows per
-  // product so that each code is widened once per kTileRows rows.
+  // against the group's panels of the V pages' codes (the kind's value loader reads
+  // codes alone), a micro-tile of rows per product so that each code is widened once
+  // per kTileRows rows.
   template <class D>
   void GroupContext(D d, int64_t first_key, size_t count) {
     constexpr size_t kGroup = Kind::kValueScaleGroup;
