@@ -591,10 +591,8 @@ class QueryStep {
     HWY_ALIGN float weights[kTileRows * kMaxKeyStep];
     HWY_ALIGN float scales[kScaleBatch * kMaxKeyStep];
     for (size_t first = 0; first < dim; first += kGroup) {
-      const size_t group = first / kGroup;
-      if (group % kScaleBatch == 0)
-        LoadGroupScales(d, tile, group, (dim + kGroup - 1) / kGroup, count, scales);
-      const float* group_scales = scales + group % kScaleBatch * kMaxKeyStep;
+      const float* group_scales = LoadGroupScales(
+          d, tile, first / kGroup, (dim + kGroup - 1) / kGroup, count, scales);
       const size_t offset = TileOffset<T>(0, first, page_size);
       for (size_t q = 0; q < tile.count; ++q) group_tiles[q] = tile.tiles[q] + offset;
       for (size_t top = 0; top < rows_; top += kTileRows) {
@@ -638,13 +636,10 @@ class QueryStep {
       constexpr size_t kGroupPanels = kGroup / kPanelWidth;
       HWY_ALIGN float scales[kScaleBatch * kMaxKeyStep];
       for (size_t first = 0; first < panels; first += kGroupPanels) {
-        const size_t group = first / kGroupPanels;
-        if (group % kScaleBatch == 0) {
-          LoadGroupScales(d, tile, group, (panels + kGroupPanels - 1) / kGroupPanels,
-                          count, scales);
-        }
-        QuantizeGroupWeights(d, scales + group % kScaleBatch * kMaxKeyStep, count,
-                             padded);
+        const float* group_scales =
+            LoadGroupScales(d, tile, first / kGroupPanels,
+                            (panels + kGroupPanels - 1) / kGroupPanels, count, scales);
+        QuantizeGroupWeights(d, group_scales, count, padded);
         ContextStrip(tile, first, std::min(kGroupPanels, panels - first), count);
       }
     }
@@ -692,13 +687,16 @@ class QueryStep {
         context_ + first * kPanelWidth, layout_.padded_value_head_dim,
         /*accumulate=*/true);
   }
-  // The value scales of groups [group, group + kScaleBatch) (below `groups`) of a key
-  // tile's first `count` keys, each group's kMaxKeyStep floats apart in `scales`, in
-  // one pass: their lines then miss together, not one group's at a time between
-  // products (a stall on every group's first row: 17% of q8_0's kernel samples).
+  // The value scales of group `group` (of `groups`) of a key tile's first `count`
+  // keys, from `scales`, which holds a batch of kScaleBatch groups kMaxKeyStep floats
+  // apart: the batch's first group loads the whole batch (below `groups`) in one pass,
+  // so their lines miss together, not one group's at a time between products (a stall
+  // on every group's first row: 17% of q8_0's kernel samples).
   template <class D>
-  void LoadGroupScales(D d, const ValuePages& tile, size_t group, size_t groups,
-                       size_t count, float* scales) const {
+  const float* LoadGroupScales(D d, const ValuePages& tile, size_t group, size_t groups,
+                               size_t count, float* scales) const {
+    const float* group_scales = scales + group % kScaleBatch * kMaxKeyStep;
+    if (group % kScaleBatch != 0) return group_scales;
     const size_t page_size = static_cast<size_t>(pages_.page_size);
     for (size_t b = 0; b < kScaleBatch && group + b < groups; ++b) {
       for (size_t q = 0, column = 0; column < count; ++q, column += page_size) {
@@ -707,6 +705,7 @@ class QueryStep {
                           scales + b * kMaxKeyStep + column);
       }
     }
+    return group_scales;
   }
   // Each row's weights for a group of the values' channels: its probabilities times
   // their tokens' scales for the group (`scales`: LoadGroupScales), a weight of 0
