@@ -86,8 +86,11 @@ void Cache(FuzzInput& input, const mha_layer* layer, const mha_config& config) {
     args.output = OrNull(output), args.num_threads = 1;
     mha_forward_with_cache_ex(layer, cache, &args);
     if (input.Byte() % 4 == 0) {
-      const int64_t sequence = input.Size(3);  // 0: every sequence (-1)
-      mha_kv_cache_reset(cache, sequence == 0 ? -1 : sequence - 1);
+      // 0: every sequence (-1); n > 0: index n - 1; negative: passed as chosen.
+      const int64_t sequence = input.Size(3);
+      mha_kv_cache_reset(cache, sequence > 0    ? sequence - 1
+                                : sequence == 0 ? -1
+                                                : sequence);
     }
     mha_kv_cache_length(cache, input.Size(3));
   }
