@@ -126,7 +126,7 @@ class QueryStep {
         context_(scratch + layout.context),
         query_tile_(scratch + layout.query_tile),
         maxes_(scratch + layout.row_stats),
-        sums_(maxes_ + kQueryStep),
+        sums_(maxes_ + kMaxQueryStep),
         query_bits_(reinterpret_cast<uint16_t*>(scratch + layout.query_bits)),
         probability_bits_(reinterpret_cast<uint16_t*>(scratch + layout.probability_bits)),
         query_codes_(reinterpret_cast<int16_t*>(scratch + layout.query_codes)),
@@ -490,7 +490,7 @@ class QueryStep {
     const size_t padded = RoundUp(static_cast<size_t>(count), kPanelWidth);
     const size_t dim = layout_.padded_value_head_dim, stride = layout_.key_step;
     Logits(d, query, first_key, count, padded);
-    float step_maxes[kQueryStep];
+    float step_maxes[kMaxQueryStep];
     for (size_t i = 0; i < rows_; ++i)
       step_maxes[i] = RowMax(d, scores_ + i * stride, padded);
     for (size_t i = 0; i < rows_; ++i) {
@@ -828,9 +828,9 @@ class QueryStep {
   const bool query_codes_run_;  // int8 keys meet the query's codes (QueryCodesFor)
   const bool int8_values_;      // int8 values meet the probabilities' codes
   int64_t split_offset_ = 0;    // from the task's partial results to the split's
-  int64_t positions_[kQueryStep], heads_[kQueryStep];  // of each row
-  float query_scales_[kQueryStep];        // int8 key products: each row's scale
-  float probability_scales_[kQueryStep];  // int8 value products: each row's scale
+  int64_t positions_[kMaxQueryStep], heads_[kMaxQueryStep];  // of each row
+  float query_scales_[kMaxQueryStep];        // int8 key products: each row's scale
+  float probability_scales_[kMaxQueryStep];  // int8 value products: each row's scale
 };
 
 // Whether query steps over bfloat16 pages run bf16 products (bf16_tile_matmul.h):
@@ -851,9 +851,13 @@ void AttendRows(D d, const AttentionParams& params, const CoreTask& task,
                 const TaskRows& rows, const MaskPlan& masks, const HeadScratch& layout,
                 float* scratch, const KvPages& pages) {
   const int64_t count = KernelRows(task);
-  for (int64_t first = 0; first < count; first += static_cast<int64_t>(kQueryStep)) {
-    const size_t rows_in_step = std::min<size_t>(kQueryStep, count - first);
-    const bool bf16_dot = Kind::kBf16Products && Bf16DotProducts();
+  const bool bf16_dot = Kind::kBf16Products && Bf16DotProducts();
+  // A decode step's heads, or rows on AMX tiles, meet each K/V tile in one step
+  // (kMaxQueryStep); the fp32 and integer micro-tiles keep their score tile in L1.
+  const int64_t step = static_cast<int64_t>(
+      task.rows == 1 || (bf16_dot && AmxTileProducts()) ? kMaxQueryStep : kQueryStep);
+  for (int64_t first = 0; first < count; first += step) {
+    const size_t rows_in_step = static_cast<size_t>(std::min(step, count - first));
     const size_t head_dim = static_cast<size_t>(params.head_dim);
     const bool int8_dot =
         Kind::kInt8KeyProducts && QueryCodesFor(head_dim) && Int8DotProductsRun(head_dim);

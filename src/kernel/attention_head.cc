@@ -16,15 +16,15 @@ HeadScratch::HeadScratch(int64_t page_size, int64_t head_dim, int64_t value_head
                    std::max<int64_t>(1, static_cast<int64_t>(kKeyStep) / page_size)) *
                static_cast<size_t>(page_size)) {
   scores = 0;
-  context = scores + kQueryStep * key_step;
-  query_tile = context + kQueryStep * padded_value_head_dim;
-  row_stats = query_tile + kQueryStep * padded_head_dim;
+  context = scores + kMaxQueryStep * key_step;
+  query_tile = context + kMaxQueryStep * padded_value_head_dim;
+  row_stats = query_tile + kMaxQueryStep * padded_head_dim;
   // Two bfloat16 to a float; whole cache lines (16 floats).
-  query_bits = row_stats + RoundUp(2 * kQueryStep, kPanelWidth);
-  probability_bits = query_bits + kQueryStep * padded_head_dim / 2;
-  query_codes = probability_bits + kQueryStep * key_step / 2;  // 16-bit
-  probability_codes = query_codes + kQueryStep * padded_head_dim / 2;
-  value_tile = probability_codes + kQueryStep * key_step / 2;
+  query_bits = row_stats + RoundUp(2 * kMaxQueryStep, kPanelWidth);
+  probability_bits = query_bits + kMaxQueryStep * padded_head_dim / 2;
+  query_codes = probability_bits + kMaxQueryStep * key_step / 2;  // 16-bit
+  probability_codes = query_codes + kMaxQueryStep * padded_head_dim / 2;
+  value_tile = probability_codes + kMaxQueryStep * key_step / 2;
   // A page of at most float-sized elements (paired rows: one more when odd).
   const size_t value_tile_floats =
       values_in_keys ? RoundUp(static_cast<size_t>(page_size) + 1, kPanelWidth) *

@@ -16,6 +16,10 @@ constexpr size_t kPanelWidth = 16;
 constexpr size_t kTileRows = 6;
 // Query rows AttendHead takes per step (a step of queries meets key steps).
 constexpr size_t kQueryStep = 8 * kTileRows;
+// The most rows a step takes: a task of one query position (a decode step: its KV
+// group's heads, MLA's 128) or on AMX tiles (four 32-row tile blocks), so that each
+// K/V tile is read once for all of them, not once per kQueryStep rows.
+constexpr size_t kMaxQueryStep = 128;
 // Keys per page of the contiguous KvCache and of the pages a forward writes its K/V
 // into: the kernel's key tile.
 constexpr size_t kKeyStep = 128;

@@ -3,7 +3,8 @@
 // same values separately the output is bitwise equal (float and bfloat16: the same
 // elements meet the same products), and against the double-precision reference it is
 // within each storage's bound, for page sizes of a paged cache (16, odd last pages)
-// and of a workspace (128), decoding over split key ranges and prefilling causally.
+// and of a workspace (128), decoding over split key ranges (a group of more heads than
+// a step takes too) and prefilling causally.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include "src/core/attention_core.h"
 #include "src/core/write_kv_pages.h"
 #include "src/kv/contiguous_pages.h"
+#include "src/kv/tile_sizes.h"
 #include "tests/test_util.h"
 
 namespace mha::internal {
@@ -146,6 +148,10 @@ std::vector<LatentCase> Cases() {
     c.value_offset = 0;
     c.name = "decode_unpadded_value_dim_" + type;
     c.page_size = 16, c.query_len = 1, c.key_len = 77, c.value_head_dim = 20;
+    cases.push_back(c);
+    // More heads than a decode step takes (kMaxQueryStep): one step of 128, then 8.
+    c.name = "decode_group_past_a_step_" + type;
+    c.heads = static_cast<int64_t>(kMaxQueryStep) + 8, c.key_len = 600;
     cases.push_back(c);
   }
   return cases;
