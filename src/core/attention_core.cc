@@ -1,6 +1,8 @@
 // RunAttentionCore: planned tasks for AttendHead, then the merge of split key ranges.
 #include "src/core/attention_core.h"
 
+#include <algorithm>
+
 #include "src/base/isa_cap.h"
 #include "src/base/parallel_for.h"
 #include "src/core/merge_splits.h"
@@ -18,8 +20,11 @@ void RunPlannedCore(const AttentionParams& params, const MaskPlan& masks,
                     const TaskPlan& plan, CoreWorkspace& workspace) {
   ApplyIsaCap();
   const int threads = TeamSize();
+  int64_t step_rows = 0;
+  for (const CoreTask& task : plan.tasks)
+    step_rows = std::max(step_rows, KernelRows(task));
   const HeadScratch layout(params.page_size, params.head_dim, params.ValueHeadDim(),
-                           params.values_in_keys);
+                           params.values_in_keys, step_rows);
   const size_t floats = threads * layout.total_floats;
   if (workspace.scratch.size() < floats) workspace.scratch.resize(floats);
   if (workspace.partials.size() < static_cast<size_t>(plan.partial_floats)) {

@@ -126,7 +126,7 @@ class QueryStep {
         context_(scratch + layout.context),
         query_tile_(scratch + layout.query_tile),
         maxes_(scratch + layout.row_stats),
-        sums_(maxes_ + kMaxQueryStep),
+        sums_(maxes_ + layout.rows),
         query_bits_(reinterpret_cast<uint16_t*>(scratch + layout.query_bits)),
         probability_bits_(reinterpret_cast<uint16_t*>(scratch + layout.probability_bits)),
         query_codes_(reinterpret_cast<int16_t*>(scratch + layout.query_codes)),
@@ -858,6 +858,7 @@ void AttendRows(D d, const AttentionParams& params, const CoreTask& task,
       task.rows == 1 || (bf16_dot && AmxTileProducts()) ? kMaxQueryStep : kQueryStep);
   for (int64_t first = 0; first < count; first += step) {
     const size_t rows_in_step = static_cast<size_t>(std::min(step, count - first));
+    HWY_DASSERT(rows_in_step <= layout.rows);
     const size_t head_dim = static_cast<size_t>(params.head_dim);
     const bool int8_dot =
         Kind::kInt8KeyProducts && QueryCodesFor(head_dim) && Int8DotProductsRun(head_dim);

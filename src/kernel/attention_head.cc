@@ -9,22 +9,27 @@
 namespace mha::internal {
 
 HeadScratch::HeadScratch(int64_t page_size, int64_t head_dim, int64_t value_head_dim,
-                         bool values_in_keys)
+                         bool values_in_keys, int64_t step_rows)
     : padded_head_dim(RoundUp(static_cast<size_t>(head_dim), kPanelWidth)),
       padded_value_head_dim(RoundUp(static_cast<size_t>(value_head_dim), kPanelWidth)),
+      rows(step_rows <= static_cast<int64_t>(kQueryStep) ? kQueryStep : kMaxQueryStep),
       key_step(static_cast<size_t>(
                    std::max<int64_t>(1, static_cast<int64_t>(kKeyStep) / page_size)) *
                static_cast<size_t>(page_size)) {
+  // Each tile from a cache line (16 floats), whatever the rows; bfloat16 and 16-bit
+  // codes two to a float.
+  const auto after = [](size_t offset, size_t floats) {
+    return offset + RoundUp(floats, kPanelWidth);
+  };
   scores = 0;
-  context = scores + kMaxQueryStep * key_step;
-  query_tile = context + kMaxQueryStep * padded_value_head_dim;
-  row_stats = query_tile + kMaxQueryStep * padded_head_dim;
-  // Two bfloat16 to a float; whole cache lines (16 floats).
-  query_bits = row_stats + RoundUp(2 * kMaxQueryStep, kPanelWidth);
-  probability_bits = query_bits + kMaxQueryStep * padded_head_dim / 2;
-  query_codes = probability_bits + kMaxQueryStep * key_step / 2;  // 16-bit
-  probability_codes = query_codes + kMaxQueryStep * padded_head_dim / 2;
-  value_tile = probability_codes + kMaxQueryStep * key_step / 2;
+  context = after(scores, rows * key_step);
+  query_tile = after(context, rows * padded_value_head_dim);
+  row_stats = after(query_tile, rows * padded_head_dim);
+  query_bits = after(row_stats, 2 * rows);
+  probability_bits = after(query_bits, (rows * padded_head_dim + 1) / 2);
+  query_codes = after(probability_bits, (rows * key_step + 1) / 2);
+  probability_codes = after(query_codes, (rows * padded_head_dim + 1) / 2);
+  value_tile = after(probability_codes, (rows * key_step + 1) / 2);
   // A page of at most float-sized elements (paired rows: one more when odd).
   const size_t value_tile_floats =
       values_in_keys ? RoundUp(static_cast<size_t>(page_size) + 1, kPanelWidth) *
