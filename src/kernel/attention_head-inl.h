@@ -42,6 +42,7 @@ using mha::HWY_NAMESPACE::NormRotateRow;
 using mha::HWY_NAMESPACE::OnlineSoftmaxStep;
 using mha::HWY_NAMESPACE::QuantizeQueryRow;
 using mha::HWY_NAMESPACE::QuantizeWeightRow;
+using mha::HWY_NAMESPACE::QuantizeWeightsOf;
 using mha::HWY_NAMESPACE::RowMax;
 using mha::HWY_NAMESPACE::ScaleProbabilities;
 using mha::HWY_NAMESPACE::ScaleRow;
@@ -50,6 +51,7 @@ using mha::HWY_NAMESPACE::StripColumns;
 using mha::HWY_NAMESPACE::TileDepthPagesMatMul;
 using mha::HWY_NAMESPACE::TileMatMul;
 using mha::HWY_NAMESPACE::TilePagesMatMul;
+using mha::HWY_NAMESPACE::WeighProbabilities;
 
 // A kPanelWidth-square block of a tile transposed: both tiles store it as one run
 // (panels of kPanelWidth columns; paired rows), its element (i, j) at
@@ -708,19 +710,23 @@ class QueryStep {
     return group_scales;
   }
   // Each row's weights for a group of the values' channels: its probabilities times
-  // their tokens' scales for the group (`scales`: LoadGroupScales), a weight of 0
-  // staying 0, then 0 past `count` (padding keys are never read, whatever scale their
-  // page holds), quantised.
+  // their tokens' scales for the group (`scales`: LoadGroupScales, to a whole vector
+  // past `count`), a weight of 0 staying 0, quantised as they are made; codes 0 past
+  // the vector holding the last key (padding keys are never read, whatever scale
+  // their page holds).
   template <class D>
   void QuantizeGroupWeights(D d, const float* scales, size_t count, size_t padded) {
-    HWY_ALIGN float weights[kMaxKeyStep];
+    const size_t weighed = RoundUp(count, hn::Lanes(d));
     for (size_t i = 0; i < rows_; ++i) {
       const float* row = scores_ + i * layout_.key_step;
-      ScaleProbabilities(d, row, scales, count, weights);
-      std::fill(weights + count, weights + padded, 0.0f);
-      probability_scales_[i] =
-          QuantizeWeightRow(d, weights, padded, kProbabilityCodeLimit,
-                            probability_codes_ + i * layout_.key_step);
+      int16_t* codes = probability_codes_ + i * layout_.key_step;
+      probability_scales_[i] = QuantizeWeightsOf(
+          d, weighed,
+          [&](size_t k) {
+            return WeighProbabilities(d, hn::LoadU(d, row + k), hn::LoadU(d, scales + k));
+          },
+          nullptr, kProbabilityCodeLimit, codes);
+      std::fill(codes + weighed, codes + padded, int16_t{0});
     }
   }
 

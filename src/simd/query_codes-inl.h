@@ -27,17 +27,32 @@ namespace mha {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// max |in[i]| over count values, or NaN if one is not finite.
-template <class D>
-HWY_INLINE float FiniteMaxAbs(D d, const float* in, size_t count) {
+// max |x| over count values, or NaN if one is not finite: the whole vectors
+// load(i) (i = 0, Lanes(d), ...), then in[i] to count (in: null where count is a
+// multiple of Lanes(d)). Two vectors a step, in two chains: a decode step's short rows
+// (a key tile's weights, 16 rows per tile for 4-bit values) wait on the max's latency.
+template <class D, class Load>
+HWY_INLINE float FiniteMaxAbsOf(D d, size_t count, const Load& load, const float* in) {
   const size_t lanes = hn::Lanes(d);
-  auto max = hn::Zero(d), non_finite = hn::Zero(d);  // x * 0: NaN for inf and NaN
+  const auto zero = hn::Zero(d);
+  auto max = zero, max2 = zero;
+  auto non_finite = zero, non_finite2 = zero;  // x * 0: NaN for inf and NaN
   size_t i = 0;
-  for (; i + lanes <= count; i += lanes) {
-    const auto x = hn::LoadU(d, in + i);
+  for (; i + 2 * lanes <= count; i += 2 * lanes) {
+    const auto x = load(i), x2 = load(i + lanes);
     max = hn::Max(max, hn::Abs(x));
-    non_finite = hn::Add(non_finite, hn::Mul(x, hn::Zero(d)));
+    max2 = hn::Max(max2, hn::Abs(x2));
+    non_finite = hn::Add(non_finite, hn::Mul(x, zero));
+    non_finite2 = hn::Add(non_finite2, hn::Mul(x2, zero));
   }
+  if (i + lanes <= count) {
+    const auto x = load(i);
+    max = hn::Max(max, hn::Abs(x));
+    non_finite = hn::Add(non_finite, hn::Mul(x, zero));
+    i += lanes;
+  }
+  max = hn::Max(max, max2);
+  non_finite = hn::Add(non_finite, non_finite2);
   float result = hn::GetLane(hn::MaxOfLanes(d, max));
   bool finite = !std::isnan(hn::GetLane(hn::SumOfLanes(d, non_finite)));
   for (; i < count; ++i) {
@@ -45,6 +60,13 @@ HWY_INLINE float FiniteMaxAbs(D d, const float* in, size_t count) {
     finite = finite && std::isfinite(in[i]);
   }
   return finite ? result : std::numeric_limits<float>::quiet_NaN();
+}
+
+// max |in[i]| over count values, or NaN if one is not finite.
+template <class D>
+HWY_INLINE float FiniteMaxAbs(D d, const float* in, size_t count) {
+  return FiniteMaxAbsOf(
+      d, count, [&](size_t i) { return hn::LoadU(d, in + i); }, in);
 }
 
 // Quantises in[0, count) into `codes` and, as floats, `code_values` (which may be
@@ -80,19 +102,31 @@ HWY_INLINE float QuantizeQueryRow(D d, const float* in, size_t count, int32_t li
   return max / top;
 }
 
-// Quantises weights in[0, count) (each >= 0, or NaN: probabilities times their
-// values' scales) into `codes` within [0, limit], 0 < limit <= 32767, for the integer
-// kernels alone: no float codes, and one multiply per vector, code = w x (limit / max)
-// rounded to nearest (ties to even; max x (limit / max) rounds to limit at most).
-// Where limit / max overflows (max near the smallest normal), w / max x limit as
-// QuantizeQueryRow. Returns the row's scale, max / limit: 0 for a row of zeros, NaN
-// (codes 0) for a row with a NaN or an infinity.
+// Integer-valued floats within (-2^22, 2^22) as int32 lanes: added to 1.5 x 2^23,
+// exactly, each lands in the low bits of the sum's mantissa. Two operations where
+// ConvertTo takes five (its conversion and a fix for overflow, which codes within
+// 32767 never reach).
 template <class D>
-HWY_INLINE float QuantizeWeightRow(D d, const float* in, size_t count, int32_t limit,
-                                   int16_t* HWY_RESTRICT codes) {
-  const float max = FiniteMaxAbs(d, in, count);
-  const float top = static_cast<float>(limit);
+HWY_INLINE hn::Vec<hn::Rebind<int32_t, D>> SmallIntegers(D d, hn::Vec<D> integers) {
   const hn::Rebind<int32_t, D> di32;
+  const auto magic = hn::Set(d, 12582912.0f);
+  return hn::Sub(hn::BitCast(di32, hn::Add(integers, magic)), hn::BitCast(di32, magic));
+}
+
+// Quantises weights in[0, count) (probabilities times their values' scales: >= 0, but
+// where a q4_0 group's scale is negative; or NaN) into `codes` within [-limit, limit],
+// 0 < limit <= 32767, for the integer kernels alone: no float codes, and one multiply
+// per vector, code = w x (limit / max |w|) rounded to nearest (ties to even; the
+// largest rounds to limit at most). Where limit / max overflows (max near the smallest
+// normal), w / max x limit as QuantizeQueryRow. Returns the row's scale, max / limit:
+// 0 for a row of zeros, NaN (codes 0) for a row with a NaN or an infinity.
+// QuantizeWeightsOf reads the whole vectors from load(i) as FiniteMaxAbsOf, twice:
+// weights made as they are read (a value group's) never go through memory.
+template <class D, class Load>
+HWY_INLINE float QuantizeWeightsOf(D d, size_t count, const Load& load, const float* in,
+                                   int32_t limit, int16_t* HWY_RESTRICT codes) {
+  const float max = FiniteMaxAbsOf(d, count, load, in);
+  const float top = static_cast<float>(limit);
   const hn::Rebind<int16_t, D> di16;
   const size_t lanes = hn::Lanes(d);
   if (std::isnan(max) || max == 0.0f) {
@@ -104,15 +138,21 @@ HWY_INLINE float QuantizeWeightRow(D d, const float* in, size_t count, int32_t l
   const auto f = hn::Set(d, factor), divisor = hn::Set(d, max), full = hn::Set(d, top);
   size_t i = 0;
   for (; i + lanes <= count; i += lanes) {
-    const auto w = hn::LoadU(d, in + i);
+    const auto w = load(i);
     const auto x = divide ? hn::Mul(hn::Div(w, divisor), full) : hn::Mul(w, f);
-    hn::StoreU(hn::DemoteTo(di16, hn::ConvertTo(di32, hn::Round(x))), di16, codes + i);
+    hn::StoreU(hn::DemoteTo(di16, SmallIntegers(d, hn::Round(x))), di16, codes + i);
   }
   for (; i < count; ++i) {
     const float x = divide ? in[i] / max * top : in[i] * factor;
     codes[i] = static_cast<int16_t>(std::nearbyint(x));
   }
   return max / top;
+}
+template <class D>
+HWY_INLINE float QuantizeWeightRow(D d, const float* in, size_t count, int32_t limit,
+                                   int16_t* HWY_RESTRICT codes) {
+  return QuantizeWeightsOf(
+      d, count, [&](size_t i) { return hn::LoadU(d, in + i); }, in, limit, codes);
 }
 
 }  // namespace HWY_NAMESPACE

@@ -163,21 +163,22 @@ TEST_P(QueryCodes, ZerosTinyAndNonFiniteRows) {
   }
 }
 
-// Weights (probabilities times value scales: >= 0) to codes, one value at a time:
-// w x (limit / max) rounded to nearest, or w / max x limit where limit / max
-// overflows; 99 past the row stays.
+// Weights (probabilities times value scales: >= 0, or of either sign where q4_0's
+// scales are negative) to codes, one value at a time: w x (limit / max |w|) rounded
+// to nearest, or w / max x limit where limit / max overflows; 99 past the row stays.
 void ExpectWeightCodes(const std::vector<float>& weights, int32_t limit) {
   std::vector<int16_t> codes(weights.size() + 1, 99);
   const float scale = HWY_DYNAMIC_DISPATCH(mha::QuantizeWeightRowForTest)(
       weights.data(), weights.size(), limit, codes.data());
-  const float max = *std::max_element(weights.begin(), weights.end());
+  float max = 0.0f;
+  for (const float w : weights) max = std::max(max, std::fabs(w));
   ASSERT_GT(max, 0.0f) << "a zero row has no codes to compare";
   const float top = static_cast<float>(limit), factor = top / max;
   EXPECT_EQ(scale, max / top);
   for (size_t i = 0; i < weights.size(); ++i) {
     const float x = std::isinf(factor) ? weights[i] / max * top : weights[i] * factor;
     const int16_t expected = static_cast<int16_t>(std::nearbyint(x));
-    ASSERT_GE(expected, 0);
+    ASSERT_GE(expected, -limit);
     ASSERT_LE(expected, limit);
     ASSERT_EQ(codes[i], expected) << "limit " << limit << " weight " << i << " of "
                                   << weights.size() << ": " << weights[i];
@@ -189,13 +190,15 @@ TEST_P(QueryCodes, WeightCodesSpanTheLimit) {
   uint32_t seed = 40;
   for (const int32_t limit : {int32_t{127}, mha::internal::kProbabilityCodeLimit}) {
     for (const size_t count : {1, 7, 16, 33, 256}) {
-      std::vector<float> weights = mha::testing::RandomFloats(count, ++seed);
-      for (float& w : weights) w = std::fabs(w) * 3.0f;
-      if (count > 1) weights[count / 2] = 0.0f;  // a masked key (zero rows: below)
-      ExpectWeightCodes(weights, limit);
-      // A largest weight near the smallest normal float: limit / max overflows.
-      for (float& w : weights) w *= 1e-38f;
-      ExpectWeightCodes(weights, limit);
+      for (const bool either_sign : {false, true}) {
+        std::vector<float> weights = mha::testing::RandomFloats(count, ++seed);
+        for (float& w : weights) w = (either_sign ? w : std::fabs(w)) * 3.0f;
+        if (count > 1) weights[count / 2] = 0.0f;  // a masked key (zero rows: below)
+        ExpectWeightCodes(weights, limit);
+        // A largest weight near the smallest normal float: limit / max overflows.
+        for (float& w : weights) w *= 1e-38f;
+        ExpectWeightCodes(weights, limit);
+      }
     }
   }
   // Ties: w x factor exactly k + 0.5 rounds to the even k.
