@@ -36,12 +36,12 @@ namespace hn = hwy::HWY_NAMESPACE;
 using mha::HWY_NAMESPACE::AddAlibi;
 using mha::HWY_NAMESPACE::ExpAndSum;
 using mha::HWY_NAMESPACE::ExpAndSumToBf16;
+using mha::HWY_NAMESPACE::FiniteMaxAbsOf;
 using mha::HWY_NAMESPACE::kNegInf;
 using mha::HWY_NAMESPACE::MaskOutside;
 using mha::HWY_NAMESPACE::NormRotateRow;
 using mha::HWY_NAMESPACE::OnlineSoftmaxStep;
 using mha::HWY_NAMESPACE::QuantizeQueryRow;
-using mha::HWY_NAMESPACE::QuantizeWeightRow;
 using mha::HWY_NAMESPACE::QuantizeWeightsOf;
 using mha::HWY_NAMESPACE::RowMax;
 using mha::HWY_NAMESPACE::ScaleProbabilities;
@@ -624,12 +624,9 @@ class QueryStep {
     const ValuePages tile = GatherValuePages(first_key, padded);
     constexpr size_t kGroup = Kind::kValueScaleGroup;
     if constexpr (kGroup == 0) {
-      for (size_t i = 0; i < rows_; ++i) {
-        const float* row = scores_ + i * layout_.key_step;
-        probability_scales_[i] =
-            QuantizeWeightRow(d, row, padded, kProbabilityCodeLimit,
-                              probability_codes_ + i * layout_.key_step);
-      }
+      QuantizeWeightRows(d, padded, padded, [&](const float* row) {
+        return [=](size_t k) { return hn::LoadU(d, row + k); };
+      });
       for (size_t first = 0; first < panels; first += kInt8StripPanels)
         ContextStrip(tile, first, std::min(kInt8StripPanels, panels - first), count);
     } else {
@@ -716,17 +713,28 @@ class QueryStep {
   // their page holds).
   template <class D>
   void QuantizeGroupWeights(D d, const float* scales, size_t count, size_t padded) {
-    const size_t weighed = RoundUp(count, hn::Lanes(d));
+    QuantizeWeightRows(d, RoundUp(count, hn::Lanes(d)), padded, [&](const float* row) {
+      return [=](size_t k) {
+        return WeighProbabilities(d, hn::LoadU(d, row + k), hn::LoadU(d, scales + k));
+      };
+    });
+  }
+  // Each row's weights (weights(row) loads them from its scores, QuantizeWeightsOf)
+  // to codes, whole vectors to `count`, 0 to `padded`: every row's max first, so that
+  // the rows' reductions and divisions overlap.
+  template <class D, class Weights>
+  void QuantizeWeightRows(D d, size_t count, size_t padded, const Weights& weights) {
+    float maxes[kMaxQueryStep];
     for (size_t i = 0; i < rows_; ++i) {
-      const float* row = scores_ + i * layout_.key_step;
+      maxes[i] =
+          FiniteMaxAbsOf(d, count, weights(scores_ + i * layout_.key_step), nullptr);
+    }
+    for (size_t i = 0; i < rows_; ++i) {
       int16_t* codes = probability_codes_ + i * layout_.key_step;
-      probability_scales_[i] = QuantizeWeightsOf(
-          d, weighed,
-          [&](size_t k) {
-            return WeighProbabilities(d, hn::LoadU(d, row + k), hn::LoadU(d, scales + k));
-          },
-          nullptr, kProbabilityCodeLimit, codes);
-      std::fill(codes + weighed, codes + padded, int16_t{0});
+      probability_scales_[i] =
+          QuantizeWeightsOf(d, count, weights(scores_ + i * layout_.key_step), nullptr,
+                            kProbabilityCodeLimit, maxes[i], codes);
+      std::fill(codes + count, codes + padded, int16_t{0});
     }
   }
 

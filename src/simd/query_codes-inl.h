@@ -51,15 +51,16 @@ HWY_INLINE float FiniteMaxAbsOf(D d, size_t count, const Load& load, const float
     non_finite = hn::Add(non_finite, hn::Mul(x, zero));
     i += lanes;
   }
-  max = hn::Max(max, max2);
-  non_finite = hn::Add(non_finite, non_finite2);
-  float result = hn::GetLane(hn::MaxOfLanes(d, max));
-  bool finite = !std::isnan(hn::GetLane(hn::SumOfLanes(d, non_finite)));
+  // A lane that met a non-finite value reads as +inf (a finite |x| never does): one
+  // reduction, not two, on the row's critical path.
+  const auto flagged = hn::IfThenElse(hn::IsNaN(hn::Add(non_finite, non_finite2)),
+                                      hn::Inf(d), hn::Max(max, max2));
+  float result = hn::GetLane(hn::MaxOfLanes(d, flagged));
   for (; i < count; ++i) {
-    result = std::max(result, std::fabs(in[i]));
-    finite = finite && std::isfinite(in[i]);
+    result = std::isfinite(in[i]) ? std::max(result, std::fabs(in[i]))
+                                  : std::numeric_limits<float>::infinity();
   }
-  return finite ? result : std::numeric_limits<float>::quiet_NaN();
+  return std::isfinite(result) ? result : std::numeric_limits<float>::quiet_NaN();
 }
 
 // max |in[i]| over count values, or NaN if one is not finite.
@@ -120,12 +121,13 @@ HWY_INLINE hn::Vec<hn::Rebind<int32_t, D>> SmallIntegers(D d, hn::Vec<D> integer
 // largest rounds to limit at most). Where limit / max overflows (max near the smallest
 // normal), w / max x limit as QuantizeQueryRow. Returns the row's scale, max / limit:
 // 0 for a row of zeros, NaN (codes 0) for a row with a NaN or an infinity.
-// QuantizeWeightsOf reads the whole vectors from load(i) as FiniteMaxAbsOf, twice:
-// weights made as they are read (a value group's) never go through memory.
+// QuantizeWeightsOf takes the weights' FiniteMaxAbsOf and reads their whole vectors
+// from load(i) again: weights made as they are read (a value group's) never go
+// through memory, and rows can take their maxes first, their reductions overlapping.
 template <class D, class Load>
 HWY_INLINE float QuantizeWeightsOf(D d, size_t count, const Load& load, const float* in,
-                                   int32_t limit, int16_t* HWY_RESTRICT codes) {
-  const float max = FiniteMaxAbsOf(d, count, load, in);
+                                   int32_t limit, float max,
+                                   int16_t* HWY_RESTRICT codes) {
   const float top = static_cast<float>(limit);
   const hn::Rebind<int16_t, D> di16;
   const size_t lanes = hn::Lanes(d);
@@ -152,7 +154,8 @@ template <class D>
 HWY_INLINE float QuantizeWeightRow(D d, const float* in, size_t count, int32_t limit,
                                    int16_t* HWY_RESTRICT codes) {
   return QuantizeWeightsOf(
-      d, count, [&](size_t i) { return hn::LoadU(d, in + i); }, in, limit, codes);
+      d, count, [&](size_t i) { return hn::LoadU(d, in + i); }, in, limit,
+      FiniteMaxAbs(d, in, count), codes);
 }
 
 }  // namespace HWY_NAMESPACE
