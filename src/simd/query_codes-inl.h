@@ -5,7 +5,8 @@
 // logit is then scale * (sum of code products) * key scale. A row of zeros has scale
 // 0; a row with an infinity or a NaN has codes 0 and a NaN scale, so that its scores,
 // and the row, are NaN as they were before quantisation. The same for the integer
-// P V's weights (QuantizeWeightRow), which are never negative.
+// P V's weights (QuantizeWeightRow, or QuantizeWeightsOf for weights made as they are
+// read), which are negative only where a q4_0 scale is.
 
 #if defined(MHA_SIMD_QUERY_CODES_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef MHA_SIMD_QUERY_CODES_INL_H_
