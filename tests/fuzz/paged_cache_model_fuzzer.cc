@@ -357,11 +357,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     layer.config.features.sliding_window = 1 + input.Byte() % options.sliding_window;
   }
   // The bounds of kv_storage_accuracy_test's regimes for these small weights, with
-  // room; bf16 compute rounds the model's forward as a bf16 cache would.
+  // room; bf16 compute rounds the model's forward as a bf16 cache would. int8 (per
+  // token, keys per channel, q8_0): the random layer's documented 5.5e-2 (serving.md);
+  // 3e-2 here failed a 2-token tree step at 3.4e-2 on every product path (the corpus's
+  // int8_tree_past_3e-2).
   const double storage_bound = options.storage == mha::DType::kFloat32      ? 1e-4
                                : options.storage == mha::DType::kFloat8E4M3 ? 0.1
                                : options.storage == mha::DType::kFloat8E5M2 ? 0.2
                                : options.storage == mha::DType::kInt4       ? 0.6
+                               : options.storage == mha::DType::kInt8       ? 5.5e-2
                                                                             : 3e-2;
   Checks checks{layer.config.compute_dtype == mha::DType::kBFloat16
                     ? std::max(storage_bound, 3e-2)
