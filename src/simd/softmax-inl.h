@@ -31,6 +31,7 @@
 
 #include "hwy/highway.h"
 #include "src/simd/bf16_round-inl.h"
+#include "src/simd/bf16_round_avx512bf16-inl.h"
 #include "src/simd/exp-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -92,23 +93,37 @@ HWY_INLINE float ExpAndSum(D d, float* HWY_RESTRICT row, size_t n, float max) {
 }
 
 // bits = exp(row - max) rounded to bfloat16, returning the sum of the rounded
-// values: the weights P V multiplies are then exactly those the sum normalises.
+// values: the weights P V multiplies are then exactly those the sum normalises. The
+// exp needs only bfloat16's precision (exp-inl.h). On AVX-512 targets the kernel
+// calls it only where the CPU has AVX512_BF16 (its bf16 products need it), which
+// rounds in one instruction; an exp is never subnormal (at least exp(-86)), so the
+// bits are RoundToBf16's.
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+#define MHA_EXP_TO_BF16_ATTR MHA_AVX512_BF16
+#else
+#define MHA_EXP_TO_BF16_ATTR HWY_INLINE
+#endif
 template <class D>
-HWY_INLINE float ExpAndSumToBf16(D d, const float* HWY_RESTRICT row, size_t n, float max,
-                                 uint16_t* HWY_RESTRICT bits) {
+MHA_EXP_TO_BF16_ATTR float ExpAndSumToBf16(D d, const float* HWY_RESTRICT row, size_t n,
+                                           float max, uint16_t* HWY_RESTRICT bits) {
   const hn::Rebind<uint16_t, D> du16;
-  const hn::Rebind<int32_t, D> di32;
+  const hn::Rebind<uint32_t, D> du32;
   const auto neg_max = hn::Set(d, -max);
   auto sum = hn::Zero(d);
   for (size_t i = 0; i < n; i += hn::Lanes(d)) {
-    const auto e = SoftmaxExp(d, hn::Add(hn::LoadU(d, row + i), neg_max));
-    const auto rounded = RoundedBf16High(d, e);
-    sum = hn::Add(sum, hn::BitCast(d, rounded));
-    hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di32, hn::ShiftRight<16>(rounded))), du16,
-               bits + i);
+    const auto e =
+        SoftmaxExp<ExpPrecision::kBfloat16>(d, hn::Add(hn::LoadU(d, row + i), neg_max));
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+    const auto rounded = RoundToBf16Avx512Bf16(d, e);
+#else
+    const auto rounded = RoundToBf16(d, e);
+#endif
+    hn::StoreU(rounded, du16, bits + i);
+    sum = hn::Add(sum, hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(du32, rounded))));
   }
   return hn::GetLane(hn::SumOfLanes(d, sum));
 }
+#undef MHA_EXP_TO_BF16_ATTR
 
 template <class D>
 HWY_INLINE void ScaleRow(D d, float* HWY_RESTRICT row, size_t n, float factor) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "hwy/highway.h"
+#include "src/base/cpu_features.h"
 #include "src/kernel/tile_matmul-inl.h"
 #include "src/simd/bf16_convert.h"
 #include "src/simd/softmax-inl.h"
@@ -49,6 +50,24 @@ float SoftmaxStepForTest(float score, float& running_max, float& running_sum) {
   return OnlineSoftmaxStep(d, block.data(), block.size(),
                            RowMax(d, block.data(), block.size()), running_max,
                            running_sum);
+}
+
+// ExpAndSumToBf16 of row[0, n) against max into bits, returning its sum; exps: the
+// same exps unrounded. False where this target does not run it: an AVX-512 target
+// on a CPU without AVX512_BF16 (the kernel's bf16 products need it there too).
+bool ExpToBf16ForTest(const float* row, size_t n, float max, uint16_t* bits, float* exps,
+                      float* sum) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  const hn::ScalableTag<float> d;
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  if (!internal::CpuHasAvx512Bf16()) return false;
+#endif
+  *sum = ExpAndSumToBf16(d, row, n, max, bits);
+  for (size_t i = 0; i < n; i += hn::Lanes(d)) {
+    const auto x = hn::Sub(hn::LoadU(d, row + i), hn::Set(d, max));
+    hn::StoreU(SoftmaxExp<ExpPrecision::kBfloat16>(d, x), d, exps + i);
+  }
+  return true;
 }
 
 // b: a [b_rows, >= n] tile in column panels, as KV pages are stored.
@@ -139,6 +158,7 @@ HWY_AFTER_NAMESPACE();
 namespace mha {
 HWY_EXPORT(SteppedSoftmaxForTest);
 HWY_EXPORT(SoftmaxStepForTest);
+HWY_EXPORT(ExpToBf16ForTest);
 HWY_EXPORT(TileMatMulForTest);
 HWY_EXPORT(TileMatMulBf16ForTest);
 HWY_EXPORT(PagedProductsFloatForTest);
@@ -229,6 +249,40 @@ TEST_P(Kernels, RunningMaxMovesOnlyBeyondTheLag) {
   EXPECT_EQ(max, 20.0f);
   EXPECT_NEAR(rescale / std::exp(-20.0), 1.0, 1e-6);
   EXPECT_NEAR(sum, (1.0 + std::exp(7.9)) * std::exp(-20.0) + 1.0, 1e-6);
+}
+
+// The probabilities bf16 products multiply: each exp rounded to nearest even (on
+// AVX-512, by AVX512_BF16's instruction: the same bits as the plain rounding), and
+// the sum of exactly those rounded values. Scores from the row max down past the
+// exp's cut-off at -86, masked keys (-inf) and lagging-max arguments up to +8.
+TEST_P(Kernels, ExpToBf16IsTheRoundedExpAndSumsIt) {
+  const size_t n = 512;
+  std::vector<float> row = RandomFloats(n, 7, 54.0f);
+  for (float& score : row) score -= 46.0f;  // [-100, 8]
+  for (size_t i = 0; i < n; i += 7) row[i] = kNegInf;
+  row[3] = 8.0f;
+  row[5] = 0.0f;
+  std::vector<uint16_t> bits(n);
+  std::vector<float> exps(n);
+  float sum = 0.0f;
+  if (!HWY_DYNAMIC_DISPATCH(mha::ExpToBf16ForTest)(row.data(), n, 0.0f, bits.data(),
+                                                   exps.data(), &sum)) {
+    GTEST_SKIP() << "an AVX-512 target on a CPU without AVX512_BF16";
+  }
+  double expected_sum = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(bits[i], mha::internal::RoundToBf16Bits(exps[i])) << "key " << i;
+    float rounded = 0.0f;
+    mha::internal::Bf16ToFloat(&bits[i], 1, &rounded);
+    expected_sum += rounded;
+    if (row[i] >= -86.0f) {
+      EXPECT_NEAR(rounded / std::exp(double{row[i]}), 1.0, 1.0 / 256) << "key " << i;
+    } else {
+      EXPECT_EQ(bits[i], 0) << "key " << i;
+    }
+  }
+  EXPECT_EQ(bits[5], 0x3F80);  // exp(0) = 1 exactly
+  EXPECT_NEAR(sum / expected_sum, 1.0, 1e-6);
 }
 
 TEST_P(Kernels, FullyMaskedRowBecomesZeros) {
