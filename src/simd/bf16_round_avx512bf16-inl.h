@@ -21,7 +21,7 @@
 #include <immintrin.h>
 
 #ifndef MHA_AVX512_BF16
-#define MHA_AVX512_BF16 __attribute__((target("avx512bf16")))
+#define MHA_AVX512_BF16 __attribute__((target(HWY_TARGET_STR ",avx512bf16")))
 #endif
 
 HWY_BEFORE_NAMESPACE();

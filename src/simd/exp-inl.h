@@ -11,8 +11,8 @@
 // least relative error on that interval, of the degree the result needs
 // (ExpPrecision): degree 6 for a float (3e-9 in exact arithmetic), degree 4 for a
 // probability rounded to bfloat16 next (5.3e-6: 2^-17.5, under a 2^-9 rounding by
-// 2^8.5, so about one rounding in 200 lands on the other bfloat16; two multiply-adds
-// fewer).
+// 2^8.5: one random argument in about 2,400 rounds to the other neighbouring
+// bfloat16; two multiply-adds fewer).
 //
 // Accuracy (tests/simd/exp_test.cc, every target): within 2e-7 relative of exp
 // (6e-6 for kBfloat16) for -86 <= x <= kMaxExpArgument; exactly 1 at 0; below -86,
