@@ -10,7 +10,8 @@
 // keys (finite for any key count below 1e34); and steps whose max grew less than
 // that (after the first few, nearly all) leave the context rows unscaled.
 //
-// Accuracy: exp-inl.h's SoftmaxExp: within 2e-7 relative down to exp(-86), 0 below.
+// Accuracy: exp-inl.h's SoftmaxExp: within 2e-7 relative down to exp(-86), 0 below;
+// for probabilities rounded to bfloat16 (ExpAndSumToBf16), 6e-6 before the rounding.
 //
 // Non-finite scores: a NaN or +inf score makes its row's max non-finite, and the
 // whole row NaN from then on (every x - max would be NaN or exp(NaN)), so that a
