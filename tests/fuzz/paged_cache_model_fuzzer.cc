@@ -360,10 +360,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // room; bf16 compute rounds the model's forward as a bf16 cache would. int8 (per
   // token, keys per channel, q8_0): the random layer's documented 5.5e-2 (serving.md);
   // 3e-2 here failed a 2-token tree step at 3.4e-2 on every product path (the corpus's
-  // int8_tree_past_3e-2).
-  const double storage_bound = options.storage == mha::DType::kFloat32      ? 1e-4
-                               : options.storage == mha::DType::kFloat8E4M3 ? 0.1
-                               : options.storage == mha::DType::kFloat8E5M2 ? 0.2
+  // int8_tree_past_3e-2). fp8: the random layer's documented 0.23 (e4m3; 0.32 scale
+  // free) and 0.55 (e5m2); 0.1 and 0.2 here failed packed steps at 0.105 and 0.151
+  // (e4m3) and 0.229 (e5m2), on every product path, main before the bf16 softmax
+  // change alike (e4m3_step_past_0.1, e4m3_step_past_0.15, e5m2_step_past_0.2).
+  const bool scale_free = options.scales == mha::KvScales::kNone;
+  const double storage_bound = options.storage == mha::DType::kFloat32 ? 1e-4
+                               : options.storage == mha::DType::kFloat8E4M3
+                                   ? (scale_free ? 0.32 : 0.23)
+                               : options.storage == mha::DType::kFloat8E5M2 ? 0.55
                                : options.storage == mha::DType::kInt4       ? 0.6
                                : options.storage == mha::DType::kInt8       ? 5.5e-2
                                                                             : 3e-2;

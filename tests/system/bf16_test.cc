@@ -6,7 +6,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "src/base/cpu_features.h"
 #include "src/simd/bf16_convert.h"
@@ -213,6 +215,35 @@ TEST(Bf16Convert, RoundsToNearestEvenOverOddLengths) {
     for (size_t i = 0; i < n; ++i) {
       ASSERT_EQ(bits[i], ScalarBf16(values[i])) << "n=" << n << " i=" << i;
       EXPECT_LE(std::fabs(back[i] - values[i]), std::fabs(values[i]) * (1.0 / 256)) << i;
+    }
+  }
+}
+
+// Every class of float (normal, subnormal, zero, infinity, NaN; random bit patterns)
+// gets the scalar rounding's bits, in the SIMD body and the tail alike; also vectors
+// whose only subnormal is one lane among normals (a hardware rounding such as
+// AVX512_BF16's flushes subnormals to zero: the library's keeps them).
+TEST(Bf16Convert, EveryClassOfFloatAsTheScalarRounding) {
+  std::mt19937 random(11);
+  for (size_t n : {1, 16, 47, 160}) {
+    for (int pattern = 0; pattern < 3; ++pattern) {
+      std::vector<uint32_t> words(n);
+      for (size_t i = 0; i < n; ++i) {
+        const uint32_t word = static_cast<uint32_t>(random());
+        // pattern 0: any bits; 1: subnormals only; 2: normals, one subnormal per 16.
+        words[i] = pattern == 0   ? word
+                   : pattern == 1 ? (word & 0x807FFFFFu) | 1u
+                   : i % 16 == 5  ? (word & 0x807FFFFFu) | 1u
+                                  : (word & 0xBFFFFFFFu) | 0x00800000u;
+      }
+      std::vector<float> values(n);
+      std::memcpy(values.data(), words.data(), n * 4);
+      std::vector<uint16_t> bits(n);
+      internal::FloatToBf16(values.data(), n, bits.data());
+      for (size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(bits[i], internal::RoundToBf16Bits(values[i]))
+            << "n=" << n << " pattern " << pattern << " i=" << i << " word " << words[i];
+      }
     }
   }
 }
